@@ -1,0 +1,10 @@
+// One registration function per kernel family; module.cc calls them all.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace edgeinf::bindings {
+
+void bind_cpu(pybind11::module_& m);
+
+}  // namespace edgeinf::bindings

@@ -1,0 +1,70 @@
+// Run-time choice of the kernel path (scalar reference, AVX2, NEON, NEON with dot product).
+//
+// A path is usable when it was built for this target (setup.py defines EDGEINF_BUILD_*)
+// and the CPU supports it (cpuid / getauxval). The active path is the best usable one
+// unless a test or EDGEINF_ISA forces another; it is read at each kernel call, so a
+// kernel family needs no table of its own: it calls select() with its variants.
+#pragma once
+
+#include <string>
+
+namespace edgeinf {
+
+enum class Isa : int { kScalar = 0, kAvx2 = 1, kNeon = 2, kNeonDot = 3 };
+
+struct CpuInfo {
+  bool avx2 = false;
+  bool fma = false;
+  bool f16c = false;
+  bool neon = false;
+  bool dotprod = false;  // SDOT/UDOT (Armv8.2 DotProd): A76 and later, not A53/A72
+  bool i8mm = false;
+};
+
+const CpuInfo& cpu_info();
+bool isa_built(Isa isa);
+bool isa_supported(Isa isa);  // built for this target and the CPU has it
+Isa best_isa();
+Isa active_isa();
+void set_active_isa(Isa isa);  // throws std::invalid_argument when not supported
+const char* isa_name(Isa isa);
+Isa parse_isa(const std::string& name);  // throws std::invalid_argument
+
+// Returns the variant for the active path, falling back along neondot -> neon -> scalar
+// and avx2 -> scalar when a variant is null (not built, or not written for that ISA).
+template <class Fn>
+Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot) {
+  switch (active_isa()) {
+    case Isa::kNeonDot:
+      if (neondot) return neondot;
+      [[fallthrough]];
+    case Isa::kNeon:
+      if (neon) return neon;
+      return scalar;
+    case Isa::kAvx2:
+      if (avx2) return avx2;
+      return scalar;
+    case Isa::kScalar:
+      break;
+  }
+  return scalar;
+}
+
+}  // namespace edgeinf
+
+// Take the address of a variant only when its file was compiled for this target.
+#if defined(EDGEINF_BUILD_AVX2)
+#define EDGEINF_AVX2(fn) (&(fn))
+#else
+#define EDGEINF_AVX2(fn) (nullptr)
+#endif
+#if defined(EDGEINF_BUILD_NEON)
+#define EDGEINF_NEON(fn) (&(fn))
+#else
+#define EDGEINF_NEON(fn) (nullptr)
+#endif
+#if defined(EDGEINF_BUILD_NEONDOT)
+#define EDGEINF_NEONDOT(fn) (&(fn))
+#else
+#define EDGEINF_NEONDOT(fn) (nullptr)
+#endif

@@ -1,0 +1,28 @@
+"""Environment knobs, read in one place.
+
+EDGEINF_ISA     force a kernel path: scalar | avx2 | neon | neondot (tests, debugging)
+EDGEINF_CACHE   where fetched models are kept (default: $XDG_CACHE_HOME/edgeinf or ~/.cache/edgeinf)
+EDGEINF_BACKENDS  default backend preference, comma separated (default: tflite,ncnn)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def forced_isa() -> str | None:
+    return os.environ.get("EDGEINF_ISA") or None
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("EDGEINF_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "edgeinf"
+
+
+def backend_preference() -> tuple[str, ...]:
+    raw = os.environ.get("EDGEINF_BACKENDS", "tflite,ncnn")
+    return tuple(name.strip() for name in raw.split(",") if name.strip())
