@@ -78,7 +78,7 @@ Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 def _run(command: Sequence[str], runner: Runner, timeout_s: float) -> str:
     try:
-        done = runner(list(command), capture_output=True, text=True, timeout=timeout_s, check=False)
+        done = runner(list(command), capture_output=True, encoding="ascii", errors="replace", timeout=timeout_s, check=False)
     except FileNotFoundError:
         raise SensorError(f"{command[0]}: command not found") from None
     except PermissionError:
