@@ -292,7 +292,10 @@ def plot(results: list[dict], target: str) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 2]})
     labels = [f"{r['model_name']}\n{r['variant']} t{r['threads']} c{r['concurrency']}" for r in results]
     data = [[t / 1e3 for t in r["latency_us"]["samples"]] for r in results]
-    left.boxplot(data, vert=False, whis=(1, 99), showfliers=True)
+    try:
+        left.boxplot(data, orientation="horizontal", whis=(1, 99), showfliers=True)
+    except TypeError:  # matplotlib < 3.10
+        left.boxplot(data, vert=False, whis=(1, 99), showfliers=True)
     left.set_yticks(range(1, len(labels) + 1), labels, fontsize=7)
     spread = [min(d) for d in data if d], [max(d) for d in data if d]
     if spread[0] and max(spread[1]) > 20 * max(min(spread[0]), 1e-6):
