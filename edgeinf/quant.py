@@ -165,7 +165,9 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     >>> activation_range("relu6", 0.05, -128)
     (-128, -8)
     """
-    return tuple(_C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output")))
+    return tuple(
+        _C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output"))
+    )
 
 
 def conv_output_size(size: int, filter_size: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
@@ -293,7 +295,11 @@ class _Quantized:
 class FullyConnected(_Quantized):
     """int8 fully connected layer (TFLite FULLY_CONNECTED), also the int8 GEMM.
 
-    ``y[..., n] = requantize(bias[n] + sum_k w[n, k] * (x[..., k] - input_zero_point))``
+    ``y[..., n] = clamp(round(acc * input_scale * weight_scale[n] / output_scale) + output_zero_point)``
+    with ``acc = bias[n] + sum_k w[n, k] * (x[..., k] - input_zero_point)`` in int32 and the
+    product and rounding (half away from zero) in float64: TFLite's reference kernel
+    requantizes FULLY_CONNECTED this way since LiteRT 2.0 (its optimized kernel and
+    XNNPACK use other roundings; see docs/int8.md).
 
     Args:
         weights: int8 ``[N, K]`` (TFLite's filter layout), zero point 0.
@@ -325,15 +331,12 @@ class FullyConnected(_Quantized):
         n = weights.shape[0]
         self._io(input_scale, input_zero_point, output_scale, output_zero_point, activation)
         ws = _scales(weight_scale, "weight", n)
-        if ws.size == 1:
-            # TFLite's per-tensor path multiplies the two scales in float32 first.
-            reals = [float(np.float32(self.input_scale) * ws[0]) / self.output_scale] * n
-        else:
-            reals = [self.input_scale * float(s) / self.output_scale for s in ws]
-        self.multiplier, self.shift = _multipliers(reals)
+        # TFLite's reference FULLY_CONNECTED requantizes in double (round half away from
+        # zero) with this factor per channel, not with a fixed-point multiplier.
+        self.scale = np.array([self.input_scale * float(ws[c % ws.size]) / self.output_scale for c in range(n)])
         self._op = _C.Qs8FullyConnected(
-            weights, _bias(bias, n), self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
-            self.act_min, self.act_max,
+            weights, _bias(bias, n), self.input_zero_point, self.scale, self.output_zero_point, self.act_min,
+            self.act_max,
         )  # fmt: skip
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -541,7 +544,11 @@ def add(
     """
     a, b = _broadcast(a, b)
     sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = _zero_point(a_zero_point, "a"), _zero_point(b_zero_point, "b"), _zero_point(output_zero_point, "output")
+    za, zb, zo = (
+        _zero_point(a_zero_point, "a"),
+        _zero_point(b_zero_point, "b"),
+        _zero_point(output_zero_point, "output"),
+    )
     left_shift = 20
     twice_max = 2.0 * max(sa, sb)
     real_a, real_b = sa / twice_max, sb / twice_max
@@ -577,7 +584,11 @@ def mul(
     """
     a, b = _broadcast(a, b)
     sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = _zero_point(a_zero_point, "a"), _zero_point(b_zero_point, "b"), _zero_point(output_zero_point, "output")
+    za, zb, zo = (
+        _zero_point(a_zero_point, "a"),
+        _zero_point(b_zero_point, "b"),
+        _zero_point(output_zero_point, "output"),
+    )
     # TFLite multiplies and divides the three scales in float32 before widening.
     real = float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(so))
     m, s = _C.quantize_multiplier(real)
@@ -604,9 +615,7 @@ def softmax(x: np.ndarray, *, input_scale: float, beta: float = 1.0, out: np.nda
     return _C.softmax(x, _scale(input_scale, "input"), beta32, out)
 
 
-def logistic(
-    x: np.ndarray, *, input_scale: float, input_zero_point: int, out: np.ndarray | None = None
-) -> np.ndarray:
+def logistic(x: np.ndarray, *, input_scale: float, input_zero_point: int, out: np.ndarray | None = None) -> np.ndarray:
     """int8 logistic (sigmoid), TFLite LOGISTIC: output scale 1/256, zero point -128.
 
     >>> logistic(np.array([0], np.int8), input_scale=0.1, input_zero_point=0).tolist()
