@@ -50,14 +50,20 @@ def test_check_on_a_device_with_only_tflite_runtime(model_path):
     code = "import importlib.util; assert importlib.util.find_spec('ai_edge_litert') is None\n" + CHECK_AND_LIST_MODULES
     out = _run(python, code, path)
     assert out["loaded"] == []
-    assert out["targets"][str(path)] == {"tflite": "tflite_runtime 2.14.0"}  # the installed runtime is the default target
+    assert out["targets"][str(path)] == {
+        "tflite": "tflite_runtime 2.14.0"
+    }  # the installed runtime is the default target
     assert out["verdicts"][str(path)] == {"tflite": "YES"}
 
 
 def test_layout_is_what_the_generator_makes_from_the_installed_schema(tmp_path):
     pytest.importorskip("ai_edge_litert")
     out = tmp_path / "layout.json"
-    subprocess.run([sys.executable, str(ROOT / "tools" / "gen_tflite_layout.py"), "--out", str(out)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_tflite_layout.py"), "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
     committed = json.loads((ROOT / "edgeinf" / "formats" / "tflite_layout.json").read_text())
     fresh = json.loads(out.read_text())
     assert fresh == committed, "tflite_layout.json is stale: rerun tools/gen_tflite_layout.py"
@@ -74,7 +80,18 @@ def test_layout_slots_match_the_generated_accessors():
     import re
 
     checked = 0
-    for tname in ("Model", "SubGraph", "Tensor", "Operator", "OperatorCode", "Buffer", "QuantizationParameters", "SparsityParameters", "SignatureDef", "Conv2DOptions"):
+    for tname in (
+        "Model",
+        "SubGraph",
+        "Tensor",
+        "Operator",
+        "OperatorCode",
+        "Buffer",
+        "QuantizationParameters",
+        "SparsityParameters",
+        "SignatureDef",
+        "Conv2DOptions",
+    ):
         cls = getattr(s, tname)
         for fname, field in layout[tname].items():
             src = inspect.getsource(getattr(cls, field["method"]))
