@@ -576,4 +576,11 @@ def configs_by_power(profile: Profile) -> list[ConfigProfile]:
     return sorted(profile.entries, key=lambda e: e.power_mw)
 
 
-__all__: Iterable[str] = ["Decision", "Request", "Scheduler", "SchedulerReport", "lowest_power_config", "configs_by_power"]
+__all__: Iterable[str] = [
+    "Decision",
+    "Request",
+    "Scheduler",
+    "SchedulerReport",
+    "lowest_power_config",
+    "configs_by_power",
+]
