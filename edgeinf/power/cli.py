@@ -67,6 +67,9 @@ def snapshot(found: Discovery) -> dict:
         "thermal": [_temperature(zone) for zone in found.thermal],
         "cpufreq": [policy.describe() for policy in found.cpufreq],
         "unavailable": [{"sensor": name, "reason": reason} for name, reason in found.unavailable],
+        "throttled": None
+        if found.throttled is None
+        else {"raw": hex(found.throttled.raw), "flags": found.throttled.active()},
     }
 
 
@@ -90,6 +93,9 @@ def _print_snapshot(data: dict) -> None:
             continue
         state = "writable" if row["writable"] else "read-only"
         print(f"cpufreq    {row['policy']:<40} {row['governor']} {row['min_khz']}-{row['max_khz']} kHz ({state})")
+    if data["throttled"] is not None:
+        flags = ", ".join(data["throttled"]["flags"]) or "none"
+        print(f"throttled  {data['throttled']['raw']:<40} {flags}")
     for row in data["unavailable"]:
         print(f"missing    {row['sensor']:<40} {row['reason']}")
 

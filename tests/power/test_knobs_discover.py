@@ -186,3 +186,19 @@ def test_discover_lists_an_unreadable_serial_meter_with_its_reason(tmp_path):
     assert "cannot open serial port" in found.unavailable[0][1]
     with pytest.raises(ValueError, match="'um' or 'line'"):
         discover(tmp_path, vcgencmd=None, serial_ports=["/dev/x@modbus"])
+
+
+def test_frequency_knob_applies_decision_caps_once(fake_sys):
+    from edgeinf.power.knobs import FrequencyKnob
+
+    pi5_cpufreq(fake_sys)
+    kernel = KernelWrites(fake_sys.root)
+    knob = FrequencyKnob(cpufreq_policies(fake_sys.root, opener=kernel))
+    assert knob.apply(1_500_000) == 1_500_000
+    assert knob.apply(1_500_000) == 1_500_000  # unchanged: not written again
+    assert knob.apply(None) == 1_500_000  # a configuration without a cap leaves the clock alone
+    assert [w for w in kernel.writes if w[0] == "scaling_max_freq"] == [("scaling_max_freq", "1500000")]
+    knob.restore()
+    assert (fake_sys.root / POLICY / "scaling_max_freq").read_text().strip() == "2400000"
+    read_only = FrequencyKnob(cpufreq_policies(fake_sys.root, opener=KernelWrites(fake_sys.root, deny=True)))
+    assert read_only.apply(1_000_000) is None
