@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import SensorError
 from .knobs import ThermalLimit
 from .profiles import Config, ConfigProfile, Profile
-from .scheduler import Decision, Scheduler, _LatencyHistogram
+from .scheduler import Decision, LatencyHistogram, Scheduler
 from .sensors.base import PowerSample, TempSample
 
 IDLE_MW = 2000.0
@@ -290,7 +290,7 @@ class SimResult:
     temp_c: np.ndarray
     fallback: np.ndarray
     configs: list[str]
-    latency: _LatencyHistogram
+    latency: LatencyHistogram
     controller_seconds: float = 0.0
     throttled_steps: int = 0
     extra: dict = field(default_factory=dict)
@@ -336,7 +336,7 @@ def simulate(
     temps = np.zeros(steps)
     fallback = np.zeros(steps, dtype=bool)
     configs: list[str] = []
-    latency = _LatencyHistogram()
+    latency = LatencyHistogram()
     decay = dt / params.thermal_tau_s
     controller_s = 0.0
     throttled = 0
