@@ -2,8 +2,9 @@
 # Pre-deployment gate for a model, for a CI pipeline:
 #   1. `edgeinf check`: every operator of the model against the target runtime, without
 #      running it; its exit status is the gate's status when it refuses the model.
-#   2. `edgeinf bench` (its check already done): load and run the model here on a fixed input (catches what a static
-#      check cannot: allocation failures, runtime errors), optionally with a p95 budget.
+#   2. `edgeinf bench`: load and run the model here on a fixed input (catches what a
+#      static check cannot: allocation failures, runtime errors), optionally with a p95
+#      budget. The operator check is not repeated there.
 #
 # usage: examples/ci_check.sh MODEL [--backend NAME] [--max-p95-ms MS] [--runs N]
 #   MODEL      a .tflite, an NCNN .param (with its .bin) or a manifest name
@@ -15,7 +16,7 @@
 set -uo pipefail
 
 PY=${PYTHON:-python3}
-usage() { sed -n '9,11p' "$0" | sed 's/^# //' >&2; exit 64; }
+usage() { sed -n '9,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 64; }
 
 [ $# -ge 1 ] || usage
 model=$1
