@@ -27,7 +27,10 @@ def _info(args) -> int:
 
     with load(args.model, backend=args.backend, num_threads=args.threads, check=False) as model:
         parsed = model.parsed
-        ops = len(getattr(parsed, "operators", None) or getattr(parsed, "layers", None) or [])
+        if hasattr(parsed, "subgraphs"):
+            ops = sum(len(graph.operators) for graph in parsed.subgraphs)
+        else:
+            ops = len(parsed.layers)
         facts = {
             "model": str(model.path),
             "size_bytes": model.path.stat().st_size,
