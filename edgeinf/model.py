@@ -178,6 +178,8 @@ class Model:
     """A loaded model: its input and output specs, and `run`.
 
     Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
+    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
+    preprocess / inference / postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
