@@ -293,6 +293,10 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
     )
 
 
+class _Unsized(Exception):
+    """A layer loads data in a way this reader does not size."""
+
+
 class _BinWalker:
     """Follows ModelBinFromDataReader::load through the .bin to size each array."""
 
@@ -304,6 +308,8 @@ class _BinWalker:
             raise ModelFileError(f"{self.what}: line {layer.line}: {layer.type} {layer.name} implies {count} weights")
         if load_type == 1:
             nbytes = 4 * count
+        elif load_type != 0:
+            raise _Unsized(f"load type {load_type}")
         else:
             self.need(4, layer)
             self.f.seek(self.offset)
@@ -406,7 +412,16 @@ def _walk_bin(bin_file: Path, size: int, layers, what: str):
         walker = _BinWalker(f, size, what)
         for layer in layers:
             before = walker.offset
-            if not _load_layer(walker, layer):
+            try:
+                known = _load_layer(walker, layer)
+            except _Unsized as exc:
+                return (
+                    None,
+                    f".bin size checked up to byte {before} only: {layer.type} {layer.name} (line {layer.line}) "
+                    f"uses {exc}, which this reader does not size",
+                    per_layer,
+                )
+            if not known:
                 return (
                     None,
                     (
@@ -418,3 +433,25 @@ def _walk_bin(bin_file: Path, size: int, layers, what: str):
             if walker.offset > before:
                 per_layer[layer.name] = walker.offset - before
     return walker.offset, None, per_layer
+
+
+def check_ncnn_weights(param: NcnnParam, bin_path: Union[str, os.PathLike]) -> None:
+    """Check a .bin against a parsed .param (done by `read_ncnn_param` for the default .bin;
+    this re-checks when the weights live elsewhere).
+
+    Raises:
+        ModelFileError: the .bin is missing while layers load weights, or shorter than the params imply.
+    """
+    bin_path = Path(bin_path)
+    if param.bin_path is not None and Path(param.bin_path) == bin_path:
+        return
+    what = Path(param.path).name if param.path else "param"
+    needs = [layer for layer in param.layers if layer.type.lower() in WEIGHTED_LAYERS]
+    if not bin_path.is_file():
+        if needs:
+            raise ModelFileError(
+                f"{what}: .param without its .bin: {len(needs)} layers load weights "
+                f"(first: {needs[0].type} {needs[0].name}) but {bin_path.name} does not exist"
+            )
+        return
+    _walk_bin(bin_path, bin_path.stat().st_size, param.layers, what)
