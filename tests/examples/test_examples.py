@@ -203,10 +203,12 @@ def test_ci_check_fails_with_the_check_status_on_a_bad_model(tmp_path):
     done = run_ci_check(str(bad))
     assert done.returncode == direct.returncode
     assert "FAIL: edgeinf check refused" in done.stdout
+    assert "truncated.tflite" in done.stderr  # the checker's own verdict on the file, passed through
 
 
 def test_ci_check_latency_budget_gate(model_path):
-    done = run_ci_check(str(model_path("face_detection_short_range")), "--runs", "5", "--max-p95-ms", "0.000001")
+    model_path("face_detection_short_range")  # cached: the script resolves the manifest name
+    done = run_ci_check("face_detection_short_range", "--runs", "5", "--max-p95-ms", "0.000001")
     assert done.returncode == 11, done.stdout + done.stderr
     assert "over the budget" in done.stdout
 
