@@ -243,6 +243,7 @@ def main(argv=None) -> int:
         "budget_mw": args.budget_mw,
         "duty": budget.duty,
         "average_mw_estimated": budget.average_mw,
+        "active_mw_estimate": budget.active_mw,
         "inference_p50_ms": snap.p50_s * 1e3,
         "inference_p95_ms": snap.p95_s * 1e3,
         "model": str(detector.model.path.name),

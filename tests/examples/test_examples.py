@@ -49,6 +49,18 @@ def test_camera_loop_on_the_real_photo(pi_loop, capsys, tmp_path):
     assert summary["inference_p50_ms"] > 0
 
 
+def test_camera_loop_closes_the_loop_on_a_power_sensor(pi_loop, capsys, tmp_path):
+    # A board whose only power sensor is an INA219 reading 4.5 W (hwmon power1_input is in µW).
+    write(tmp_path / "sys/class/hwmon/hwmon2/name", "ina219")
+    write(tmp_path / "sys/class/hwmon/hwmon2/power1_input", "4500000")
+    code = pi_loop.main(["--source", "folder", "--frames", "3", "--json", "--power-root", str(tmp_path)])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and "ina219" in summary["power_sensor"]
+    # Each frame moves the active-power estimate a fifth of the way to the reading.
+    assert summary["active_mw_estimate"] == pytest.approx(4500 + (5000 - 4500) * 0.8**3)
+    assert summary["duty"] == pytest.approx((3000 - 2000) / (summary["active_mw_estimate"] - 2000))
+
+
 def test_camera_loop_on_a_folder_with_per_frame_lines(pi_loop, capsys, tmp_path, model_path):
     import shutil
 
