@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "benchmarks"
 RESULTS = BENCHMARKS / "results"
 README = BENCHMARKS / "README.md"
+MAX_FLAT_ROWS = 80
 
 log = logging.getLogger("bench_report")
 
@@ -93,13 +94,43 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def flatten(value, prefix: str = "") -> list[tuple[str, object]]:
+    """Scalar leaves of a nested JSON value as (dotted path, value); long lists are summarized."""
+    if isinstance(value, dict):
+        out = []
+        for key, item in value.items():
+            out += flatten(item, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(value, list):
+        if all(not isinstance(v, (dict, list)) for v in value):
+            return [(prefix, ", ".join(cell(v) for v in value[:8]) + (" ..." if len(value) > 8 else ""))]
+        out = []
+        for i, item in enumerate(value):
+            out += flatten(item, f"{prefix}[{i}]")
+        return out
+    return [(prefix, value)]
+
+
+def rows_of(doc: dict) -> tuple[list[dict], bool]:
+    """The doc's rows, or its figures flattened when it does not keep the rows contract."""
+    if isinstance(doc.get("rows"), list) and doc["rows"]:
+        return doc["rows"], True
+    skip = {"benchmark", "title", "date", "machine", "versions", "meta", "quick", "error", "rows"}
+    pairs = [(k, v) for k, v in flatten({k: v for k, v in doc.items() if k not in skip}) if v not in (None, "")]
+    return [{"figure": k, "value": v} for k, v in pairs[:MAX_FLAT_ROWS]], False
+
+
 def environment_line(doc: dict) -> str:
-    m, v = doc.get("machine") or {}, doc.get("versions") or {}
+    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
+    m = doc.get("machine") or meta.get("machine") or {}
+    v = doc.get("versions") or meta.get("versions") or {}
+    if not isinstance(m, dict):
+        m = {"cpu": str(m)}
     versions = ", ".join(f"{k} {val}" for k, val in v.items() if val)
     machine = (
         f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores)"
     )
-    return f"{doc.get('date', 'undated')} on {machine}; {versions}"
+    return f"{doc.get('date') or meta.get('date') or 'undated'} on {machine}; {versions}"
 
 
 def render(docs: list[dict]) -> str:
@@ -116,7 +147,11 @@ def render(docs: list[dict]) -> str:
             lines.append("")
         lines.append(f"Measured {environment_line(doc)}.")
         lines.append("")
-        lines += table(doc.get("rows", []))
+        rows, kept_contract = rows_of(doc)
+        if not kept_contract:
+            lines.append("*This benchmark's JSON has no `rows`; its figures are listed as they are.*")
+            lines.append("")
+        lines += table(rows)
         lines.append("")
     return "\n".join(lines)
 

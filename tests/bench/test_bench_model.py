@@ -212,6 +212,42 @@ def test_json_sweep_of_threads_and_backends(capsys, model_path):
     assert "does not run .tflite files" in doc["skipped"][0]["reason"]
 
 
+def test_float_and_int8_variants_side_by_side(tmp_path, capsys):
+    from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
+
+    bias = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    (tmp_path / "add_f32.tflite").write_bytes(
+        build_model(
+            [TensorDef("x", (1, 64), "float32"), TensorDef("b", (1, 64), "float32", data=bias)]
+            + [TensorDef("y", (1, 64), "float32")],
+            [OpDef("ADD", [0, 1], [2])],
+            inputs=[0],
+            outputs=[2],
+        )
+    )
+    q = {"scale": 1 / 64, "zero_point": 0}
+    (tmp_path / "add_int8.tflite").write_bytes(
+        build_model(
+            [
+                TensorDef("x", (1, 64), "int8", **q),
+                TensorDef("b", (1, 64), "int8", data=np.round(bias * 64).astype(np.int8), **q),
+            ]
+            + [TensorDef("y", (1, 64), "int8", scale=1 / 32, zero_point=0)],
+            [OpDef("ADD", [0, 1], [2])],
+            inputs=[0],
+            outputs=[2],
+        )
+    )
+    models = [str(tmp_path / "add_f32.tflite"), str(tmp_path / "add_int8.tflite")]
+    assert cli.main(["bench", *models, "--runs", "5", "--warmup", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    check_schema(doc)
+    assert [(r["model_name"], r["input_dtype"]) for r in doc["results"]] == [
+        ("add_f32.tflite", "float32"),
+        ("add_int8.tflite", "int8"),
+    ]
+
+
 def test_ncnn_variants_on_a_dynamic_input_with_a_given_shape(capsys):
     code = cli.main(
         ["bench", "realesr_animevideov3_x2", "--runs", "3", "--warmup", "1", "--backend", "ncnn,ncnn-fp32"]

@@ -80,3 +80,16 @@ def test_report_renders_tables_errors_and_quick_marks(tmp_path, monkeypatch):
     assert tool.main(["--out", str(out), "--only", "broken"]) == 0
     assert "| a | 1.235 | **no** |" in out.read_text()
     assert tool.main(["--out", str(out), "--only", "nonexistent"]) == 2
+
+
+def test_report_lists_figures_of_a_benchmark_without_rows():
+    tool = load_tool()
+    doc = {
+        "benchmark": "nested",
+        "meta": {"date": "2026-01-02", "versions": {"numpy": "2.4"}},
+        "cases": {"bgr": {"median_us": 78.5, "runs": [1, 2, 3]}},
+    }
+    text = tool.render([doc])
+    assert "its figures are listed as they are" in text
+    assert "| cases.bgr.median_us | 78.5 |" in text and "| cases.bgr.runs | 1, 2, 3 |" in text
+    assert "Measured 2026-01-02 on" in text and "numpy 2.4" in text
