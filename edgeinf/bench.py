@@ -18,7 +18,7 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -239,17 +239,21 @@ def environment() -> dict:
 # -- fixed inputs ---------------------------------------------------------------------------
 
 
-def random_inputs(specs, seed: int = 0) -> list[np.ndarray]:
-    """One seeded random array per input: floats uniform in [-1, 1], integers over their full range."""
+def random_inputs(specs, seed: int = 0, shape: Sequence[int] | None = None) -> list[np.ndarray]:
+    """One seeded random array per input: floats uniform in [-1, 1], integers over their full range.
+
+    Args:
+        shape: the first input's shape, for models whose input has dynamic dimensions.
+    """
     rng = np.random.default_rng(seed)
     arrays = []
-    for spec in specs:
-        shape = _concrete(spec)
+    for i, spec in enumerate(specs):
+        shape_i = _concrete(spec, shape if i == 0 else None)
         if np.issubdtype(spec.dtype, np.floating):
-            arrays.append(rng.uniform(-1.0, 1.0, shape).astype(spec.dtype))
+            arrays.append(rng.uniform(-1.0, 1.0, shape_i).astype(spec.dtype))
         elif np.issubdtype(spec.dtype, np.integer):
             info = np.iinfo(spec.dtype)
-            arrays.append(rng.integers(info.min, info.max, shape, endpoint=True, dtype=spec.dtype))
+            arrays.append(rng.integers(info.min, info.max, shape_i, endpoint=True, dtype=spec.dtype))
         else:
             raise ValueError(f"cannot make a random input of dtype {spec.dtype} for {spec.name!r}")
     return arrays
@@ -296,10 +300,17 @@ def image_input(spec, image_path, value_range: str = "-1,1") -> np.ndarray:
     return np.ascontiguousarray(out[np.newaxis])
 
 
-def _concrete(spec) -> tuple[int, ...]:
+def _concrete(spec, shape: Sequence[int] | None = None) -> tuple[int, ...]:
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        fits = len(shape) == len(spec.shape) and all(d == s or s < 0 for d, s in zip(shape, spec.shape))
+        if not fits or any(d < 1 for d in shape):
+            raise ValueError(f"input {spec.name!r} has shape {list(spec.shape)}; cannot use shape {list(shape)}")
+        return shape
     if any(d < 0 for d in spec.shape):
         raise ValueError(
-            f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}: give --image, or resize it first"
+            f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}: give a shape (--shape), "
+            "or an image (--image) for an image input"
         )
     return tuple(spec.shape)
 
@@ -341,6 +352,7 @@ def bench_model(
     image=None,
     image_range: str = "-1,1",
     seed: int = 0,
+    shape: Sequence[int] | None = None,
     check: bool = True,
     on_run: Callable[[int], object] | None = None,
 ) -> dict:
@@ -380,7 +392,7 @@ def bench_model(
                 raise ValueError(f"--image needs a one-input model, {Path(path).name} has {len(first.inputs)}")
             inputs = [image_input(first.inputs[0], image, image_range)]
         else:
-            inputs = random_inputs(first.inputs, seed)
+            inputs = random_inputs(first.inputs, seed, shape)
         start = time.perf_counter()
         first.run(inputs)
         first_ms = (time.perf_counter() - start) * 1e3
@@ -408,6 +420,7 @@ def bench_model(
             "threads": threads,
             "concurrency": concurrency,
             "input": f"image {image}" if image is not None else f"random seed={seed}",
+            "input_shape": list(inputs[0].shape),
             "input_dtype": first.inputs[0].dtype.name,
             "warmup": warmup,
             "runs": runs,

@@ -178,6 +178,8 @@ class Model:
     """A loaded model: its input and output specs, and `run`.
 
     Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
+    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
+    preprocess / inference / postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
@@ -249,14 +251,13 @@ class Model:
             arrays = (inputs,) if inputs.__class__ is np.ndarray and len(self.inputs) == 1 else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
-                backend = self._live()
+                backend = self._backend or self._live()
                 for i, array in enumerate(arrays):
-                    array = self._validate(i, array)
-                    backend.set_input(i, array)
+                    backend.set_input(i, self._validate(i, array))
                 t_in = _clock()
                 results = backend.invoke()
                 t_out = _clock()
-                named = self._name_outputs(results, dequantize)
+                named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
                 self._record(start, t_in, t_out)
         except BaseException:
             self.metrics.errors += 1
