@@ -165,7 +165,9 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     >>> activation_range("relu6", 0.05, -128)
     (-128, -8)
     """
-    return tuple(_C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output")))
+    return tuple(
+        _C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output"))
+    )
 
 
 def conv_output_size(size: int, filter_size: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
@@ -541,7 +543,11 @@ def add(
     """
     a, b = _broadcast(a, b)
     sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = _zero_point(a_zero_point, "a"), _zero_point(b_zero_point, "b"), _zero_point(output_zero_point, "output")
+    za, zb, zo = (
+        _zero_point(a_zero_point, "a"),
+        _zero_point(b_zero_point, "b"),
+        _zero_point(output_zero_point, "output"),
+    )
     left_shift = 20
     twice_max = 2.0 * max(sa, sb)
     real_a, real_b = sa / twice_max, sb / twice_max
@@ -577,7 +583,11 @@ def mul(
     """
     a, b = _broadcast(a, b)
     sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = _zero_point(a_zero_point, "a"), _zero_point(b_zero_point, "b"), _zero_point(output_zero_point, "output")
+    za, zb, zo = (
+        _zero_point(a_zero_point, "a"),
+        _zero_point(b_zero_point, "b"),
+        _zero_point(output_zero_point, "output"),
+    )
     # TFLite multiplies and divides the three scales in float32 before widening.
     real = float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(so))
     m, s = _C.quantize_multiplier(real)
@@ -604,9 +614,7 @@ def softmax(x: np.ndarray, *, input_scale: float, beta: float = 1.0, out: np.nda
     return _C.softmax(x, _scale(input_scale, "input"), beta32, out)
 
 
-def logistic(
-    x: np.ndarray, *, input_scale: float, input_zero_point: int, out: np.ndarray | None = None
-) -> np.ndarray:
+def logistic(x: np.ndarray, *, input_scale: float, input_zero_point: int, out: np.ndarray | None = None) -> np.ndarray:
     """int8 logistic (sigmoid), TFLite LOGISTIC: output scale 1/256, zero point -128.
 
     >>> logistic(np.array([0], np.int8), input_scale=0.1, input_zero_point=0).tolist()
