@@ -27,7 +27,10 @@ def _info(args) -> int:
 
     with load(args.model, backend=args.backend, num_threads=args.threads, check=False) as model:
         parsed = model.parsed
-        ops = len(getattr(parsed, "operators", None) or getattr(parsed, "layers", None) or [])
+        if hasattr(parsed, "subgraphs"):
+            ops = sum(len(graph.operators) for graph in parsed.subgraphs)
+        else:
+            ops = len(parsed.layers)
         facts = {
             "model": str(model.path),
             "size_bytes": model.path.stat().st_size,
@@ -71,11 +74,9 @@ def _spec_dict(spec) -> dict:
 
 
 def _board_facts() -> dict:
-    try:
-        from .board import identify
-    except ImportError:
-        return {}
-    return {"board": identify().describe()}
+    from .board import detect
+
+    return {"board": detect().summary()}
 
 
 def _add_demo(sub) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Union
@@ -21,9 +23,11 @@ import numpy as np
 
 from . import backends
 from .errors import BackendUnavailableError, InputError, ModelClosedError, ModelFileError, UnsupportedOperatorError
+from .metrics import LATENCY_BUCKETS_S, ModelMetrics
 from .types import TensorSpec
 
 log = logging.getLogger(__name__)
+_clock = time.perf_counter
 
 Inputs = Union[np.ndarray, Sequence[np.ndarray], Mapping[str, np.ndarray]]
 _SUFFIX_KIND = {".tflite": "tflite", ".param": "ncnn", ".onnx": "onnx"}
@@ -112,11 +116,9 @@ def _verify(path: Path, kind: str):
 
         data = path.read_bytes()
         return read_tflite(data), data
-    from .formats.ncnn_param import check_ncnn_weights, read_ncnn_param
+    from .formats.ncnn_param import read_ncnn_param
 
-    param = read_ncnn_param(path)
-    check_ncnn_weights(param, path.with_suffix(".bin"))
-    return param, None
+    return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply
 
 
 def load(
@@ -161,7 +163,8 @@ def load(
     if check:
         from .compat import check as compat_check
 
-        report = compat_check(path, backend=name)
+        # Check against the runtime that will really run it (a forced TFLite package included).
+        report = compat_check(path, backend=name, target=options.get("package") if name == "tflite" else None)
         if not report.runnable(name):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if kind == "tflite":
@@ -176,6 +179,8 @@ class Model:
     """A loaded model: its input and output specs, and `run`.
 
     Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
+    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
+    preprocess / inference / postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
@@ -188,11 +193,14 @@ class Model:
         self.report = report
         self._lock = threading.Lock()
         self._refresh_specs()
+        self.metrics = ModelMetrics(path.name, backend.name)
+        self._call = _CallState()
 
     def _refresh_specs(self) -> None:
         self.inputs: tuple[TensorSpec, ...] = self._backend.inputs
         self.outputs: tuple[TensorSpec, ...] = self._backend.outputs
         self._input_names = {spec.name: i for i, spec in enumerate(self.inputs)}
+        self._output_names = tuple(spec.name for spec in self.outputs)
 
     # -- facts ---------------------------------------------------------------------
     @property
@@ -239,14 +247,23 @@ class Model:
         Raises:
             InputError: wrong count, name, type, dtype, shape or memory layout.
         """
-        arrays = self._arrange(inputs)
-        with self._lock:
-            backend = self._live()
-            for i, array in enumerate(arrays):
-                array = self._validate(i, array)
-                backend.set_input(i, array)
-            results = backend.invoke()
-        return self._name_outputs(results, dequantize)
+        try:
+            # One array for a one-input model is the common case: skip the general arrangement.
+            arrays = (inputs,) if inputs.__class__ is np.ndarray and len(self.inputs) == 1 else self._arrange(inputs)
+            with self._lock:
+                start = _clock()  # time holding the model: waiting for the lock is not the model's latency
+                backend = self._backend or self._live()
+                for i, array in enumerate(arrays):
+                    backend.set_input(i, self._validate(i, array))
+                t_in = _clock()
+                results = backend.invoke()
+                t_out = _clock()
+                named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
+                self._record(start, t_in, t_out)
+        except BaseException:
+            self.metrics.errors += 1
+            raise
+        return named
 
     def input_buffer(self, i: int | str = 0) -> np.ndarray:
         """A writable array of input ``i`` that the next `invoke` reads.
@@ -258,9 +275,24 @@ class Model:
 
     def invoke(self, *, dequantize: bool = False) -> dict[str, np.ndarray]:
         """Run on what the input buffers hold (see `input_buffer`)."""
-        with self._lock:
-            results = self._live().invoke()
-        return self._name_outputs(results, dequantize)
+        try:
+            with self._lock:
+                start = _clock()
+                image_start = self._call.image_start  # set while run_image converts a frame on this thread
+                backend = self._live()
+                results = backend.invoke()
+                t_out = _clock()
+                named = self._name_outputs(results, dequantize)
+                if image_start is not None:
+                    self._call.image_start = None  # consumed: one frame, one call
+                    self._record(image_start, start, t_out)
+                else:
+                    self._record(start, start, t_out)
+        except BaseException:
+            self._call.image_start = None
+            self.metrics.errors += 1
+            raise
+        return named
 
     def resize_input(self, i: int | str, shape: Sequence[int]) -> None:
         """Fix the shape of an input with dynamic dimensions."""
@@ -277,7 +309,17 @@ class Model:
         """Convert a camera frame into the input tensor in one native pass, then run."""
         from .preprocess import run_image
 
-        return run_image(self, frame, color=color, **options)
+        call = self._call
+        call.image_start = _clock()  # invoke() books the time until it starts as preprocessing
+        try:
+            return run_image(self, frame, color=color, **options)
+        except BaseException:
+            if call.image_start is not None:  # failed before invoke() counted the call
+                call.image_start = None
+                self.metrics.errors += 1
+            raise
+        finally:
+            call.image_start = None
 
     # -- lifetime ------------------------------------------------------------------
     def close(self) -> None:
@@ -294,6 +336,16 @@ class Model:
         self.close()
 
     # -- helpers -------------------------------------------------------------------
+    def _record(self, start: float, t_in: float, t_out: float) -> None:
+        # The metrics hook: called under self._lock, so plain list updates are race-free.
+        end = _clock()
+        m = self.metrics
+        s = m.stage_s
+        s[0] += t_in - start
+        s[1] += t_out - t_in
+        s[2] += end - t_out
+        m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
+
     def _live(self):
         if self._backend is None:
             raise ModelClosedError(f"model {self.path.name} was closed")
@@ -328,6 +380,13 @@ class Model:
 
     def _validate(self, i: int, array) -> np.ndarray:
         spec = self.inputs[i]
+        if (
+            array.__class__ is np.ndarray
+            and array.shape == spec.shape
+            and array.dtype == spec.dtype
+            and array.flags.c_contiguous
+        ):
+            return array  # the common case, checked in the cheapest order; the rest explains what is wrong
         if not isinstance(array, np.ndarray):
             raise InputError(f"input {spec.name!r} must be a numpy array, got {type(array).__name__}")
         if array.dtype != spec.dtype:
@@ -349,12 +408,20 @@ class Model:
         return array
 
     def _name_outputs(self, results: list[np.ndarray], dequantize: bool) -> dict[str, np.ndarray]:
+        if not dequantize:
+            return dict(zip(self._output_names, results))
         named = {}
         for spec, value in zip(self.outputs, results):
             if dequantize and spec.quantization is not None and value.dtype in (np.int8, np.uint8, np.int16):
                 value = spec.quantization.dequantize(value)
             named[spec.name] = value
         return named
+
+
+class _CallState(threading.local):
+    """Per-thread state of a call in progress (run_image hands its start time to invoke)."""
+
+    image_start: float | None = None
 
 
 def available_backends() -> tuple[str, ...]:

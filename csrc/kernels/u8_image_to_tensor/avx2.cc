@@ -1,0 +1,209 @@
+// AVX2 image-to-tensor row primitives; bit-exact with scalar.cc (this file alone is
+// compiled with -mavx2 -mfma; no FMA is used, the float stage must round like scalar).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "image_to_tensor.h"
+
+namespace edgeinf::preprocess {
+namespace {
+
+// Tap pairs are multiplied with VPMADDUBSW: unsigned weights (0..128) times signed
+// pixels. Pixels are biased to p - 128 so they fit int8; w0*(p0-128) + w1*(p1-128) lies in
+// [-16384, 16256] (no saturation) and adding 128*128 gives exactly w0*p0 + w1*p1.
+inline __m256i unbias(__m256i v) { return _mm256_add_epi16(v, _mm256_set1_epi16(kHOne * 128)); }
+
+// One channel from a 4-byte window per pixel: 16 pixels per step.
+int hresample_1ch(const HPass& pass, const uint8_t* row, int end, int16_t* out) {
+  const int i0 = pass.i0[0], i1 = pass.i1[0];
+  alignas(32) uint8_t ctl[32];
+  for (int lane = 0; lane < 2; ++lane)
+    for (int k = 0; k < 16; ++k) {
+      const int d = k / 2;  // dword (pixel) of the pair
+      ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? i1 : i0)) : 0x80;
+    }
+  const __m256i control = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int* base = reinterpret_cast<const int*>(row);
+  int x = 0;
+  for (; x + 16 <= end; x += 16) {
+    const __m256i ia = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.offset.data() + x));
+    const __m256i ib = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.offset.data() + x + 8));
+    const __m256i ga = _mm256_shuffle_epi8(_mm256_i32gather_epi32(base, ia, 1), control);
+    const __m256i gb = _mm256_shuffle_epi8(_mm256_i32gather_epi32(base, ib, 1), control);
+    // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15
+    const __m256i pix = _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip);
+    __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.wpair.data() + x));
+    w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256i r = unbias(_mm256_maddubs_epi16(w, pix));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  return x;
+}
+
+// Two or three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
+int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, int plane_stride) {
+  const int nch = pass.nch;
+  alignas(32) uint8_t pctl[32], wctl[32];
+  for (int lane = 0; lane < 2; ++lane)
+    for (int k = 0; k < 8; ++k) {  // output slot k of the lane: int16 pair 2k, 2k+1
+      const bool used = k < 2 * nch;
+      const int p = pass.planar ? k % 2 : k / nch;  // pixel within the lane
+      const int c = pass.planar ? k / 2 : k % nch;
+      uint8_t* pc = pctl + 16 * lane + 2 * k;
+      uint8_t* wc = wctl + 16 * lane + 2 * k;
+      pc[0] = used ? static_cast<uint8_t>(8 * p + pass.i0[c]) : 0x80;
+      pc[1] = used ? static_cast<uint8_t>(8 * p + pass.i1[c]) : 0x80;
+      wc[0] = used ? static_cast<uint8_t>(2 * (2 * lane + p)) : 0x80;
+      wc[1] = used ? static_cast<uint8_t>(2 * (2 * lane + p) + 1) : 0x80;
+    }
+  const __m256i pcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(pctl));
+  const __m256i wcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(wctl));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  // interleaved: the lanes' first nch dwords are contiguous output; planar: dword c of
+  // each lane is channel c of two pixels
+  const __m256i compact = pass.planar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+                                      : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
+                                                  : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  const long long* base = reinterpret_cast<const long long*>(row);
+  int x = 0;
+  for (; x + 4 <= end; x += 4) {
+    const __m128i idx = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pass.offset.data() + x));
+    const __m256i win = _mm256_i32gather_epi64(base, idx, 1);
+    const __m256i pix = _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip);
+    long long wp;
+    std::memcpy(&wp, pass.wpair.data() + x, 8);
+    const __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol);
+    const __m256i r = _mm256_permutevar8x32_epi32(unbias(_mm256_maddubs_epi16(w, pix)), compact);
+    if (!pass.planar) {
+      // 4 * nch int16; the store runs into the next pixels' slots or the row slack
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x * nch), r);
+    } else {
+      const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + x), lo);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(lo, lo));
+      if (nch == 3) _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * plane_stride + x), hi);
+    }
+  }
+  return x;
+}
+
+void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
+  int x = 0;
+  if (pass.nch == 1 && pass.i1[0] < 4)
+    x = hresample_1ch(pass, row, std::min(n, pass.simd_end4), out);
+  else if (pass.nch > 1)
+    x = hresample_nch(pass, row, std::min(n, pass.simd_end8), out, plane_stride);
+  u8_hresample__scalar(pass, row, x, n, out, plane_stride);
+}
+
+void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
+  // PMULHRSW: (d * b1 * 2 + 2^15) >> 16 == (d * b1 + 2^14) >> 15, the scalar rounding
+  const __m256i b = _mm256_set1_epi16(static_cast<int16_t>(b1));
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h0 + i));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h1 + i));
+    const __m256i d = _mm256_mulhrs_epi16(_mm256_sub_epi16(a1, a0), b);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_add_epi16(a0, d));
+  }
+  s16_vblend__scalar(h0, h1, b1, i, n, out);
+}
+
+void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
+  const __m256i wv = _mm256_set1_epi32(w);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + i)));
+    __m256i v = _mm256_mullo_epi32(p, wv);
+    if (!init) v = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + i), v);
+  }
+  u8_accumulate__scalar(row, i, n, w, acc, init);
+}
+
+// Per-channel constants laid out for 24-element blocks (3 vectors; 24 is a multiple of
+// every period, 1 and 3).
+struct Pattern {
+  __m256 v[3];
+};
+
+template <class Get>
+Pattern pattern(const Channel* ch, int period, Get get) {
+  alignas(32) float f[24];
+  for (int j = 0; j < 24; ++j) f[j] = get(ch[j % period]);
+  return {{_mm256_load_ps(f), _mm256_load_ps(f + 8), _mm256_load_ps(f + 16)}};
+}
+
+inline __m256 to_float(const int16_t* v) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v))));
+}
+
+// Writes 24 results: floats as they are, integers clamped, rounded half to even (the
+// default MXCSR mode, as nearbyint) and packed.
+inline void store24(const __m256 x[3], OutType type, const __m256 lo, const __m256 hi, void* out, int i) {
+  if (type == OutType::kFloat32) {
+    float* o = static_cast<float*>(out) + i;
+    for (int k = 0; k < 3; ++k) _mm256_storeu_ps(o + 8 * k, x[k]);
+    return;
+  }
+  __m256i q[3];
+  for (int k = 0; k < 3; ++k) q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
+  const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), _MM_SHUFFLE(3, 1, 2, 0));
+  const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[2]), _MM_SHUFFLE(3, 1, 2, 0));
+  const __m256i bytes = type == OutType::kInt8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b);
+  const __m256i ordered = _mm256_permute4x64_epi64(bytes, _MM_SHUFFLE(3, 1, 2, 0));
+  uint8_t* o = static_cast<uint8_t*>(out) + i;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm256_castsi256_si128(ordered));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 16), _mm256_extracti128_si256(ordered, 1));
+}
+
+void affine(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin, float qmax,
+            void* out) {
+  const Pattern s = pattern(ch, period, [](const Channel& c) { return c.scale; });
+  const Pattern b = pattern(ch, period, [](const Channel& c) { return c.bias; });
+  const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    __m256 x[3];
+    for (int k = 0; k < 3; ++k) x[k] = _mm256_add_ps(_mm256_mul_ps(to_float(v + i + 8 * k), s.v[k]), b.v[k]);
+    store24(x, type, lo, hi, out, i);
+  }
+  s16_affine__scalar(v, i, n, period, ch, type, qmin, qmax, out);
+}
+
+void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period, const Channel* ch,
+            OutType type, float qmin, float qmax, void* out) {
+  const Pattern k0 = pattern(ch, period, [](const Channel& c) { return c.k0; });
+  const Pattern k1 = pattern(ch, period, [](const Channel& c) { return c.k1; });
+  const Pattern k2 = pattern(ch, period, [](const Channel& c) { return c.k2; });
+  const Pattern k3 = pattern(ch, period, [](const Channel& c) { return c.k3; });
+  const Pattern s = pattern(ch, period, [](const Channel& c) { return c.scale; });
+  const Pattern b = pattern(ch, period, [](const Channel& c) { return c.bias; });
+  const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax);
+  const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    __m256 x[3];
+    for (int k = 0; k < 3; ++k) {
+      const int j = i + 8 * k;
+      __m256 t = _mm256_add_ps(k0.v[k], _mm256_mul_ps(k1.v[k], to_float(a0 + j)));
+      t = _mm256_add_ps(t, _mm256_mul_ps(k2.v[k], to_float(a1 + j)));
+      t = _mm256_add_ps(t, _mm256_mul_ps(k3.v[k], to_float(a2 + j)));
+      t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
+      x[k] = _mm256_add_ps(_mm256_mul_ps(t, s.v[k]), b.v[k]);
+    }
+    store24(x, type, lo, hi, out, i);
+  }
+  s16_matrix__scalar(a0, a1, a2, i, n, period, ch, type, qmin, qmax, out);
+}
+
+}  // namespace
+
+const Kernels& kernels__avx2() {
+  static const Kernels k{hresample, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  return k;
+}
+
+}  // namespace edgeinf::preprocess

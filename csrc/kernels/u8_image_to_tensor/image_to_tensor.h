@@ -1,0 +1,156 @@
+// Camera frame (8-bit packed or YUV) to a model's input tensor in one fused pass.
+//
+// A pass over one output row:
+//   1. horizontal resampling of each needed source row, per "pass" (a set of output
+//      channels read from one plane), into 16-bit rows in units of 1/128 of a pixel
+//      level (bilinear/nearest: two taps, 7-bit weights; area: box weights);
+//   2. vertical blending of two such rows (15-bit weight) or, for area, the box sum;
+//   3. colour conversion (YUV -> RGB, RGB -> gray) and per-channel normalization, then
+//      float32 or int8/uint8 quantization, written straight into the output tensor.
+// Every step is integer arithmetic except step 3, which is a fixed sequence of float32
+// multiplies and adds (no FMA), so every ISA produces the same bits as the scalar
+// reference, floats included.
+//
+// This header is shared by the portable driver (plan.cc, run.cc) and the ISA files
+// (scalar.cc, avx2.cc, neon.cc); the ISA files provide the row primitives in Kernels.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace edgeinf::preprocess {
+
+enum class Format { kRGB, kBGR, kRGBA, kBGRA, kGray, kNV12, kNV21, kI420, kYUYV };
+enum class Resize { kNearest, kBilinear, kArea };
+enum class OutType { kFloat32, kInt8, kUInt8 };
+enum class YuvRange { kLimited, kFull };
+
+// Fixed-point units of the intermediate rows. A horizontal tap pair p0*w0 + p1*w1 with
+// w0 + w1 = 128 lands in [0, 255*128] = [0, 32640]: 1/128 of a level, fits int16.
+constexpr int kHBits = 7;
+constexpr int kHOne = 1 << kHBits;    // 128
+constexpr int kVBits = 15;            // vertical weight: v = h0 + ((h1-h0)*b1 + 2^14) >> 15
+constexpr int kAreaBits = 11;         // area weights per axis sum to 2^11
+constexpr int kAreaShift = 2 * kAreaBits + 8 - (8 + kHBits);  // 15: area sum -> 1/128 units
+constexpr int kRowSlack = 32;         // int16 elements of slack after each row buffer (SIMD overrun)
+constexpr int kWindow = 8;            // bytes a SIMD path may read from a tap-0 pixel onwards
+
+// One horizontal pass: `nch` output channels read from one source plane. Output channel
+// c of output pixel x is w0 * row[offset[x] + i0[c]] + w1 * row[offset[x] + i1[c]].
+struct HPass {
+  int plane = 0;             // 0: packed / luma, 1: chroma (NV12 UV, I420 U), 2: I420 V
+  int nch = 1;               // 1..3 output channels
+  bool planar = false;       // channel c goes to row buffer c (else interleaved x*nch+c)
+  bool chroma_rows = false;  // rows follow the 4:2:0 chroma table
+  int bpp = 1;               // bytes between horizontally adjacent samples of this plane
+  std::array<uint8_t, 3> i0{}, i1{};  // byte positions of tap 0 / tap 1 inside the window
+  // bilinear / nearest: per output pixel, byte offset of tap 0 in the row and w0|w1<<8
+  std::vector<int32_t> offset;
+  std::vector<uint16_t> wpair;
+  int simd_end8 = 0;  // leading pixels whose 8-byte window lies inside the plane row
+  int simd_end4 = 0;  // same for a 4-byte window
+  // area: per output pixel, taps [tap_start[x], tap_start[x+1]) of (byte offset, weight)
+  std::vector<int32_t> tap_start;
+  std::vector<int32_t> tap_offset;  // byte offset of the tap's sample (add i0[c])
+  std::vector<int32_t> tap_weight;  // sums to 2^kAreaBits per output pixel
+};
+
+// Vertical table for one row kind (luma or chroma): two-tap rows, or area taps.
+struct VTable {
+  std::vector<int32_t> row0;  // first source row (absolute plane row)
+  std::vector<int32_t> b1;    // weight of row0 + 1 in 1/2^15; 0 means row0 only
+  std::vector<int32_t> tap_start, tap_row, tap_weight;  // area
+};
+
+// Colour stage: per output channel, clamp(((k0 + k1*a0) + k2*a1) + k3*a2, lo, hi) in
+// pixel levels (matrix mode), or a0 alone (affine mode), then * scale + bias, then for
+// integer outputs round half to even and clamp to [qmin, qmax].
+struct Channel {
+  float k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+  float scale = 1, bias = 0;  // affine mode: scale already includes the 1/128 of the units
+};
+
+struct Plan {
+  Format format = Format::kBGR;
+  Resize resize = Resize::kBilinear;
+  OutType out_type = OutType::kFloat32;
+  bool nchw = false;
+  bool matrix = false;  // colour stage needs a0, a1, a2 (YUV sources, RGB -> gray)
+  int src_w = 0, src_h = 0;
+  int roi_x = 0, roi_y = 0, roi_w = 0, roi_h = 0;
+  int out_w = 0, out_h = 0, out_c = 3;
+  int dst_x = 0, dst_y = 0, dst_w = 0, dst_h = 0;  // content rectangle inside the output
+  float qmin = 0, qmax = 0;
+  std::array<Channel, 3> channel{};
+  std::array<float, 3> pad_value{};  // output-domain value of the pad, per channel
+  std::array<int, 3> plane_w{}, plane_h{}, plane_bpp{};
+  int planes = 1;
+  std::array<int, 3> span_begin{}, span_end{};  // area: bytes of each plane row accumulated
+  std::vector<HPass> passes;
+  VTable luma, chroma;
+  int threads = 1;
+};
+
+// A source frame resolved to plane pointers.
+struct Frame {
+  const uint8_t* plane[3] = {nullptr, nullptr, nullptr};
+  int64_t stride[3] = {0, 0, 0};
+};
+
+// Row primitives one ISA provides. All take counts in elements.
+struct Kernels {
+  // Bilinear / nearest horizontal pass over one source row. `out` has nch rows of
+  // `plane_stride` elements when planar, else one interleaved row.
+  void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride);
+  // out = h0 + ((h1 - h0) * b1 + 2^14) >> 15, for 0 <= b1 < 2^15.
+  void (*vblend)(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out);
+  // acc[i] (=|+=) w * row[i] for n bytes (area, vertical accumulation).
+  void (*accumulate)(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init);
+  // Area horizontal reduction of an accumulated row into 1/128 units.
+  void (*area_reduce)(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
+  // Affine colour stage: out[i] = v[i] * ch[i % period].scale + ch[i % period].bias.
+  void (*affine)(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin,
+                 float qmax, void* out);
+  // Matrix colour stage over three input rows.
+  void (*matrix)(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period,
+                 const Channel* ch, OutType type, float qmin, float qmax, void* out);
+};
+
+const Kernels& kernels__scalar();
+const Kernels& kernels__avx2();
+const Kernels& kernels__neon();
+
+// The scalar primitives, also used by SIMD files for tails and unvectorized cases.
+void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,
+                          int plane_stride);
+void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int begin, int end, int16_t* out);
+void u8_accumulate__scalar(const uint8_t* row, int begin, int end, int32_t w, int32_t* acc, bool init);
+void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
+void s16_affine__scalar(const int16_t* v, int begin, int end, int period, const Channel* ch, OutType type,
+                        float qmin, float qmax, void* out);
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, int period,
+                        const Channel* ch, OutType type, float qmin, float qmax, void* out);
+
+// Building and running (portable).
+struct PlanRequest {
+  Format format;
+  int src_w, src_h;
+  int roi_x, roi_y, roi_w, roi_h;
+  int out_w, out_h, out_c;
+  bool nchw;
+  OutType out_type;
+  Resize resize;
+  bool letterbox;
+  bool bgr_out;  // output channel order B, G, R instead of R, G, B
+  YuvRange yuv_range;
+  std::array<float, 3> scale, bias;  // per output channel, pixel level -> output domain
+  std::array<float, 3> pad;          // pad colour in pixel levels, output channel order
+  float qmin, qmax;
+  int threads;
+};
+
+Plan build_plan(const PlanRequest& request);  // throws std::invalid_argument
+void run_plan(const Plan& plan, const Frame& frame, void* out);
+
+}  // namespace edgeinf::preprocess

@@ -1,0 +1,392 @@
+// Building a preprocessing plan: geometry (ROI, letterbox), resampling tables, passes
+// and the colour stage. Everything a frame does not change is computed here, once.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "image_to_tensor.h"
+
+namespace edgeinf::preprocess {
+namespace {
+
+std::string str(int v) { return std::to_string(v); }
+
+bool is_yuv420(Format f) { return f == Format::kNV12 || f == Format::kNV21 || f == Format::kI420; }
+bool is_yuv(Format f) { return is_yuv420(f) || f == Format::kYUYV; }
+
+// Two-tap source positions of `n` output samples spread over `len` source samples that
+// start at `start` (absolute). Half-pixel centres: output i samples source
+// (i + 0.5) * len / n - 0.5, clamped to the span (OpenCV INTER_LINEAR and TFLite
+// ResizeBilinear(half_pixel_centers=True) agree on this). `bits` is the weight precision.
+// Returns tap 0 (absolute) and the weight of tap 0 + 1, which is 0 when tap 0 alone counts.
+// With `pair_inside`, tap 0 + 1 never leaves the span (SIMD loads both taps of a column
+// at once): at the right end the pair (end-2, end-1) takes weight one. Rows are loaded
+// separately and need not (their weight one would not fit the 15-bit weight anyway).
+void linear_taps(int start, int len, int n, int bits, bool pair_inside, std::vector<int32_t>& t0,
+                 std::vector<int32_t>& w1) {
+  const int one = 1 << bits;
+  const double scale = static_cast<double>(len) / n;
+  t0.resize(n);
+  w1.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const double pos = (i + 0.5) * scale - 0.5;
+    int s = static_cast<int>(std::floor(pos));
+    int w = static_cast<int>(std::lround((pos - s) * one));  // ties away from zero; pos - s >= 0
+    if (w == one) {
+      ++s;
+      w = 0;
+    }
+    if (s < 0) {
+      s = 0;
+      w = 0;
+    }
+    if (s >= len - 1) {
+      s = len - 1;
+      w = 0;
+    }
+    if (pair_inside && s == len - 1 && len >= 2) {  // keep the pair inside the span: (len-2, len-1) with weight one
+      s = len - 2;
+      w = one;
+    }
+    t0[i] = start + s;
+    w1[i] = w;
+  }
+}
+
+// Nearest with half-pixel centres: output i takes source floor((i + 0.5) * len / n),
+// computed exactly in integers (OpenCV INTER_NEAREST_EXACT; TFLite ResizeNearestNeighbor
+// with half_pixel_centers=True).
+void nearest_taps(int start, int len, int n, std::vector<int32_t>& t0, std::vector<int32_t>& w1) {
+  t0.resize(n);
+  w1.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    const int64_t s = ((2 * static_cast<int64_t>(i) + 1) * len) / (2 * static_cast<int64_t>(n));
+    t0[i] = start + static_cast<int32_t>(std::min<int64_t>(s, len - 1));
+  }
+}
+
+// Area (box) taps: output i covers source [i*len/n, (i+1)*len/n); each source sample
+// weighs its overlap. Weights are differences of rounded cumulative positions, so each
+// output's weights sum to exactly 2^kAreaBits.
+void area_taps(int start, int len, int n, std::vector<int32_t>& tap_start, std::vector<int32_t>& tap_index,
+               std::vector<int32_t>& tap_weight) {
+  const int64_t one = int64_t{1} << kAreaBits;
+  tap_start.assign(1, 0);
+  tap_index.clear();
+  tap_weight.clear();
+  for (int i = 0; i < n; ++i) {
+    // positions scaled by n: output i spans [i*len, (i+1)*len)
+    const int64_t a = static_cast<int64_t>(i) * len, b = a + len;
+    auto cumulative = [&](int64_t t) { return ((t - a) * one * 2 + len) / (2 * len); };  // round half up
+    for (int64_t s = a / n; s * n < b; ++s) {
+      const int64_t lo = std::max(a, s * n), hi = std::min(b, (s + 1) * n);
+      const int64_t w = cumulative(hi) - cumulative(lo);
+      if (w > 0) {
+        tap_index.push_back(start + static_cast<int32_t>(s));
+        tap_weight.push_back(static_cast<int32_t>(w));
+      }
+    }
+    tap_start.push_back(static_cast<int32_t>(tap_index.size()));
+  }
+}
+
+// 4:2:0 chroma sample of luma sample t is t / 2 (OpenCV's cvtColor repeats each chroma
+// sample over its 2x2 block). A luma tap pair (t, t+1) maps to the chroma pair
+// (t/2, t/2 + 1) when t is odd, else to t/2 alone.
+void chroma_linear(const std::vector<int32_t>& t0, const std::vector<int32_t>& w1, std::vector<int32_t>& c0,
+                   std::vector<int32_t>& cw1) {
+  c0.resize(t0.size());
+  cw1.resize(t0.size());
+  for (size_t i = 0; i < t0.size(); ++i) {
+    c0[i] = t0[i] >> 1;
+    cw1[i] = (w1[i] > 0 && (t0[i] & 1)) ? w1[i] : 0;
+  }
+}
+
+void chroma_area(const std::vector<int32_t>& start, const std::vector<int32_t>& index,
+                 const std::vector<int32_t>& weight, std::vector<int32_t>& cstart, std::vector<int32_t>& cindex,
+                 std::vector<int32_t>& cweight) {
+  cstart.assign(1, 0);
+  cindex.clear();
+  cweight.clear();
+  for (size_t i = 0; i + 1 < start.size(); ++i) {
+    const size_t first = cindex.size();
+    for (int32_t k = start[i]; k < start[i + 1]; ++k) {
+      const int32_t c = index[k] >> 1;
+      if (cindex.size() > first && cindex.back() == c) {
+        cweight.back() += weight[k];
+      } else {
+        cindex.push_back(c);
+        cweight.push_back(weight[k]);
+      }
+    }
+    cstart.push_back(static_cast<int32_t>(cindex.size()));
+  }
+}
+
+void validate(const PlanRequest& r) {
+  if (r.src_w <= 0 || r.src_h <= 0)
+    throw std::invalid_argument("image size must be positive, got " + str(r.src_w) + "x" + str(r.src_h));
+  if (is_yuv420(r.format) && (r.src_w % 2 || r.src_h % 2))
+    throw std::invalid_argument("4:2:0 YUV images need even width and height, got " + str(r.src_w) + "x" +
+                                str(r.src_h));
+  if (r.format == Format::kYUYV && r.src_w % 2)
+    throw std::invalid_argument("YUYV images need an even width, got " + str(r.src_w));
+  if (r.roi_w <= 0 || r.roi_h <= 0)
+    throw std::invalid_argument("ROI size must be positive, got " + str(r.roi_w) + "x" + str(r.roi_h));
+  if (r.roi_x < 0 || r.roi_y < 0 || r.roi_x > r.src_w - r.roi_w || r.roi_y > r.src_h - r.roi_h)
+    throw std::invalid_argument("ROI (x=" + str(r.roi_x) + ", y=" + str(r.roi_y) + ", w=" + str(r.roi_w) +
+                                ", h=" + str(r.roi_h) + ") lies outside the " + str(r.src_w) + "x" +
+                                str(r.src_h) + " image");
+  if (r.out_w <= 0 || r.out_h <= 0)
+    throw std::invalid_argument("output size must be positive, got " + str(r.out_w) + "x" + str(r.out_h));
+  if (r.out_c != 1 && r.out_c != 3)
+    throw std::invalid_argument("output channels must be 1 or 3, got " + str(r.out_c));
+  if (r.threads < 1) throw std::invalid_argument("threads must be >= 1, got " + str(r.threads));
+  if (!(r.qmin <= r.qmax)) throw std::invalid_argument("qmin must not exceed qmax");
+}
+
+// Byte index of colour c (0 R, 1 G, 2 B) in a packed pixel.
+int packed_index(Format f, int c) {
+  const bool bgr_order = f == Format::kBGR || f == Format::kBGRA;
+  return bgr_order ? 2 - c : c;
+}
+
+HPass make_pass(int plane, int nch, bool planar, int bpp, std::array<int, 3> i0, int tap_stride) {
+  HPass p;
+  p.plane = plane;
+  p.nch = nch;
+  p.planar = planar;
+  p.bpp = bpp;
+  for (int c = 0; c < 3; ++c) {
+    p.i0[c] = static_cast<uint8_t>(i0[c]);
+    p.i1[c] = static_cast<uint8_t>(i0[c] + tap_stride);
+  }
+  return p;
+}
+
+}  // namespace
+
+Plan build_plan(const PlanRequest& r) {
+  validate(r);
+  Plan p;
+  p.format = r.format;
+  p.resize = r.resize;
+  p.out_type = r.out_type;
+  p.nchw = r.nchw;
+  p.src_w = r.src_w;
+  p.src_h = r.src_h;
+  p.roi_x = r.roi_x;
+  p.roi_y = r.roi_y;
+  p.roi_w = r.roi_w;
+  p.roi_h = r.roi_h;
+  p.out_w = r.out_w;
+  p.out_h = r.out_h;
+  p.out_c = r.out_c;
+  p.qmin = r.qmin;
+  p.qmax = r.qmax;
+  p.threads = r.threads;
+
+  // Geometry: the ROI fills the output, or keeps its aspect ratio centred in it.
+  p.dst_w = r.out_w;
+  p.dst_h = r.out_h;
+  if (r.letterbox) {
+    const double s = std::min(static_cast<double>(r.out_w) / r.roi_w, static_cast<double>(r.out_h) / r.roi_h);
+    p.dst_w = std::clamp(static_cast<int>(std::lround(r.roi_w * s)), 1, r.out_w);
+    p.dst_h = std::clamp(static_cast<int>(std::lround(r.roi_h * s)), 1, r.out_h);
+  }
+  p.dst_x = (r.out_w - p.dst_w) / 2;
+  p.dst_y = (r.out_h - p.dst_h) / 2;
+
+  // Planes.
+  const Format f = r.format;
+  switch (f) {
+    case Format::kRGB:
+    case Format::kBGR:
+      p.plane_bpp[0] = 3;
+      break;
+    case Format::kRGBA:
+    case Format::kBGRA:
+      p.plane_bpp[0] = 4;
+      break;
+    case Format::kYUYV:
+      p.plane_bpp[0] = 2;
+      break;
+    default:
+      p.plane_bpp[0] = 1;
+  }
+  p.plane_w[0] = r.src_w;
+  p.plane_h[0] = r.src_h;
+  if (f == Format::kNV12 || f == Format::kNV21) {
+    p.planes = 2;
+    p.plane_w[1] = r.src_w / 2;
+    p.plane_h[1] = r.src_h / 2;
+    p.plane_bpp[1] = 2;
+  } else if (f == Format::kI420) {
+    p.planes = 3;
+    for (int k = 1; k < 3; ++k) {
+      p.plane_w[k] = r.src_w / 2;
+      p.plane_h[k] = r.src_h / 2;
+      p.plane_bpp[k] = 1;
+    }
+  }
+
+  // Passes and the colour stage's inputs.
+  const int out_c = r.out_c;
+  const bool planar = r.nchw;
+  auto out_colour = [&](int c) { return r.bgr_out ? 2 - c : c; };  // output channel -> 0 R, 1 G, 2 B
+  if (!is_yuv(f) && f != Format::kGray) {
+    const int bpp = p.plane_bpp[0];
+    if (out_c == 3) {
+      p.passes.push_back(make_pass(0, 3, planar,
+                                   bpp,
+                                   {packed_index(f, out_colour(0)), packed_index(f, out_colour(1)),
+                                    packed_index(f, out_colour(2))},
+                                   bpp));
+    } else {  // luma from R, G, B planes
+      p.matrix = true;
+      p.passes.push_back(make_pass(0, 3, true, bpp, {packed_index(f, 0), packed_index(f, 1), packed_index(f, 2)}, bpp));
+    }
+  } else if (f == Format::kGray) {
+    const int nch = (out_c == 3 && !planar) ? 3 : 1;  // NHWC: replicate into the three channels
+    p.passes.push_back(make_pass(0, nch, false, 1, {0, 0, 0}, 1));
+  } else {
+    p.matrix = true;
+    const bool rep = out_c == 3 && !planar;  // NHWC: Y, U, V each replicated x3 to line up with R, G, B
+    const int nch = rep ? 3 : 1;
+    const bool yuyv = f == Format::kYUYV;
+    const int ybpp = yuyv ? 2 : 1;
+    p.passes.push_back(make_pass(0, nch, false, ybpp, {0, 0, 0}, ybpp));
+    if (out_c == 3) {
+      int uplane = 1, vplane = 1, cbpp = 2, ui = 0, vi = 1;
+      if (f == Format::kNV21) std::swap(ui, vi);
+      if (f == Format::kI420) {
+        vplane = 2;
+        cbpp = 1;
+        vi = 0;
+      }
+      if (yuyv) {
+        uplane = vplane = 0;
+        cbpp = 4;
+        ui = 1;
+        vi = 3;
+      }
+      HPass u = make_pass(uplane, nch, false, cbpp, {ui, ui, ui}, cbpp);
+      HPass v = make_pass(vplane, nch, false, cbpp, {vi, vi, vi}, cbpp);
+      u.chroma_rows = v.chroma_rows = is_yuv420(f);
+      p.passes.push_back(u);
+      p.passes.push_back(v);
+    }
+  }
+
+  // Resampling tables.
+  const bool yuyv = f == Format::kYUYV;
+  std::vector<int32_t> lx0, lw1, cx0, cw1;
+  std::vector<int32_t> lxs, lxi, lxw, cxs, cxi, cxw;
+  if (r.resize == Resize::kArea) {
+    area_taps(r.roi_x, r.roi_w, p.dst_w, lxs, lxi, lxw);
+    chroma_area(lxs, lxi, lxw, cxs, cxi, cxw);
+    area_taps(r.roi_y, r.roi_h, p.dst_h, p.luma.tap_start, p.luma.tap_row, p.luma.tap_weight);
+    chroma_area(p.luma.tap_start, p.luma.tap_row, p.luma.tap_weight, p.chroma.tap_start, p.chroma.tap_row,
+                p.chroma.tap_weight);
+  } else {
+    if (r.resize == Resize::kNearest) {
+      nearest_taps(r.roi_x, r.roi_w, p.dst_w, lx0, lw1);
+      nearest_taps(r.roi_y, r.roi_h, p.dst_h, p.luma.row0, p.luma.b1);
+    } else {
+      linear_taps(r.roi_x, r.roi_w, p.dst_w, kHBits, true, lx0, lw1);
+      linear_taps(r.roi_y, r.roi_h, p.dst_h, kVBits, false, p.luma.row0, p.luma.b1);
+    }
+    chroma_linear(lx0, lw1, cx0, cw1);
+    chroma_linear(p.luma.row0, p.luma.b1, p.chroma.row0, p.chroma.b1);
+  }
+
+  for (HPass& pass : p.passes) {
+    // Chroma columns: 4:2:0 planes and YUYV's U/V (one sample per two pixels).
+    const bool chroma_cols = pass.plane > 0 || (yuyv && pass.bpp == 4);
+    const int row_bytes = chroma_cols && yuyv ? r.src_w * 2 : p.plane_w[pass.plane] * p.plane_bpp[pass.plane];
+    if (r.resize == Resize::kArea) {
+      const auto& s = chroma_cols ? cxs : lxs;
+      const auto& idx = chroma_cols ? cxi : lxi;
+      const auto& w = chroma_cols ? cxw : lxw;
+      pass.tap_start = s;
+      pass.tap_weight = w;
+      pass.tap_offset.resize(idx.size());
+      for (size_t k = 0; k < idx.size(); ++k) pass.tap_offset[k] = idx[k] * pass.bpp;
+    } else {
+      const auto& t0 = chroma_cols ? cx0 : lx0;
+      const auto& w1 = chroma_cols ? cw1 : lw1;
+      pass.offset.resize(p.dst_w);
+      pass.wpair.resize(p.dst_w);
+      pass.simd_end8 = pass.simd_end4 = 0;
+      for (int x = 0; x < p.dst_w; ++x) {
+        pass.offset[x] = t0[x] * pass.bpp;
+        pass.wpair[x] = static_cast<uint16_t>((kHOne - w1[x]) | (w1[x] << 8));
+        // offsets never decrease, so the pixels with an in-row window form a prefix
+        if (pass.offset[x] + kWindow <= row_bytes) pass.simd_end8 = x + 1;
+        if (pass.offset[x] + 4 <= row_bytes) pass.simd_end4 = x + 1;
+      }
+    }
+  }
+
+  // Area: each plane accumulates the byte span its passes' taps cover; offsets become
+  // relative to that span.
+  if (r.resize == Resize::kArea) {
+    for (int k = 0; k < p.planes; ++k) {
+      p.span_begin[k] = INT32_MAX;
+      p.span_end[k] = 0;
+    }
+    for (const HPass& pass : p.passes) {
+      const int lo = *std::min_element(pass.i0.begin(), pass.i0.begin() + pass.nch);
+      const int hi = *std::max_element(pass.i0.begin(), pass.i0.begin() + pass.nch);
+      p.span_begin[pass.plane] = std::min(p.span_begin[pass.plane], pass.tap_offset.front() + lo);
+      p.span_end[pass.plane] = std::max(p.span_end[pass.plane], pass.tap_offset.back() + hi + 1);
+    }
+    for (HPass& pass : p.passes)
+      for (int32_t& o : pass.tap_offset) o -= p.span_begin[pass.plane];
+  }
+
+  // Colour stage. Affine mode: output = (v / 128) * scale + bias. Matrix mode: the
+  // colour in pixel levels first, clamped to [0, 255], then * scale + bias.
+  for (int c = 0; c < out_c; ++c) {
+    Channel& ch = p.channel[c];
+    const float scale = r.scale[c], bias = r.bias[c];
+    if (!p.matrix) {
+      ch.scale = scale / kHOne;
+      ch.bias = bias;
+      continue;
+    }
+    ch.scale = scale;
+    ch.bias = bias;
+    const double u = 1.0 / kHOne;  // inputs are in 1/128 levels
+    if (!is_yuv(f)) {               // BT.601 luma from R, G, B
+      ch.k1 = static_cast<float>(0.299 * u);
+      ch.k2 = static_cast<float>(0.587 * u);
+      ch.k3 = static_cast<float>(0.114 * u);
+      continue;
+    }
+    // BT.601: limited range Y in [16, 235], chroma in [16, 240]; full range (JPEG) all [0, 255].
+    const bool limited = r.yuv_range == YuvRange::kLimited;
+    const double cy = limited ? 1.164 : 1.0, y0 = limited ? 16.0 : 0.0;
+    const double cvr = limited ? 1.596 : 1.402, cug = limited ? 0.391 : 0.344136;
+    const double cvg = limited ? 0.813 : 0.714136, cub = limited ? 2.018 : 1.772;
+    double ku = 0, kv = 0;
+    const int colour = out_c == 3 ? out_colour(c) : -1;  // -1: luma only
+    if (colour == 0) kv = cvr;
+    if (colour == 1) ku = -cug, kv = -cvg;
+    if (colour == 2) ku = cub;
+    ch.k1 = static_cast<float>(cy * u);
+    ch.k2 = static_cast<float>(ku * u);
+    ch.k3 = static_cast<float>(kv * u);
+    ch.k0 = static_cast<float>(-cy * y0 - 128.0 * (ku + kv));
+  }
+  for (int c = 0; c < out_c; ++c) {
+    const float v = r.pad[c] * r.scale[c] + r.bias[c];
+    p.pad_value[c] = r.out_type == OutType::kFloat32 ? v : std::nearbyint(std::min(std::max(v, r.qmin), r.qmax));
+  }
+  return p;
+}
+
+}  // namespace edgeinf::preprocess

@@ -1,0 +1,262 @@
+// Running a plan over one frame: output rows in order, each source row resampled once.
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "../../dispatch.h"
+#include "image_to_tensor.h"
+
+namespace edgeinf::preprocess {
+namespace {
+
+const Kernels& active_kernels() {
+  const Kernels* (*pick)() =
+      select<const Kernels* (*)()>([] { return &kernels__scalar(); },
+#if defined(EDGEINF_BUILD_AVX2)
+                                   [] { return &kernels__avx2(); },
+#else
+                                   nullptr,
+#endif
+#if defined(EDGEINF_BUILD_NEON)
+                                   [] { return &kernels__neon(); },
+#else
+                                   nullptr,
+#endif
+                                   nullptr);
+  return *pick();
+}
+
+int element_size(OutType t) { return t == OutType::kFloat32 ? 4 : 1; }
+
+// Row buffers of one pass: two horizontally resampled source rows (tagged by source row)
+// and the vertically blended row.
+struct PassRows {
+  std::vector<int16_t> h[2], v;
+  int tag[2] = {-1, -1};
+  int plane_stride = 0;
+};
+
+struct Workspace {
+  std::vector<PassRows> pass;
+  std::vector<int32_t> acc[3][2];  // area: per plane, the current and the next output row's sums
+};
+
+class RowRunner {
+ public:
+  RowRunner(const Plan& plan, const Frame& frame, uint8_t* out, const Kernels& k)
+      : p_(plan), f_(frame), out_(out), k_(k), esize_(element_size(plan.out_type)) {
+    const int n = plan.dst_w;
+    ws_.pass.resize(plan.passes.size());
+    for (size_t i = 0; i < plan.passes.size(); ++i) {
+      const HPass& pass = plan.passes[i];
+      PassRows& r = ws_.pass[i];
+      r.plane_stride = n + kRowSlack;
+      const size_t size = pass.planar ? static_cast<size_t>(pass.nch) * r.plane_stride
+                                      : static_cast<size_t>(pass.nch) * n + kRowSlack;
+      // Zero-initialized: SIMD stores may run into the slack, nothing reads it.
+      r.h[0].assign(size, 0);
+      r.h[1].assign(size, 0);
+      r.v.assign(size, 0);
+    }
+    if (plan.resize == Resize::kArea) {
+      for (int k = 0; k < plan.planes; ++k)
+        for (auto& a : ws_.acc[k]) a.assign(std::max(0, plan.span_end[k] - plan.span_begin[k]), 0);
+    }
+  }
+
+  void run_rows(int y_begin, int y_end) {
+    const int dy0 = p_.dst_y, dy1 = p_.dst_y + p_.dst_h;
+    const int content_begin = std::max(y_begin, dy0), content_end = std::min(y_end, dy1);
+    for (int y = y_begin; y < y_end; ++y) {
+      if (y < dy0 || y >= dy1) pad_row(y);
+    }
+    if (content_begin >= content_end) return;
+    if (p_.resize == Resize::kArea) {
+      area_rows(content_begin - dy0, content_end - dy0);
+    } else {
+      for (int y = content_begin; y < content_end; ++y) {
+        for (size_t i = 0; i < p_.passes.size(); ++i) linear_row(i, y - dy0);
+        emit_row(y);
+      }
+    }
+  }
+
+ private:
+  const uint8_t* plane_row(int plane, int row) const { return f_.plane[plane] + row * f_.stride[plane]; }
+
+  // Horizontal pass of source row `row` into one of the two slots, unless it is cached.
+  const int16_t* hrow(size_t pi, int row, int keep) {
+    PassRows& r = ws_.pass[pi];
+    for (int s = 0; s < 2; ++s)
+      if (r.tag[s] == row) return r.h[s].data();
+    const int slot = (r.tag[0] == keep) ? 1 : 0;  // never evict the other row this output needs
+    const HPass& pass = p_.passes[pi];
+    k_.hresample(pass, plane_row(pass.plane, row), p_.dst_w, r.h[slot].data(), r.plane_stride);
+    r.tag[slot] = row;
+    return r.h[slot].data();
+  }
+
+  void linear_row(size_t pi, int cy) {
+    const HPass& pass = p_.passes[pi];
+    const VTable& t = pass.chroma_rows ? p_.chroma : p_.luma;
+    const int row0 = t.row0[cy], b1 = t.b1[cy];
+    PassRows& r = ws_.pass[pi];
+    const int n = pass.planar ? pass.nch * r.plane_stride : pass.nch * p_.dst_w;
+    const int16_t* h0 = hrow(pi, row0, b1 ? row0 + 1 : -1);
+    if (b1 == 0) {
+      std::memcpy(r.v.data(), h0, sizeof(int16_t) * n);
+      return;
+    }
+    const int16_t* h1 = hrow(pi, row0 + 1, row0);
+    k_.vblend(h0, h1, b1, n, r.v.data());
+  }
+
+  // Area: per plane, the weighted sum of its source rows for one output row. A source row
+  // that straddles two output rows is added to both sums while it is in cache.
+  void area_rows(int cy_begin, int cy_end) {
+    bool carried[3] = {false, false, false};
+    for (int cy = cy_begin; cy < cy_end; ++cy) {
+      bool carry_next[3] = {false, false, false};
+      for (int k = 0; k < p_.planes; ++k) {
+        const int n = p_.span_end[k] - p_.span_begin[k];
+        if (n <= 0) continue;
+        const VTable& t = (k > 0) ? p_.chroma : p_.luma;
+        std::vector<int32_t>* acc = ws_.acc[k];
+        const int32_t first = t.tap_start[cy], last = t.tap_start[cy + 1] - 1;
+        bool init = !carried[k];
+        for (int32_t kk = first; kk <= last; ++kk) {
+          const int row = t.tap_row[kk];
+          const uint8_t* src = plane_row(k, row) + p_.span_begin[k];
+          if (!(carried[k] && kk == first)) {
+            k_.accumulate(src, n, t.tap_weight[kk], acc[0].data(), init);
+            init = false;
+          }
+          if (kk == last && cy + 1 < cy_end && t.tap_row[t.tap_start[cy + 1]] == row) {
+            k_.accumulate(src, n, t.tap_weight[t.tap_start[cy + 1]], acc[1].data(), true);
+            carry_next[k] = true;
+          }
+        }
+      }
+      for (size_t i = 0; i < p_.passes.size(); ++i) {
+        const HPass& pass = p_.passes[i];
+        PassRows& r = ws_.pass[i];
+        k_.area_reduce(pass, ws_.acc[pass.plane][0].data(), p_.dst_w, r.v.data(), r.plane_stride);
+      }
+      emit_row(cy + p_.dst_y);
+      for (int k = 0; k < p_.planes; ++k) {
+        std::swap(ws_.acc[k][0], ws_.acc[k][1]);
+        carried[k] = carry_next[k];
+      }
+    }
+  }
+
+  void emit_row(int y) {
+    const int out_c = p_.out_c;
+    const size_t row_elems = static_cast<size_t>(p_.out_w) * (p_.nchw ? 1 : out_c);
+    const int n = p_.dst_w;
+    if (!p_.nchw) {
+      uint8_t* row = out_ + static_cast<size_t>(y) * row_elems * esize_;
+      fill(row, 0, p_.dst_x * out_c, out_c, 0);
+      uint8_t* content = row + static_cast<size_t>(p_.dst_x) * out_c * esize_;
+      if (!p_.matrix) {
+        k_.affine(ws_.pass[0].v.data(), n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax,
+                  content);
+      } else {
+        const int16_t *a0, *a1, *a2;
+        inputs(0, a0, a1, a2);
+        k_.matrix(a0, a1, a2, n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax, content);
+      }
+      fill(row, (p_.dst_x + n) * out_c, p_.out_w * out_c, out_c, 0);
+      return;
+    }
+    for (int c = 0; c < out_c; ++c) {
+      uint8_t* row = out_ + (static_cast<size_t>(c) * p_.out_h + y) * row_elems * esize_;
+      fill(row, 0, p_.dst_x, 1, c);
+      uint8_t* content = row + static_cast<size_t>(p_.dst_x) * esize_;
+      const int16_t *a0, *a1, *a2;
+      inputs(c, a0, a1, a2);
+      if (!p_.matrix)
+        k_.affine(a0, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+      else
+        k_.matrix(a0, a1, a2, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+      fill(row, p_.dst_x + n, p_.out_w, 1, c);
+    }
+  }
+
+  // The colour stage's input rows for output channel c (NCHW) or for the row (NHWC, c = 0).
+  void inputs(int c, const int16_t*& a0, const int16_t*& a1, const int16_t*& a2) const {
+    const PassRows& r0 = ws_.pass[0];
+    if (p_.passes.size() == 3) {  // Y, U, V
+      a0 = r0.v.data();
+      a1 = ws_.pass[1].v.data();
+      a2 = ws_.pass[2].v.data();
+      return;
+    }
+    const HPass& pass = p_.passes[0];
+    if (p_.matrix && pass.nch == 3 && pass.planar) {  // R, G, B planes -> luma
+      a0 = r0.v.data();
+      a1 = a0 + r0.plane_stride;
+      a2 = a1 + r0.plane_stride;
+      return;
+    }
+    // affine: channel c's plane, or the one shared row (gray, luma)
+    a0 = (pass.planar && pass.nch > 1) ? r0.v.data() + c * r0.plane_stride : r0.v.data();
+    a1 = a2 = a0;
+  }
+
+  // Pad elements [begin, end) of a row whose channel of element i is (i % period) + first.
+  void fill(uint8_t* row, int begin, int end, int period, int first) const {
+    for (int i = begin; i < end; ++i) {
+      const float v = p_.pad_value[(period == 1 ? first : i % period)];
+      switch (p_.out_type) {
+        case OutType::kFloat32:
+          reinterpret_cast<float*>(row)[i] = v;
+          break;
+        case OutType::kInt8:
+          reinterpret_cast<int8_t*>(row)[i] = static_cast<int8_t>(v);
+          break;
+        case OutType::kUInt8:
+          row[i] = static_cast<uint8_t>(v);
+          break;
+      }
+    }
+  }
+
+  void pad_row(int y) {
+    const size_t row_elems = static_cast<size_t>(p_.out_w) * (p_.nchw ? 1 : p_.out_c);
+    if (!p_.nchw) {
+      fill(out_ + static_cast<size_t>(y) * row_elems * esize_, 0, p_.out_w * p_.out_c, p_.out_c, 0);
+      return;
+    }
+    for (int c = 0; c < p_.out_c; ++c)
+      fill(out_ + (static_cast<size_t>(c) * p_.out_h + y) * row_elems * esize_, 0, p_.out_w, 1, c);
+  }
+
+  const Plan& p_;
+  const Frame& f_;
+  uint8_t* out_;
+  const Kernels& k_;
+  const int esize_;
+  Workspace ws_;
+};
+
+}  // namespace
+
+void run_plan(const Plan& plan, const Frame& frame, void* out) {
+  const Kernels& k = active_kernels();
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  const int threads = std::min(plan.threads, std::max(1, plan.out_h / 8));
+  if (threads <= 1) {
+    RowRunner(plan, frame, dst, k).run_rows(0, plan.out_h);
+    return;
+  }
+  std::vector<std::thread> workers;
+  auto chunk = [&](int t) { return static_cast<int>(static_cast<int64_t>(plan.out_h) * t / threads); };
+  for (int t = 1; t < threads; ++t)
+    workers.emplace_back([&, t] { RowRunner(plan, frame, dst, k).run_rows(chunk(t), chunk(t + 1)); });
+  RowRunner(plan, frame, dst, k).run_rows(0, chunk(1));
+  for (auto& w : workers) w.join();
+}
+
+}  // namespace edgeinf::preprocess
