@@ -254,8 +254,8 @@ Plan build_plan(const PlanRequest& r) {
     p.passes.push_back(make_pass(0, nch, false, 1, {0, 0, 0}, 1));
   } else {
     p.matrix = true;
-    const bool rep = out_c == 3 && !planar;  // NHWC: Y, U, V each replicated x3 to line up with R, G, B
-    const int nch = rep ? 3 : 1;
+    p.expand = out_c == 3 && !planar;  // NHWC: the colour stage repeats each Y, U, V for R, G, B
+    const int nch = 1;
     const bool yuyv = f == Format::kYUYV;
     const int ybpp = yuyv ? 2 : 1;
     p.passes.push_back(make_pass(0, nch, false, ybpp, {0, 0, 0}, ybpp));
@@ -381,6 +381,21 @@ Plan build_plan(const PlanRequest& r) {
     ch.k2 = static_cast<float>(ku * u);
     ch.k3 = static_cast<float>(kv * u);
     ch.k0 = static_cast<float>(-cy * y0 - 128.0 * (ku + kv));
+  }
+  // Stages: one for an NHWC row (channels interleaved), one per channel plane for NCHW.
+  for (int g = 0; g < (r.nchw ? out_c : 1); ++g) {
+    Stage& st = p.stage[g];
+    st.period = r.nchw ? 1 : out_c;
+    for (int c = 0; c < st.period; ++c) st.ch[c] = p.channel[r.nchw ? g : c];
+    st.type = r.out_type;
+    st.qmin = r.qmin;
+    st.qmax = r.qmax;
+    st.expand = p.expand && !r.nchw;
+    for (int j = 0; j < 24; ++j) {
+      const Channel& ch = st.ch[j % st.period];
+      const float row[6] = {ch.k0, ch.k1, ch.k2, ch.k3, ch.scale, ch.bias};
+      for (int k = 0; k < 6; ++k) st.pattern[k][j] = row[k];
+    }
   }
   for (int c = 0; c < out_c; ++c) {
     const float v = r.pad[c] * r.scale[c] + r.bias[c];

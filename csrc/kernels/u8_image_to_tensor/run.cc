@@ -160,12 +160,11 @@ class RowRunner {
       fill(row, 0, p_.dst_x * out_c, out_c, 0);
       uint8_t* content = row + static_cast<size_t>(p_.dst_x) * out_c * esize_;
       if (!p_.matrix) {
-        k_.affine(ws_.pass[0].v.data(), n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax,
-                  content);
+        k_.affine(ws_.pass[0].v.data(), n * out_c, p_.stage[0], content);
       } else {
         const int16_t *a0, *a1, *a2;
         inputs(0, a0, a1, a2);
-        k_.matrix(a0, a1, a2, n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax, content);
+        k_.matrix(a0, a1, a2, n * out_c, p_.stage[0], content);
       }
       fill(row, (p_.dst_x + n) * out_c, p_.out_w * out_c, out_c, 0);
       return;
@@ -177,9 +176,9 @@ class RowRunner {
       const int16_t *a0, *a1, *a2;
       inputs(c, a0, a1, a2);
       if (!p_.matrix)
-        k_.affine(a0, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+        k_.affine(a0, n, p_.stage[c], content);
       else
-        k_.matrix(a0, a1, a2, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+        k_.matrix(a0, a1, a2, n, p_.stage[c], content);
       fill(row, p_.dst_x + n, p_.out_w, 1, c);
     }
   }

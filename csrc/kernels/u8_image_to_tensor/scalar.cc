@@ -94,29 +94,29 @@ inline void emit(OutType type, void* out, int i, float v, float qmin, float qmax
 
 }  // namespace
 
-void s16_affine__scalar(const int16_t* v, int begin, int end, int period, const Channel* ch, OutType type,
-                        float qmin, float qmax, void* out) {
+void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out) {
   for (int i = begin; i < end; ++i) {
-    const Channel& c = ch[i % period];
+    const Channel& c = st.ch[i % st.period];
     const float x = static_cast<float>(v[i]) * c.scale + c.bias;
-    emit(type, out, i, x, qmin, qmax);
+    emit(st.type, out, i, x, st.qmin, st.qmax);
   }
 }
 
 // Colour matrix, always evaluated as ((k0 + k1*a0) + k2*a1) + k3*a2 so every ISA rounds
 // the same way; the colour is clamped to [0, 255] levels like an 8-bit conversion would.
-void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, int period,
-                        const Channel* ch, OutType type, float qmin, float qmax, void* out) {
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
+                        const Stage& st, void* out) {
   for (int i = begin; i < end; ++i) {
-    const Channel& c = ch[i % period];
-    float x = c.k0 + c.k1 * static_cast<float>(a0[i]);
-    x = x + c.k2 * static_cast<float>(a1[i]);
-    x = x + c.k3 * static_cast<float>(a2[i]);
+    const Channel& c = st.ch[i % st.period];
+    const int j = st.expand ? i / 3 : i;
+    float x = c.k0 + c.k1 * static_cast<float>(a0[j]);
+    x = x + c.k2 * static_cast<float>(a1[j]);
+    x = x + c.k3 * static_cast<float>(a2[j]);
     // written as the SIMD max/min are defined (a > b ? a : b), so a -0 clamps to +0 everywhere
     x = x > 0.0f ? x : 0.0f;
     x = x < 255.0f ? x : 255.0f;
     x = x * c.scale + c.bias;
-    emit(type, out, i, x, qmin, qmax);
+    emit(st.type, out, i, x, st.qmin, st.qmax);
   }
 }
 
@@ -131,13 +131,9 @@ void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* ou
 void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
   u8_accumulate__scalar(row, 0, n, w, acc, init);
 }
-void affine(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin, float qmax,
-            void* out) {
-  s16_affine__scalar(v, 0, n, period, ch, type, qmin, qmax, out);
-}
-void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period, const Channel* ch,
-            OutType type, float qmin, float qmax, void* out) {
-  s16_matrix__scalar(a0, a1, a2, 0, n, period, ch, type, qmin, qmax, out);
+void affine(const int16_t* v, int n, const Stage& st, void* out) { s16_affine__scalar(v, 0, n, st, out); }
+void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
+  s16_matrix__scalar(a0, a1, a2, 0, n, st, out);
 }
 
 }  // namespace
