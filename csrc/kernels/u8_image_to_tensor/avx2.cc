@@ -29,36 +29,63 @@ inline __m256i load8x4(const uint8_t* row, const int32_t* o) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
 }
 
-// One channel from a 4-byte window per pixel: 16 pixels per step.
-int hresample_1ch(const HPass& pass, const uint8_t* row, int end, int16_t* out) {
-  const int i0 = pass.i0[0], i1 = pass.i1[0];
-  alignas(32) uint8_t ctl[32];
-  for (int lane = 0; lane < 2; ++lane)
-    for (int k = 0; k < 16; ++k) {
-      const int d = k / 2;  // dword (pixel) of the pair
-      ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? i1 : i0)) : 0x80;
-    }
-  const __m256i control = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+// Blend of two resampled rows held as biased products m = h - 128*128:
+// h0 + ((h1 - h0) * b1 + 2^14) >> 15 via PMULHRSW (the scalar rounding, see scalar.cc).
+inline __m256i blend_rows(__m256i m0, __m256i m1, __m256i b) {
+  return unbias(_mm256_add_epi16(m0, _mm256_mulhrs_epi16(_mm256_sub_epi16(m1, m0), b)));
+}
+
+// One or two planar channels from a 4-byte window per pixel (gray, Y, I420 U/V, NV12
+// UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
+// blend them vertically (a fused hblend).
+template <bool kTwoRows>
+int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                 int plane_stride) {
+  const int nch = pass.nch;
+  __m256i control[2];
+  for (int c = 0; c < nch; ++c) {
+    alignas(32) uint8_t ctl[32];
+    for (int lane = 0; lane < 2; ++lane)
+      for (int k = 0; k < 16; ++k) {
+        const int d = k / 2;  // dword (pixel) of the pair
+        ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? pass.i1[c] : pass.i0[c])) : 0x80;
+      }
+    control[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+  }
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   const int32_t* offsets = pass.offset.data();
   const uint16_t* wpairs = pass.wpair.data();
+  // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15 (unpacklo of the two halves)
+  auto products = [&](__m256i wa, __m256i wb, int c, __m256i w) {
+    const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
+    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip));
+  };
   int x = 0;
   for (; x + 16 <= end; x += 16) {
-    // 4-byte loads beat VPGATHERDD, which stalls badly on these machines
-    const __m256i ga = _mm256_shuffle_epi8(load8x4(row, offsets + x), control);
-    const __m256i gb = _mm256_shuffle_epi8(load8x4(row, offsets + x + 8), control);
-    // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15
-    const __m256i pix = _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip);
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256i r = unbias(_mm256_maddubs_epi16(w, pix));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+    const int32_t* o = offsets + x;
+    const __m256i a0 = load8x4(row0, o), b0 = load8x4(row0, o + 8);  // windows loaded once for all channels
+    __m256i a1 = a0, b1v = b0;
+    if (kTwoRows) {
+      a1 = load8x4(row1, o);
+      b1v = load8x4(row1, o + 8);
+    }
+    for (int c = 0; c < nch; ++c) {
+      const __m256i m0 = products(a0, b0, c, w);
+      const __m256i r = kTwoRows ? blend_rows(m0, products(a1, b1v, c, w), bv) : unbias(m0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * plane_stride + x),
+                          _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
   }
   return x;
 }
 
 // One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
-int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, int plane_stride) {
+template <bool kTwoRows>
+int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                  int plane_stride) {
   const int nch = pass.nch;
   const bool planar = pass.planar || nch == 1;
   alignas(32) uint8_t pctl[32], wctl[32];
@@ -77,27 +104,31 @@ int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, 
   const __m256i pcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(pctl));
   const __m256i wcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(wctl));
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   // interleaved: the lanes' first nch dwords are contiguous output; planar: dword c of
   // each lane is channel c of two pixels
   const __m256i compact = planar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
-                                      : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
-                                                  : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
-  const int32_t* offsets = pass.offset.data();  // locals: `out` may alias nothing, but the
-  const uint16_t* wpairs = pass.wpair.data();    // compiler cannot know that of pass's vectors
-  int x = 0;
-  for (; x + 4 <= end; x += 4) {
-    // four 8-byte loads beat VPGATHERDQ here (it stalls on rows coming from L3)
-    const int32_t* o = offsets + x;
+                                 : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
+                                             : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  const int32_t* offsets = pass.offset.data();  // locals: the compiler cannot know that
+  const uint16_t* wpairs = pass.wpair.data();    // stores to `out` leave pass's vectors alone
+  // four 8-byte loads beat VPGATHERDQ here (it stalls badly on these machines)
+  auto products = [&](const uint8_t* row, const int32_t* o, __m256i w) {
     const __m128i w01 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[0])),
                                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[1])));
     const __m128i w23 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[2])),
                                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[3])));
     const __m256i win = _mm256_inserti128_si256(_mm256_castsi128_si256(w01), w23, 1);
-    const __m256i pix = _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip);
+    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip));
+  };
+  int x = 0;
+  for (; x + 4 <= end; x += 4) {
     long long wp;
     std::memcpy(&wp, wpairs + x, 8);
     const __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol);
-    const __m256i r = _mm256_permutevar8x32_epi32(unbias(_mm256_maddubs_epi16(w, pix)), compact);
+    const __m256i m0 = products(row0, offsets + x, w);
+    const __m256i h = kTwoRows ? blend_rows(m0, products(row1, offsets + x, w), bv) : unbias(m0);
+    const __m256i r = _mm256_permutevar8x32_epi32(h, compact);
     if (!planar) {
       // 4 * nch int16; the store runs into the next pixels' slots or the row slack
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x * nch), r);
@@ -112,13 +143,23 @@ int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, 
   return x;
 }
 
+template <bool kTwoRows>
+int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                   int plane_stride) {
+  const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
+  if (window4) return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  return hresample_nch<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+}
+
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
-  int x = 0;
-  if (pass.nch == 1 && pass.i1[0] < 4)
-    x = hresample_1ch(pass, row, std::min(n, pass.simd_end4), out);
-  else
-    x = hresample_nch(pass, row, std::min(n, pass.simd_end8), out, plane_stride);
+  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride);
   u8_hresample__scalar(pass, row, x, n, out, plane_stride);
+}
+
+void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+            int plane_stride) {
+  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride);
+  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
 }
 
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
@@ -239,7 +280,7 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
   return k;
 }
 

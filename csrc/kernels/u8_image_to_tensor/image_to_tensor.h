@@ -60,6 +60,7 @@ struct HPass {
 struct VTable {
   std::vector<int32_t> row0;  // first source row (absolute plane row)
   std::vector<int32_t> b1;    // weight of row0 + 1 in 1/2^15; 0 means row0 only
+  bool disjoint = false;      // no source row serves two output rows (downscale): fuse, no cache
   std::vector<int32_t> tap_start, tap_row, tap_weight;  // area
 };
 
@@ -102,6 +103,8 @@ struct Plan {
   int planes = 1;
   std::array<int, 3> span_begin{}, span_end{};  // area: bytes of each plane row accumulated
   std::vector<HPass> passes;
+  // matrix mode: where a0, a1, a2 come from, as (pass, channel plane of that pass)
+  std::array<std::array<int, 2>, 3> inputs{};
   VTable luma, chroma;
   int threads = 1;
 };
@@ -117,6 +120,9 @@ struct Kernels {
   // Bilinear / nearest horizontal pass over one source row. `out` has nch rows of
   // `plane_stride` elements when planar, else one interleaved row.
   void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride);
+  // hresample of row0 and row1 blended by vblend, fused (rows no other output row needs).
+  void (*hblend)(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                 int plane_stride);
   // out = h0 + ((h1 - h0) * b1 + 2^14) >> 15, for 0 <= b1 < 2^15.
   void (*vblend)(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out);
   // acc[i] (=|+=) w * row[i] for n bytes (area, vertical accumulation).
@@ -136,6 +142,8 @@ const Kernels& kernels__neon();
 // The scalar primitives, also used by SIMD files for tails and unvectorized cases.
 void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,
                           int plane_stride);
+void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
+                       int16_t* out, int plane_stride);
 void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int begin, int end, int16_t* out);
 void u8_accumulate__scalar(const uint8_t* row, int begin, int end, int32_t w, int32_t* acc, bool init);
 void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);

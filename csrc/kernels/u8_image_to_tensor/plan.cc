@@ -248,6 +248,7 @@ Plan build_plan(const PlanRequest& r) {
     } else {  // luma from R, G, B planes
       p.matrix = true;
       p.passes.push_back(make_pass(0, 3, true, bpp, {packed_index(f, 0), packed_index(f, 1), packed_index(f, 2)}, bpp));
+      p.inputs = {{{0, 0}, {0, 1}, {0, 2}}};
     }
   } else if (f == Format::kGray) {
     const int nch = (out_c == 3 && !planar) ? 3 : 1;  // NHWC: replicate into the three channels
@@ -273,11 +274,19 @@ Plan build_plan(const PlanRequest& r) {
         ui = 1;
         vi = 3;
       }
-      HPass u = make_pass(uplane, nch, false, cbpp, {ui, ui, ui}, cbpp);
-      HPass v = make_pass(vplane, nch, false, cbpp, {vi, vi, vi}, cbpp);
-      u.chroma_rows = v.chroma_rows = is_yuv420(f);
-      p.passes.push_back(u);
-      p.passes.push_back(v);
+      if (uplane == vplane) {  // interleaved U and V: one pass, two planar channels
+        HPass uv = make_pass(uplane, 2, true, cbpp, {ui, vi, 0}, cbpp);
+        uv.chroma_rows = is_yuv420(f);
+        p.passes.push_back(uv);
+        p.inputs = {{{0, 0}, {1, 0}, {1, 1}}};
+      } else {
+        HPass u = make_pass(uplane, nch, false, cbpp, {ui, ui, ui}, cbpp);
+        HPass v = make_pass(vplane, nch, false, cbpp, {vi, vi, vi}, cbpp);
+        u.chroma_rows = v.chroma_rows = true;
+        p.passes.push_back(u);
+        p.passes.push_back(v);
+        p.inputs = {{{0, 0}, {1, 0}, {2, 0}}};
+      }
     }
   }
 
@@ -301,6 +310,11 @@ Plan build_plan(const PlanRequest& r) {
     }
     chroma_linear(lx0, lw1, cx0, cw1);
     chroma_linear(p.luma.row0, p.luma.b1, p.chroma.row0, p.chroma.b1);
+    for (VTable* t : {&p.luma, &p.chroma}) {
+      t->disjoint = true;
+      for (size_t y = 0; y + 1 < t->row0.size(); ++y)
+        if (t->row0[y] + (t->b1[y] ? 1 : 0) >= t->row0[y + 1]) t->disjoint = false;
+    }
   }
 
   for (HPass& pass : p.passes) {

@@ -27,6 +27,29 @@ void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int 
   }
 }
 
+// hresample of row0 and of row1, then vblend, in one loop (same values, element by element).
+void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
+                       int16_t* out, int plane_stride) {
+  const int nch = pass.nch;
+  for (int x = begin; x < end; ++x) {
+    const uint8_t* p0 = row0 + pass.offset[x];
+    const uint8_t* p1 = row1 + pass.offset[x];
+    const int w0 = pass.wpair[x] & 0xff, w1 = pass.wpair[x] >> 8;
+    for (int c = 0; c < nch; ++c) {
+      int h0 = w0 * p0[pass.i0[c]], h1 = w0 * p1[pass.i0[c]];
+      if (w1) {
+        h0 += w1 * p0[pass.i1[c]];
+        h1 += w1 * p1[pass.i1[c]];
+      }
+      const int16_t v = static_cast<int16_t>(h0 + (((h1 - h0) * b1 + (1 << 14)) >> 15));
+      if (pass.planar)
+        out[c * plane_stride + x] = v;
+      else
+        out[x * nch + c] = v;
+    }
+  }
+}
+
 // Vertical blend with a 15-bit weight and round-half-up: h0 + floor(((h1-h0)*b1 + 2^14) / 2^15).
 // (h1-h0)*b1 fits int32 (|h1-h0| <= 32640, b1 < 2^15), and >> on a negative int is floor
 // (arithmetic shift) with GCC and Clang. The same value as x86 PMULHRSW and Arm SQRDMULH.
@@ -125,6 +148,10 @@ namespace {
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
   u8_hresample__scalar(pass, row, 0, n, out, plane_stride);
 }
+void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+            int plane_stride) {
+  u8_hblend__scalar(pass, row0, row1, b1, 0, n, out, plane_stride);
+}
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   s16_vblend__scalar(h0, h1, b1, 0, n, out);
 }
@@ -139,7 +166,7 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
   return k;
 }
 
