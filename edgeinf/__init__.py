@@ -34,10 +34,19 @@ def __getattr__(name):
         from .compat import check
 
         return check
+    if name == "ABTest":
+        from .ab import ABTest
+
+        return ABTest
+    if name in ("metrics", "bench"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'edgeinf' has no attribute {name!r}")
 
 
 __all__ = [
+    "ABTest",
     "BackendUnavailableError",
     "EdgeInfError",
     "FetchError",

@@ -43,7 +43,9 @@ class Quantization:
     def zero_point(self) -> int:
         """The per-tensor zero point (raises for per-channel quantization)."""
         if self.per_channel:
-            raise ValueError(f"per-channel quantization over axis {self.axis} has {len(self.zero_points)} zero points, not one")
+            raise ValueError(
+                f"per-channel quantization over axis {self.axis} has {len(self.zero_points)} zero points, not one"
+            )
         return self.zero_points[0]
 
     def dequantize(self, q: np.ndarray) -> np.ndarray:

@@ -1,0 +1,53 @@
+"""Runtime backends: which exist, which can be imported here, which reads what file."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from ..errors import BackendUnavailableError
+
+# backend name -> (file kinds it runs, python packages that provide it, in preference order)
+_BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
+    "ncnn": (("ncnn",), ("ncnn",)),
+}
+
+
+def known() -> tuple[str, ...]:
+    return tuple(_BACKENDS)
+
+
+def kinds_of(backend: str) -> tuple[str, ...]:
+    return _BACKENDS[backend][0]
+
+
+def installed_package(backend: str) -> str | None:
+    """The first package providing ``backend`` that is installed, without importing it."""
+    for package in _BACKENDS[backend][1]:
+        if importlib.util.find_spec(package) is not None:
+            return package
+    return None
+
+
+def available() -> tuple[str, ...]:
+    """Backends whose runtime package is installed on this machine."""
+    return tuple(name for name in _BACKENDS if installed_package(name))
+
+
+def create(backend: str, path, *, num_threads: int, **options):
+    """Load ``path`` on ``backend``; options are backend-specific keywords."""
+    if installed_package(backend) is None:
+        packages = " or ".join(_BACKENDS[backend][1])
+        raise BackendUnavailableError(
+            f"backend {backend!r} needs the {packages} package, which is not installed "
+            f"(pip install 'edgeinf[{backend}]'); available backends: {list(available()) or 'none'}",
+            requested=(backend,),
+            available=available(),
+        )
+    if backend == "tflite":
+        from .tflite import TFLiteBackend
+
+        return TFLiteBackend(path, num_threads=num_threads, **options)
+    from .ncnn import NCNNBackend
+
+    return NCNNBackend(path, num_threads=num_threads, **options)

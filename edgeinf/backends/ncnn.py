@@ -1,0 +1,140 @@
+"""NCNN backend: a .param graph and its .bin weights on the `ncnn` package, on the CPU.
+
+Blob names and input shapes come from edgeinf's own reading of the .param (the Input
+layers' w/h/c params), so specs exist before the runtime is touched. NCNN works on
+CHW float Mats; edgeinf presents NCHW arrays with a batch of one.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import RuntimeFailure
+from ..types import Layout, TensorSpec
+from .base import Backend
+
+log = logging.getLogger(__name__)
+
+
+def _input_shape(params: dict) -> tuple[int, ...]:
+    # Input layer params: 0=w 1=h 2=c (a 0 or absent value is known only at run time).
+    w, h, c = (int(params.get(k, 0) or 0) for k in (0, 1, 2))
+    return (1, c or -1, h or -1, w or -1)
+
+
+class NCNNBackend(Backend):
+    """A model on ncnn.Net.
+
+    Args:
+        path: the .param file; its weights are the .bin beside it.
+        num_threads: ncnn's thread count.
+        fp16: fp16 storage and arithmetic where ncnn supports them (ncnn's default is on);
+            False keeps every layer in float32.
+        light_mode: recycle intermediate blobs to save memory (ncnn's default, on).
+        vulkan: GPU compute through Vulkan; off by default (boards here have no driver).
+        param: the parsed .param (an `NcnnParam`), when the caller has it.
+    """
+
+    name = "ncnn"
+
+    def __init__(
+        self,
+        path,
+        *,
+        num_threads: int,
+        fp16: bool = True,
+        light_mode: bool = True,
+        vulkan: bool = False,
+        param=None,
+    ):
+        super().__init__()
+        import ncnn
+
+        path = Path(path)
+        if param is None:
+            from ..formats.ncnn_param import read_ncnn_param
+
+            param = read_ncnn_param(path)
+        self.runtime = f"ncnn {getattr(ncnn, '__version__', 'unknown')}"
+        self._ncnn = ncnn
+        net = ncnn.Net()
+        net.opt.use_vulkan_compute = bool(vulkan)
+        net.opt.num_threads = int(num_threads)
+        net.opt.lightmode = bool(light_mode)
+        for flag in ("use_fp16_packed", "use_fp16_storage", "use_fp16_arithmetic"):
+            setattr(net.opt, flag, bool(fp16))
+        # A failed load must stop here: ncnn segfaults later if a bad return code is ignored.
+        if net.load_param(str(path)) != 0:
+            raise RuntimeFailure(f"{self.runtime} refused the graph in {path} (load_param failed)")
+        weights = path.with_suffix(".bin")
+        if net.load_model(str(weights)) != 0:
+            raise RuntimeFailure(f"{self.runtime} refused the weights in {weights} (load_model failed)")
+        self._net = net
+        self.num_threads = int(num_threads)
+        self.delegate = "vulkan" if vulkan else None
+        self.details.update(fp16=bool(fp16), light_mode=bool(light_mode), layers=len(param.layers))
+
+        inputs = [layer for layer in param.layers if layer.type == "Input"]
+        self.inputs = tuple(
+            TensorSpec(
+                name=layer.outputs[0],
+                shape=_input_shape(layer.params),
+                dtype=np.dtype(np.float32),
+                layout=Layout.NCHW,
+                index=i,
+            )
+            for i, layer in enumerate(inputs)
+        )
+        self.outputs = tuple(
+            TensorSpec(name=name, shape=(1, -1, -1, -1), dtype=np.dtype(np.float32), layout=Layout.NCHW, index=i)
+            for i, name in enumerate(net.output_names())
+        )
+        self._buffers: list[np.ndarray | None] = [None] * len(self.inputs)
+
+    def set_input(self, i: int, array: np.ndarray) -> None:
+        self._buffers[i] = array
+
+    def input_buffer(self, i: int) -> np.ndarray:
+        spec = self.inputs[i]
+        if any(d < 0 for d in spec.shape):
+            raise RuntimeFailure(
+                f"input {spec.name!r} has dynamic shape {list(spec.shape)}: call Model.resize_input() first"
+            )
+        buffer = self._buffers[i]
+        if buffer is None or buffer.shape != spec.shape:
+            buffer = self._buffers[i] = np.zeros(spec.shape, np.float32)
+        return buffer
+
+    def invoke(self) -> list[np.ndarray]:
+        extractor = self._net.create_extractor()
+        mats = []  # ncnn.Mat may refer to the array's memory: keep both alive until extraction ends
+        for spec, array in zip(self.inputs, self._buffers):
+            if array is None:
+                raise RuntimeFailure(f"input {spec.name!r} was never set")
+            mat = self._ncnn.Mat(array.reshape(array.shape[1:]))
+            mats.append(mat)
+            if extractor.input(spec.name, mat) != 0:
+                raise RuntimeFailure(f"ncnn rejected input {spec.name!r} of shape {list(array.shape)}")
+        results = []
+        for spec in self.outputs:
+            code, mat = extractor.extract(spec.name)
+            if code != 0:
+                raise RuntimeFailure(f"ncnn failed to compute output {spec.name!r} (code {code})")
+            results.append(np.array(mat)[np.newaxis])  # np.array copies: the Mat dies with the extractor
+        del mats
+        return results
+
+    def resize_input(self, i: int, shape: tuple[int, ...]) -> None:
+        spec = self.inputs[i]
+        inputs = list(self.inputs)
+        inputs[i] = TensorSpec(spec.name, tuple(shape), spec.dtype, spec.layout, spec.quantization, spec.index)
+        self.inputs = tuple(inputs)
+        self._buffers[i] = None
+
+    def close(self) -> None:
+        if self._net is not None:
+            self._net.clear()
+            self._net = None

@@ -1,0 +1,488 @@
+"""The field's measuring method as a library call.
+
+Fixed input, warm-up runs, then timed runs; the statistics are order statistics of the
+per-call times (median, p95, p99, max), never a mean alone. Tiny calls are timed in
+batches so the clock's own cost does not dominate. Contenders are compared side by
+side by interleaving them, so drift on a shared machine favours neither.
+
+>>> stats = measure(lambda: sum(range(100)), runs=200)
+>>> stats.median_us > 0
+True
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-call latency statistics in microseconds."""
+
+    runs: int
+    batch: int
+    median_us: float
+    p95_us: float
+    p99_us: float
+    max_us: float
+    min_us: float
+    mean_us: float
+    samples_us: np.ndarray | None = field(default=None, repr=False, compare=False)  # per timed run
+
+    @property
+    def throughput_per_s(self) -> float:
+        return 1e6 / self.median_us if self.median_us > 0 else float("inf")
+
+    def to_dict(self) -> dict:
+        """The statistics (not the samples) and the throughput."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "samples_us"}
+        return {**out, "throughput_per_s": self.throughput_per_s}
+
+
+def summarize(per_call_us, batch: int = 1) -> Stats:
+    """Statistics of per-call times in microseconds (as measured, one value per timed run)."""
+    t = np.asarray(per_call_us, dtype=np.float64)
+    if t.size == 0:
+        raise ValueError("no timings to summarize")
+    p50, p95, p99 = np.percentile(t, [50, 95, 99])
+    return Stats(
+        int(t.size),
+        batch,
+        float(p50),
+        float(p95),
+        float(p99),
+        float(t.max()),
+        float(t.min()),
+        float(t.mean()),
+        samples_us=t,
+    )
+
+
+def _batch_size(fn: Callable[[], object], target_s: float) -> int:
+    start = time.perf_counter()
+    fn()
+    once = time.perf_counter() - start
+    return max(1, int(target_s / max(once, 1e-9)))
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 10,
+    runs: int = 100,
+    batch: int | None = 1,
+    min_batch_s: float = 200e-6,
+    on_run: Callable[[int], object] | None = None,
+) -> Stats:
+    """Time ``fn()``: ``warmup`` calls, then ``runs`` timed runs of ``batch`` calls each.
+
+    Args:
+        batch: calls per timed run; None picks enough calls to last ``min_batch_s``.
+        on_run: called with the number of finished timed runs after each one (outside
+            the timed span), e.g. to draw a progress bar.
+    """
+    if runs < 1 or warmup < 0:
+        raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
+    for _ in range(warmup):
+        fn()
+    if batch is None:
+        batch = _batch_size(fn, min_batch_s)
+    times = np.empty(runs)
+    clock = time.perf_counter
+    for i in range(runs):
+        start = clock()
+        for _ in range(batch):
+            fn()
+        times[i] = (clock() - start) / batch
+        if on_run is not None:
+            on_run(i + 1)
+    return summarize(times * 1e6, batch)
+
+
+def compare(
+    contenders: dict[str, Callable[[], object]],
+    *,
+    warmup: int = 10,
+    runs: int = 100,
+    batch: int | None = 1,
+    rounds: int = 5,
+) -> dict[str, Stats]:
+    """Measure several functions interleaved (A B C A B C ...), ``rounds`` slices each."""
+    for fn in contenders.values():
+        for _ in range(warmup):
+            fn()
+    batches = {name: (batch or _batch_size(fn, 200e-6)) for name, fn in contenders.items()}
+    per_round = max(1, runs // rounds)
+    samples: dict[str, list[float]] = {name: [] for name in contenders}
+    clock = time.perf_counter
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            b = batches[name]
+            for _ in range(per_round):
+                start = clock()
+                for _ in range(b):
+                    fn()
+                samples[name].append((clock() - start) / b * 1e6)
+    return {name: summarize(samples[name], batches[name]) for name in contenders}
+
+
+# -- memory -------------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process now (Linux /proc; elsewhere the peak so far)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return _ru_maxrss_bytes()
+
+
+def _ru_maxrss_bytes() -> int:
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB on Linux
+
+
+def reset_peak_rss() -> bool:
+    """Restart the peak RSS count (Linux >= 4.0: ``5`` into /proc/self/clear_refs).
+
+    Returns:
+        True when the peak was reset; False when only the process-lifetime peak exists.
+    """
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_bytes() -> int:
+    """Peak RSS since the last `reset_peak_rss` (VmHWM), else since the process started."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return _ru_maxrss_bytes()
+
+
+# -- where a figure was measured ------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith(("model name", "hardware", "cpu model")):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment() -> dict:
+    """Date, machine and versions, as every benchmark report records them (no runtime is imported)."""
+    from . import __version__
+    from .model import default_threads
+
+    try:
+        from .kernels import active_isa
+
+        isa = active_isa()
+    except Exception:  # the native module is not built: report it rather than fail
+        isa = "unknown (edgeinf._C not built)"
+    return {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {
+            "arch": platform.machine(),
+            "cpu": _cpu_model(),
+            "cores_usable": default_threads(),
+            "isa": isa,
+            "os": f"{platform.system()} {platform.release()}",
+        },
+        "versions": {
+            "edgeinf": __version__,
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            **{
+                dist: _version(dist)
+                for dist in ("ai-edge-litert", "tflite-runtime", "ncnn", "opencv-python-headless", "pillow")
+            },
+        },
+    }
+
+
+# -- fixed inputs ---------------------------------------------------------------------------
+
+
+def random_inputs(specs, seed: int = 0, shape: Sequence[int] | None = None) -> list[np.ndarray]:
+    """One seeded random array per input: floats uniform in [-1, 1], integers over their full range.
+
+    Args:
+        shape: the first input's shape, for models whose input has dynamic dimensions.
+    """
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for i, spec in enumerate(specs):
+        shape_i = _concrete(spec, shape if i == 0 else None)
+        if np.issubdtype(spec.dtype, np.floating):
+            arrays.append(rng.uniform(-1.0, 1.0, shape_i).astype(spec.dtype))
+        elif np.issubdtype(spec.dtype, np.integer):
+            info = np.iinfo(spec.dtype)
+            arrays.append(rng.integers(info.min, info.max, shape_i, endpoint=True, dtype=spec.dtype))
+        else:
+            raise ValueError(f"cannot make a random input of dtype {spec.dtype} for {spec.name!r}")
+    return arrays
+
+
+IMAGE_RANGES = {"-1,1": (-1.0, 1.0), "0,1": (0.0, 1.0), "0,255": (0.0, 255.0)}
+
+
+def image_input(spec, image_path, value_range: str = "-1,1") -> np.ndarray:
+    """A real image as input ``spec`` expects it: resized, channel order, layout, dtype.
+
+    Float inputs get pixels mapped linearly to ``value_range``; quantized integer inputs
+    get that float value quantized with the input's scale and zero point; integer inputs
+    without quantization get raw pixels (uint8) or pixels - 128 (int8).
+    """
+    from PIL import Image
+
+    if value_range not in IMAGE_RANGES:
+        raise ValueError(f"value_range must be one of {list(IMAGE_RANGES)}, got {value_range!r}")
+    shape = spec.shape
+    if len(shape) != 4:
+        raise ValueError(f"--image needs a 4-D image input, {spec.name!r} has shape {list(shape)}")
+    nchw = spec.layout.value == "NCHW"
+    channels, height, width = (shape[1], shape[2], shape[3]) if nchw else (shape[3], shape[1], shape[2])
+    if channels not in (1, 3):
+        raise ValueError(f"--image needs 1 or 3 channels, {spec.name!r} has {channels}")
+    image = Image.open(image_path).convert("L" if channels == 1 else "RGB")
+    if height > 0 and width > 0:
+        image = image.resize((width, height), Image.BILINEAR)
+    pixels = np.asarray(image, dtype=np.float32).reshape(image.height, image.width, channels)
+    pixels = pixels.transpose(2, 0, 1) if nchw else pixels
+    lo, hi = IMAGE_RANGES[value_range]
+    real = pixels / 255.0 * (hi - lo) + lo
+    dtype = spec.dtype
+    if np.issubdtype(dtype, np.floating):
+        out = real.astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        if spec.quantization is not None and not spec.quantization.per_channel:
+            q = np.round(real / spec.quantization.scale + spec.quantization.zero_point)
+        else:
+            q = pixels - 128.0 if dtype == np.int8 else pixels
+        out = np.clip(q, info.min, info.max).astype(dtype)
+    return np.ascontiguousarray(out[np.newaxis])
+
+
+def _concrete(spec, shape: Sequence[int] | None = None) -> tuple[int, ...]:
+    if shape is not None:
+        shape = tuple(int(d) for d in shape)
+        fits = len(shape) == len(spec.shape) and all(d == s or s < 0 for d, s in zip(shape, spec.shape))
+        if not fits or any(d < 1 for d in shape):
+            raise ValueError(f"input {spec.name!r} has shape {list(spec.shape)}; cannot use shape {list(shape)}")
+        return shape
+    if any(d < 0 for d in spec.shape):
+        raise ValueError(
+            f"input {spec.name!r} has dynamic dimensions {list(spec.shape)}: give a shape (--shape), "
+            "or an image (--image) for an image input"
+        )
+    return tuple(spec.shape)
+
+
+# -- a model, measured ----------------------------------------------------------------------
+
+VARIANTS: dict[str, tuple[str, dict]] = {
+    "tflite": ("tflite", {}),
+    "tflite-builtin": ("tflite", {"xnnpack": False}),
+    "tflite-reference": ("tflite", {"reference": True}),
+    "ncnn": ("ncnn", {}),
+    "ncnn-fp32": ("ncnn", {"fp16": False}),
+}
+"""Backend variants a sweep can name: TFLite with XNNPACK (default), TFLite's built-in
+kernels only, TFLite's reference kernels, NCNN (fp16 where supported) and NCNN all-fp32."""
+
+SCHEMA = "edgeinf.bench/1"
+
+
+def variant_fits(variant: str, path) -> bool:
+    """Whether a backend variant runs this kind of model file (by suffix)."""
+    backend = VARIANTS[variant][0]
+    suffix = Path(path).suffix.lower()
+    return (backend == "tflite" and suffix == ".tflite") or (backend == "ncnn" and suffix == ".param")
+
+
+def auto_variant(path) -> str:
+    return "ncnn" if Path(path).suffix.lower() == ".param" else "tflite"
+
+
+def bench_model(
+    path,
+    *,
+    variant: str | None = None,
+    threads: int = 1,
+    concurrency: int = 1,
+    runs: int = 100,
+    warmup: int = 10,
+    image=None,
+    image_range: str = "-1,1",
+    seed: int = 0,
+    shape: Sequence[int] | None = None,
+    check: bool = True,
+    on_run: Callable[[int], object] | None = None,
+) -> dict:
+    """The measuring method on one model file and one configuration.
+
+    Loads the model (timed), runs it once (the first inference, timed), ``warmup`` more
+    times, then ``runs`` timed calls on a fixed input. With ``concurrency`` > 1, that
+    many threads each load their own Model (the thread policy of `edgeinf.Model`) and
+    run ``runs`` calls each at the same time; throughput is then calls over wall time.
+
+    Returns:
+        A result record (see docs/observe.md for the schema): configuration, load and
+        first-inference times, latency statistics, throughput and memory.
+    """
+    from .model import load
+
+    variant = variant or auto_variant(path)
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown backend variant {variant!r}: expected one of {list(VARIANTS)}")
+    if concurrency < 1 or threads < 1:
+        raise ValueError(f"threads and concurrency must be >= 1, got threads={threads}, concurrency={concurrency}")
+    backend, options = VARIANTS[variant]
+    gc.collect()
+    peak_resettable = reset_peak_rss()
+    rss_before = rss_bytes()
+    start = time.perf_counter()
+    models = [load(path, backend=backend, num_threads=threads, check=check, **options)]
+    load_ms = (time.perf_counter() - start) * 1e3
+    try:
+        models += [
+            load(path, backend=backend, num_threads=threads, check=check, **options) for _ in range(concurrency - 1)
+        ]
+        rss_loaded = rss_bytes()
+        first = models[0]
+        if image is not None:
+            if len(first.inputs) != 1:
+                raise ValueError(f"--image needs a one-input model, {Path(path).name} has {len(first.inputs)}")
+            inputs = [image_input(first.inputs[0], image, image_range)]
+        else:
+            inputs = random_inputs(first.inputs, seed, shape)
+        start = time.perf_counter()
+        first.run(inputs)
+        first_ms = (time.perf_counter() - start) * 1e3
+        if concurrency == 1:
+            for _ in range(warmup):
+                first.run(inputs)
+            rss_warm = rss_bytes()
+            wall_start = time.perf_counter()
+            stats = measure(lambda: first.run(inputs), warmup=0, runs=runs, batch=1, on_run=on_run)
+            wall_s = time.perf_counter() - wall_start
+            total_calls = runs
+            rss_after = rss_bytes()
+        else:
+            stats, wall_s, rss_warm = _concurrent(models, inputs, warmup, runs, on_run)
+            total_calls = runs * concurrency
+            rss_after = rss_bytes()
+        peak = peak_rss_bytes()
+        record = {
+            "model": str(path),
+            "model_name": Path(path).name,
+            "variant": variant,
+            "backend": first.backend,
+            "runtime": first.runtime,
+            "delegate": first.delegate,
+            "threads": threads,
+            "concurrency": concurrency,
+            "input": f"image {image}" if image is not None else f"random seed={seed}",
+            "input_shape": list(inputs[0].shape),
+            "input_dtype": first.inputs[0].dtype.name,
+            "warmup": warmup,
+            "runs": runs,
+            "load_ms": load_ms,
+            "first_inference_ms": first_ms,
+            "latency_us": {k: v for k, v in stats.to_dict().items() if k.endswith("_us")},
+            "throughput_per_s": total_calls / wall_s if wall_s > 0 else float("inf"),
+            "memory": {
+                "rss_before_load_bytes": rss_before,
+                "rss_after_load_bytes": rss_loaded,
+                "rss_after_warmup_bytes": rss_warm,
+                "rss_after_runs_bytes": rss_after,
+                "peak_rss_bytes": peak,
+                "growth_bytes": rss_after - rss_warm,
+                "peak_is_per_run": peak_resettable,
+            },
+        }
+        record["latency_us"]["samples"] = [float(t) for t in stats.samples_us]
+        return record
+    finally:
+        for model in models:
+            model.close()
+
+
+def _concurrent(models, inputs, warmup: int, runs: int, on_run):
+    """``len(models)`` threads, one Model each, released together; per-call times pooled."""
+    n = len(models)
+    barrier = threading.Barrier(n + 1)
+    times = [np.empty(runs) for _ in range(n)]
+    failures: list[BaseException] = []
+
+    def work(k: int) -> None:
+        model = models[k]
+        try:
+            for _ in range(warmup):
+                model.run(inputs)
+        except BaseException as exc:  # reported after the join, never lost in a thread
+            failures.append(exc)
+        barrier.wait()
+        if failures:
+            return
+        clock = time.perf_counter
+        mine = times[k]
+        try:
+            for i in range(runs):
+                start = clock()
+                model.run(inputs)
+                mine[i] = clock() - start
+                if k == 0 and on_run is not None:
+                    on_run(i + 1)
+        except BaseException as exc:
+            failures.append(exc)
+
+    workers = [threading.Thread(target=work, args=(k,), name=f"edgeinf-bench-{k}") for k in range(n)]
+    for w in workers:
+        w.start()
+    barrier.wait()  # every thread has warmed up
+    rss_warm = rss_bytes()
+    start = time.perf_counter()
+    for w in workers:
+        w.join()
+    wall_s = time.perf_counter() - start
+    if failures:
+        raise failures[0]
+    return summarize(np.concatenate(times) * 1e6), wall_s, rss_warm

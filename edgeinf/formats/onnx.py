@@ -1,0 +1,214 @@
+"""Read an .onnx model with the ``onnx`` package (imported only when called).
+
+Every node with its domain, op type and the opset version of its schema, the
+initializers with their sizes, and the graph inputs and outputs with dynamic
+dimensions marked (a name or -1 where the file has no fixed value).
+
+>>> m = read_onnx("PP-OCRv6_det_small.onnx")    # doctest: +SKIP
+>>> m.opsets, m.inputs[0].shape                   # doctest: +SKIP
+({'ai.onnx': 11}, ('DynamicDimension.0', 3, 'DynamicDimension.1', 'DynamicDimension.2'))
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, ModelFileError
+
+DEFAULT_DOMAIN = "ai.onnx"
+
+
+@dataclass(frozen=True)
+class OnnxValue:
+    """A graph input, output or initializer. ``shape`` holds ints, dim names, or -1."""
+
+    name: str
+    dtype: str  # numpy name ("float32") or the ONNX type name when numpy has none
+    shape: tuple[Any, ...] | None
+
+    @property
+    def is_dynamic(self) -> bool:
+        return self.shape is None or any(not isinstance(d, int) or d < 0 for d in self.shape)
+
+
+@dataclass(frozen=True)
+class OnnxNode:
+    """One node. ``since_version`` is the opset version of the schema that applies, None if
+    the op is unknown to the installed onnx (custom domains)."""
+
+    index: int
+    name: str
+    domain: str
+    op_type: str
+    since_version: int | None
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: dict[str, Any] = field(default_factory=dict, compare=False)
+    has_subgraph: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"onnx:{self.domain}:{self.op_type}" if self.domain != DEFAULT_DOMAIN else f"onnx:{self.op_type}"
+
+
+@dataclass(frozen=True)
+class OnnxModel:
+    path: str | None
+    file_size: int
+    ir_version: int
+    producer: str
+    opsets: dict[str, int]
+    nodes: tuple[OnnxNode, ...]
+    initializers: tuple[OnnxValue, ...]
+    weight_bytes: int  # initializers and Constant nodes
+    inputs: tuple[OnnxValue, ...]
+    outputs: tuple[OnnxValue, ...]
+    value_shapes: dict[str, tuple] = field(default_factory=dict, compare=False)
+
+
+def _onnx():
+    try:
+        import onnx  # noqa: PLC0415 (lazy: optional dependency)
+    except ImportError:
+        raise BackendUnavailableError(
+            "reading .onnx files needs the onnx package; install it with `pip install edgeinf[onnx]`",
+            requested=("onnx",),
+        ) from None
+    return onnx
+
+
+def _dtype_name(onnx, elem_type: int) -> str:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:  # noqa: BLE001 (types numpy lacks: bfloat16, float8, int4)
+        return onnx.TensorProto.DataType.Name(elem_type)
+
+
+def _value(onnx, vi) -> OnnxValue:
+    t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+    if t is None:
+        return OnnxValue(vi.name, "non-tensor", None)
+    shape = None
+    if t.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
+    return OnnxValue(vi.name, _dtype_name(onnx, t.elem_type), shape)
+
+
+def _attribute(onnx, a) -> Any:
+    kind = a.type
+    A = onnx.AttributeProto
+    if kind == A.INT:
+        return a.i
+    if kind == A.FLOAT:
+        return a.f
+    if kind == A.STRING:
+        return a.s.decode("utf-8", "replace")
+    if kind == A.INTS:
+        return tuple(a.ints)
+    if kind == A.FLOATS:
+        return tuple(a.floats)
+    if kind == A.TENSOR:
+        return ("tensor", tuple(a.t.dims))
+    if kind in (A.GRAPH, A.GRAPHS):
+        return ("graph",)
+    return (A.AttributeType.Name(kind),)
+
+
+def _tensor_bytes(onnx, t) -> int:
+    count = int(np.prod(tuple(t.dims), dtype=np.int64)) if len(t.dims) else 1
+    try:
+        return count * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
+    except Exception:  # noqa: BLE001 (types numpy lacks)
+        return len(t.raw_data)
+
+
+def read_onnx(path: Union[str, os.PathLike, bytes]) -> OnnxModel:
+    """Parse an .onnx model (external weights are not loaded, only sized).
+
+    Raises:
+        BackendUnavailableError: the onnx package is not installed.
+        ModelFileError: the file is missing, not an ONNX protobuf, or fails onnx's checker.
+    """
+    onnx = _onnx()
+    from google.protobuf.message import DecodeError  # noqa: PLC0415 (ships with onnx)
+
+    if isinstance(path, (bytes, bytearray)):
+        data, name, where = bytes(path), None, "model bytes"
+    else:
+        p = Path(path)
+        try:
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise ModelFileError(f"{p}: no such file") from None
+        except OSError as exc:
+            raise ModelFileError(f"{p}: cannot read: {exc}") from None
+        name, where = str(p), p.name
+    try:
+        model = onnx.load_model_from_string(data)
+    except (DecodeError, ValueError, RuntimeError) as exc:
+        raise ModelFileError(f"{where}: not a readable ONNX protobuf: {exc}") from None
+    if not model.HasField("graph") or not model.opset_import:
+        raise ModelFileError(f"{where}: not an ONNX model: it has no graph or no opset_import")
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        raise ModelFileError(f"{where}: fails onnx's model checker: {first}") from None
+
+    opsets = {(o.domain or DEFAULT_DOMAIN): o.version for o in model.opset_import}
+    nodes = []
+    for i, n in enumerate(model.graph.node):
+        domain = n.domain or DEFAULT_DOMAIN
+        since = None
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opsets.get(domain, 1), "" if domain == DEFAULT_DOMAIN else domain)
+            since = schema.since_version
+        except Exception:  # noqa: BLE001 (SchemaError: unknown op or domain)
+            since = None
+        attrs = {a.name: _attribute(onnx, a) for a in n.attribute}
+        nodes.append(
+            OnnxNode(
+                index=i,
+                name=n.name or f"{n.op_type}_{i}",
+                domain=domain,
+                op_type=n.op_type,
+                since_version=since,
+                inputs=tuple(n.input),
+                outputs=tuple(n.output),
+                attributes=attrs,
+                has_subgraph=any(
+                    a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute
+                ),
+            )
+        )
+    inits = []
+    total = 0
+    for t in model.graph.initializer:
+        dtype = _dtype_name(onnx, t.data_type)
+        shape = tuple(t.dims)
+        total += _tensor_bytes(onnx, t)
+        inits.append(OnnxValue(t.name, dtype, shape))
+    for n in model.graph.node:  # weights exported as Constant nodes (PaddlePaddle does this)
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.type == onnx.AttributeProto.TENSOR:
+                total += _tensor_bytes(onnx, a.t)
+    init_names = {t.name for t in model.graph.initializer}
+    value_shapes = {vi.name: _value(onnx, vi).shape for vi in model.graph.value_info}
+    return OnnxModel(
+        path=name,
+        file_size=len(data),
+        ir_version=model.ir_version,
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        opsets=opsets,
+        nodes=tuple(nodes),
+        initializers=tuple(inits),
+        weight_bytes=total,
+        inputs=tuple(_value(onnx, vi) for vi in model.graph.input if vi.name not in init_names),
+        outputs=tuple(_value(onnx, vi) for vi in model.graph.output),
+        value_shapes=value_shapes,
+    )

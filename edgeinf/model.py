@@ -1,0 +1,429 @@
+"""`edgeinf.load` and `Model`: one object over TFLite and NCNN.
+
+Loading is a fixed sequence: recognise the file, verify its structure with edgeinf's own
+reader (so no file can crash the runtime), check every operator against the chosen
+runtime (unless ``check=False``), then hand the verified bytes to the runtime.
+
+Thread policy: a `Model` serializes calls with a lock, so it is safe to share between
+threads; for parallel throughput load one `Model` per thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+from . import backends
+from .errors import BackendUnavailableError, InputError, ModelClosedError, ModelFileError, UnsupportedOperatorError
+from .metrics import LATENCY_BUCKETS_S, ModelMetrics
+from .types import TensorSpec
+
+log = logging.getLogger(__name__)
+_clock = time.perf_counter
+
+Inputs = Union[np.ndarray, Sequence[np.ndarray], Mapping[str, np.ndarray]]
+_SUFFIX_KIND = {".tflite": "tflite", ".param": "ncnn", ".onnx": "onnx"}
+
+
+def default_threads() -> int:
+    """Cores this process may run on (the affinity mask, not the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def model_kind(path: Path) -> str:
+    """``"tflite"``, ``"ncnn"`` or ``"onnx"`` from the suffix, confirmed by the file's first bytes.
+
+    Raises:
+        ModelFileError: missing, a directory, empty, or not a model edgeinf knows.
+    """
+    if not path.exists():
+        raise ModelFileError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ModelFileError(f"expected a model file, got a directory: {path}")
+    size = path.stat().st_size
+    if size == 0:
+        raise ModelFileError(f"model file is empty (0 bytes): {path}")
+    with open(path, "rb") as f:
+        head = f.read(16)
+    sniffed = None
+    if len(head) >= 8 and head[4:8] == b"TFL3":
+        sniffed = "tflite"
+    elif head.lstrip().startswith(b"7767517"):
+        sniffed = "ncnn"
+    kind = _SUFFIX_KIND.get(path.suffix.lower())
+    if kind is None and sniffed is None:
+        raise ModelFileError(
+            f"expected a .tflite, an NCNN .param (with its .bin) or an .onnx model, got {path.name!r} "
+            f"(suffix {path.suffix or 'none'}, first bytes {head[:8]!r})"
+        )
+    if kind and sniffed and kind != sniffed:
+        raise ModelFileError(f"{path.name} has the suffix of a {kind} model but its bytes are a {sniffed} model")
+    if kind == "tflite" and sniffed is None:
+        raise ModelFileError(
+            f"{path.name} is not a TFLite flatbuffer: expected the identifier b'TFL3' at bytes 4..8, "
+            f"got {head[4:8]!r} ({size} bytes)"
+        )
+    if kind == "ncnn" and sniffed is None:
+        raise ModelFileError(f"{path.name} is not an NCNN .param: expected the magic 7767517 first, got {head[:8]!r}")
+    return kind or sniffed
+
+
+def _resolve_backend(backend, kind: str) -> str:
+    """The first backend of the preference that runs ``kind`` and is installed."""
+    if kind == "onnx":
+        raise ModelFileError(
+            "edgeinf checks ONNX models but does not run them: convert with pnnx (NCNN) or onnx2tf (TFLite); "
+            "`edgeinf check MODEL.onnx` tells which operators will convert"
+        )
+    if backend in (None, "auto"):
+        preference = tuple(b for b in backends.known() if kind in backends.kinds_of(b))
+    elif isinstance(backend, str):
+        preference = (backend,)
+    else:
+        preference = tuple(backend)
+    unknown = [b for b in preference if b not in backends.known()]
+    if unknown:
+        raise ValueError(f"unknown backend {unknown[0]!r}: expected 'auto' or one of {list(backends.known())}")
+    fitting = [b for b in preference if kind in backends.kinds_of(b)]
+    if not fitting:
+        raise ModelFileError(f"a {kind} model cannot run on backend(s) {list(preference)}")
+    for name in fitting:
+        if backends.installed_package(name):
+            return name
+    raise BackendUnavailableError(
+        f"no installed runtime for this {kind} model: wanted {fitting} (pip install 'edgeinf[{fitting[0]}]'); "
+        f"installed backends: {list(backends.available()) or 'none'}",
+        requested=tuple(fitting),
+        available=backends.available(),
+    )
+
+
+def _verify(path: Path, kind: str):
+    """Read and verify the model's structure; returns the parsed model and, for TFLite, its bytes."""
+    if kind == "tflite":
+        from .formats.tflite import read_tflite
+
+        data = path.read_bytes()
+        return read_tflite(data), data
+    from .formats.ncnn_param import read_ncnn_param
+
+    return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply
+
+
+def load(
+    path: str | os.PathLike,
+    backend: str | Sequence[str] = "auto",
+    num_threads: int | None = None,
+    check: bool = True,
+    **options,
+) -> Model:
+    """Load a model on the fastest correct runtime path.
+
+    Args:
+        path: a ``.tflite`` file, or an NCNN ``.param`` with its ``.bin`` beside it.
+        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, or an ordered preference list.
+        num_threads: runtime threads; default: the cores this process may use.
+        check: run the operator compatibility check first and refuse a model that cannot run.
+        **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
+            NCNN ``fp16``, ``light_mode``, ``vulkan``.
+
+    Returns:
+        A ready `Model`.
+
+    Raises:
+        ModelFileError: missing, empty, corrupt, truncated or unknown model file.
+        BackendUnavailableError: no installed runtime can run this kind of model.
+        UnsupportedOperatorError: the check found operators the runtime cannot run
+            (``err.report`` has every one of them).
+
+    >>> model = edgeinf.load("face_detection_short_range.tflite", num_threads=1)  # doctest: +SKIP
+    >>> model.inputs[0].shape                                                      # doctest: +SKIP
+    (1, 128, 128, 3)
+    """
+    path = Path(path)
+    kind = model_kind(path)
+    name = _resolve_backend(backend, kind)
+    if num_threads is None:
+        num_threads = default_threads()
+    elif not isinstance(num_threads, int) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+    parsed, data = _verify(path, kind)
+    report = None
+    if check:
+        from .compat import check as compat_check
+
+        # Check against the runtime that will really run it (a forced TFLite package included).
+        report = compat_check(path, backend=name, target=options.get("package") if name == "tflite" else None)
+        if not report.runnable(name):
+            raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
+    if kind == "tflite":
+        options.setdefault("model_content", data)
+    else:
+        options.setdefault("param", parsed)
+    runtime = backends.create(name, path, num_threads=num_threads, **options)
+    return Model(runtime, path, parsed=parsed, report=report)
+
+
+class Model:
+    """A loaded model: its input and output specs, and `run`.
+
+    Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
+    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
+    preprocess / inference / postprocess time; see `edgeinf.metrics`).
+
+    >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
+    ...     scores = model.run(image)["classificators"]
+    """
+
+    def __init__(self, backend, path: Path, *, parsed=None, report=None):
+        self._backend = backend
+        self.path = path
+        self.parsed = parsed
+        self.report = report
+        self._lock = threading.Lock()
+        self._refresh_specs()
+        self.metrics = ModelMetrics(path.name, backend.name)
+        self._call = _CallState()
+
+    def _refresh_specs(self) -> None:
+        self.inputs: tuple[TensorSpec, ...] = self._backend.inputs
+        self.outputs: tuple[TensorSpec, ...] = self._backend.outputs
+        self._input_names = {spec.name: i for i, spec in enumerate(self.inputs)}
+        self._output_names = tuple(spec.name for spec in self.outputs)
+
+    # -- facts ---------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self._backend.name
+
+    @property
+    def runtime(self) -> str:
+        return self._backend.runtime
+
+    @property
+    def delegate(self) -> str | None:
+        return self._backend.delegate
+
+    @property
+    def num_threads(self) -> int:
+        return self._backend.num_threads
+
+    @property
+    def details(self) -> dict:
+        return dict(self._backend.details)
+
+    @property
+    def closed(self) -> bool:
+        return self._backend is None
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{self.runtime}, delegate={self.delegate}, threads={self.num_threads}"
+        return f"<edgeinf.Model {self.path.name} on {state}>"
+
+    # -- running -------------------------------------------------------------------
+    def run(self, inputs: Inputs, *, dequantize: bool = False) -> dict[str, np.ndarray]:
+        """Run the model.
+
+        Args:
+            inputs: one array (single-input models), a list in input order, or a dict
+                by input name. Arrays must match the input's dtype and shape exactly
+                (dynamic dimensions excepted) and be C-contiguous.
+            dequantize: return int8/uint8 outputs as float32 ``scale * (q - zero_point)``.
+
+        Returns:
+            Outputs by name, as arrays the caller owns.
+
+        Raises:
+            InputError: wrong count, name, type, dtype, shape or memory layout.
+        """
+        try:
+            # One array for a one-input model is the common case: skip the general arrangement.
+            arrays = (inputs,) if inputs.__class__ is np.ndarray and len(self.inputs) == 1 else self._arrange(inputs)
+            with self._lock:
+                start = _clock()  # time holding the model: waiting for the lock is not the model's latency
+                backend = self._backend or self._live()
+                for i, array in enumerate(arrays):
+                    backend.set_input(i, self._validate(i, array))
+                t_in = _clock()
+                results = backend.invoke()
+                t_out = _clock()
+                named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
+                self._record(start, t_in, t_out)
+        except BaseException:
+            self.metrics.errors += 1
+            raise
+        return named
+
+    def input_buffer(self, i: int | str = 0) -> np.ndarray:
+        """A writable array of input ``i`` that the next `invoke` reads.
+
+        On TFLite it is the interpreter's own input memory (zero copy): fill it, drop
+        every reference to it, then call `invoke`.
+        """
+        return self._live().input_buffer(self._index(i))
+
+    def invoke(self, *, dequantize: bool = False) -> dict[str, np.ndarray]:
+        """Run on what the input buffers hold (see `input_buffer`)."""
+        try:
+            with self._lock:
+                start = _clock()
+                image_start = self._call.image_start  # set while run_image converts a frame on this thread
+                backend = self._live()
+                results = backend.invoke()
+                t_out = _clock()
+                named = self._name_outputs(results, dequantize)
+                if image_start is not None:
+                    self._call.image_start = None  # consumed: one frame, one call
+                    self._record(image_start, start, t_out)
+                else:
+                    self._record(start, start, t_out)
+        except BaseException:
+            self._call.image_start = None
+            self.metrics.errors += 1
+            raise
+        return named
+
+    def resize_input(self, i: int | str, shape: Sequence[int]) -> None:
+        """Fix the shape of an input with dynamic dimensions."""
+        index = self._index(i)
+        spec = self.inputs[index]
+        shape = tuple(int(d) for d in shape)
+        if len(shape) != len(spec.shape) or any(s >= 0 and s != d for s, d in zip(spec.shape, shape)):
+            raise InputError(f"input {spec.name!r} has shape {list(spec.shape)}; cannot resize it to {list(shape)}")
+        with self._lock:
+            self._live().resize_input(index, shape)
+            self._refresh_specs()
+
+    def run_image(self, frame: np.ndarray, color: str = "bgr", **options) -> dict[str, np.ndarray]:
+        """Convert a camera frame into the input tensor in one native pass, then run."""
+        from .preprocess import run_image
+
+        call = self._call
+        call.image_start = _clock()  # invoke() books the time until it starts as preprocessing
+        try:
+            return run_image(self, frame, color=color, **options)
+        except BaseException:
+            if call.image_start is not None:  # failed before invoke() counted the call
+                call.image_start = None
+                self.metrics.errors += 1
+            raise
+        finally:
+            call.image_start = None
+
+    # -- lifetime ------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the runtime. Further calls raise `ModelClosedError`. Idempotent."""
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None
+
+    def __enter__(self) -> Model:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- helpers -------------------------------------------------------------------
+    def _record(self, start: float, t_in: float, t_out: float) -> None:
+        # The metrics hook: called under self._lock, so plain list updates are race-free.
+        end = _clock()
+        m = self.metrics
+        s = m.stage_s
+        s[0] += t_in - start
+        s[1] += t_out - t_in
+        s[2] += end - t_out
+        m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
+
+    def _live(self):
+        if self._backend is None:
+            raise ModelClosedError(f"model {self.path.name} was closed")
+        return self._backend
+
+    def _index(self, i: int | str) -> int:
+        if isinstance(i, str):
+            if i not in self._input_names:
+                raise InputError(f"no input named {i!r}; inputs are {list(self._input_names)}")
+            return self._input_names[i]
+        if not 0 <= i < len(self.inputs):
+            raise InputError(f"input index {i} out of range: the model has {len(self.inputs)} input(s)")
+        return i
+
+    def _arrange(self, inputs: Inputs) -> list:
+        expected = len(self.inputs)
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - set(self._input_names))
+            missing = [n for n in self._input_names if n not in inputs]
+            if unknown or missing:
+                raise InputError(
+                    f"inputs by name must be exactly {list(self._input_names)}; missing {missing}, unexpected {unknown}"
+                )
+            return [inputs[spec.name] for spec in self.inputs]
+        if isinstance(inputs, (list, tuple)):
+            if len(inputs) != expected:
+                raise InputError(f"the model takes {expected} input(s), got a sequence of {len(inputs)}")
+            return list(inputs)
+        if expected != 1:
+            raise InputError(f"the model takes {expected} inputs: pass a list or a dict by name, not one array")
+        return [inputs]
+
+    def _validate(self, i: int, array) -> np.ndarray:
+        spec = self.inputs[i]
+        if (
+            array.__class__ is np.ndarray
+            and array.shape == spec.shape
+            and array.dtype == spec.dtype
+            and array.flags.c_contiguous
+        ):
+            return array  # the common case, checked in the cheapest order; the rest explains what is wrong
+        if not isinstance(array, np.ndarray):
+            raise InputError(f"input {spec.name!r} must be a numpy array, got {type(array).__name__}")
+        if array.dtype != spec.dtype:
+            raise InputError(f"input {spec.name!r} expects dtype {spec.dtype.name}, got {array.dtype.name}")
+        shape = array.shape
+        if self.backend == "ncnn" and len(shape) == len(spec.shape) - 1:
+            shape = (1, *shape)  # NCNN also takes a CHW image without the batch axis
+            array = array.reshape(shape)
+        if shape != spec.shape:
+            if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
+                raise InputError(f"input {spec.name!r} expects shape {list(spec.shape)}, got {list(shape)}")
+            if self.backend == "tflite":  # a new size for dynamic dimensions: reallocate once
+                self._backend.resize_input(i, shape)
+                self._refresh_specs()
+        if not array.flags.c_contiguous:
+            raise InputError(
+                f"input {spec.name!r} must be C-contiguous (got strides {array.strides}); pass np.ascontiguousarray(x)"
+            )
+        return array
+
+    def _name_outputs(self, results: list[np.ndarray], dequantize: bool) -> dict[str, np.ndarray]:
+        if not dequantize:
+            return dict(zip(self._output_names, results))
+        named = {}
+        for spec, value in zip(self.outputs, results):
+            if dequantize and spec.quantization is not None and value.dtype in (np.int8, np.uint8, np.int16):
+                value = spec.quantization.dequantize(value)
+            named[spec.name] = value
+        return named
+
+
+class _CallState(threading.local):
+    """Per-thread state of a call in progress (run_image hands its start time to invoke)."""
+
+    image_start: float | None = None
+
+
+def available_backends() -> tuple[str, ...]:
+    """Backends whose runtime is installed here, in default preference order."""
+    return backends.available()

@@ -1,0 +1,638 @@
+"""A deterministic, seeded simulator to judge power controllers on a virtual clock.
+
+Everything here is synthetic and labelled so. The plant:
+
+* Configurations come from `synthetic_profile`, a documented physical model of a
+  Pi-5-class board: idle 2.0 W; 0.9 W per busy core at 2.4 GHz; at 1.5 GHz a core
+  draws (1.5/2.4) x (0.75 V/0.9 V)^2 = 0.43 of that; latency = 30 % memory-bound
+  part + 70 % compute part scaled by 2.4 GHz/f; threads follow Amdahl's law with a
+  parallel fraction of 0.8 and keep all their cores busy; the ncnn backend is 15 %
+  slower at 10 % less power per core; the full-range face model takes 16 ms, the
+  short-range one 6 ms (one thread, 2.4 GHz).
+* The truth may differ from the profile the controller sees (``true_dynamic_factor``).
+* Work is fluid: per step, the arrivals (Poisson counts from the trace's rate) are
+  served up to the admission rate and the capacity; the rest is dropped. Latency is
+  the service time plus an M/D/1-style wait at the step's utilisation.
+* Power per step = idle + served rate x dynamic energy x (1 + 1 % plant noise).
+* Thermal: first order, ``tau dT/dt = T_amb + R P - T`` (R = 8 K/W, tau = 60 s);
+  above the 80 °C trip the firmware throttles (latency x 1.6, same energy).
+* The sensor reports the mean power of an earlier control period (one period of
+  transport delay by default) with 2 % Gaussian noise, quantised to 1 mW, and can be
+  made to fail for a time span.
+
+Controllers see only the noisy sensor; the hindsight-static and clairvoyant bounds
+see the truth. Metrics use the truth.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+import numpy as np
+
+from ..errors import SensorError
+from .knobs import ThermalLimit
+from .profiles import Config, ConfigProfile, Profile
+from .scheduler import Decision, LatencyHistogram, Scheduler
+from .sensors.base import PowerSample, TempSample
+
+IDLE_MW = 2000.0
+CORE_MW_AT_MAX = 900.0
+F_MAX_KHZ = 2_400_000
+F_LOW_KHZ = 1_500_000
+TRACE_KINDS = ("steady", "bursty", "step_down", "wrong_profile", "hot")
+
+
+def synthetic_profile() -> Profile:
+    """The simulator's configuration space (2 variants x 2 backends x 1-4 threads x 2 clocks); see the module text."""
+    variants = {"face_short": (6.0, 0.9), "face_full": (16.0, 1.0)}
+    backends = {"tflite": (1.0, 1.0), "ncnn": (1.15, 0.9)}
+    clocks = {F_MAX_KHZ: (1.0, 1.0), F_LOW_KHZ: (0.3 + 0.7 * F_MAX_KHZ / F_LOW_KHZ, (1.5 / 2.4) * (0.75 / 0.9) ** 2)}
+    entries = []
+    for variant, (base_ms, quality) in variants.items():
+        for backend, (backend_latency, backend_power) in backends.items():
+            for khz, (clock_latency, clock_power) in clocks.items():
+                for threads in (1, 2, 3, 4):
+                    latency = base_ms * backend_latency * clock_latency * (0.2 + 0.8 / threads)
+                    power = IDLE_MW + threads * CORE_MW_AT_MAX * backend_power * clock_power
+                    config = Config(variant, backend, threads, khz)
+                    entries.append(ConfigProfile(config, latency, latency * 1.1, power, quality, 0))
+    return Profile(
+        tuple(entries), IDLE_MW, estimated=True, sensor="synthetic", machine="simulated Pi-5-class board", created=""
+    )
+
+
+@dataclass(frozen=True)
+class PlantParams:
+    sensor_noise: float = 0.02
+    sensor_delay_periods: int = 1
+    plant_noise: float = 0.01
+    thermal_r_k_per_w: float = 8.0
+    thermal_tau_s: float = 60.0
+    trip_c: float = 80.0
+    throttle_latency_factor: float = 1.6
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A seeded scenario: per-step budget, arrivals and ambient temperature, plus the noise draws."""
+
+    name: str
+    step_s: float
+    budget_w: np.ndarray
+    arrivals: np.ndarray
+    ambient_c: np.ndarray
+    plant_noise: np.ndarray
+    sensor_noise: np.ndarray
+    true_dynamic_factor: float = 1.0
+    sensor_outage_s: Optional[tuple[float, float]] = None
+    seed: int = 0
+
+    @property
+    def steps(self) -> int:
+        return len(self.budget_w)
+
+    @property
+    def duration_s(self) -> float:
+        return self.steps * self.step_s
+
+
+def make_trace(
+    kind: str,
+    *,
+    seed: int = 0,
+    duration_s: float = 3600.0,
+    step_s: float = 0.25,
+    params: PlantParams = PlantParams(),
+    true_dynamic_factor: Optional[float] = None,
+    sensor_outage_s: Optional[tuple[float, float]] = None,
+) -> Trace:
+    """Builds a trace.
+
+    Kinds:
+        steady: 3.2 W budget, 400 requests/s (more than the budget allows).
+        bursty: 3.2 W, demand switching between 40/s lulls (mean 20 s) and 500/s bursts (mean 8 s).
+        step_down: 400/s; the budget is 4.0 W, steps down to 2.8 W at half time, back up to 3.4 W at 3/4.
+        wrong_profile: as steady, but the true dynamic power is 1.3 x the profile's.
+        hot: 40 °C ambient, a loose 5.5 W budget; temperature is what binds.
+    """
+    if kind not in TRACE_KINDS:
+        raise ValueError(f"unknown trace kind {kind!r}; expected one of {TRACE_KINDS}")
+    rng = np.random.default_rng(seed)
+    steps = int(round(duration_s / step_s))
+    budget = np.full(steps, 3.2)
+    rate = np.full(steps, 400.0)
+    ambient = np.full(steps, 25.0)
+    factor = 1.0
+    if kind == "bursty":
+        t, burst = 0.0, False
+        while t < duration_s:
+            dwell = rng.exponential(8.0 if burst else 20.0)
+            lo, hi = int(t / step_s), int(min(duration_s, t + dwell) / step_s)
+            rate[lo:hi] = 500.0 if burst else 40.0
+            t += dwell
+            burst = not burst
+    elif kind == "step_down":
+        budget[:] = 4.0
+        budget[steps // 2 :] = 2.8
+        budget[3 * steps // 4 :] = 3.4
+    elif kind == "wrong_profile":
+        factor = 1.3
+    elif kind == "hot":
+        budget[:] = 5.5
+        ambient[:] = 40.0
+    if true_dynamic_factor is not None:
+        factor = true_dynamic_factor
+    return Trace(
+        name=kind,
+        step_s=step_s,
+        budget_w=budget,
+        arrivals=rng.poisson(rate * step_s).astype(float),
+        ambient_c=ambient,
+        plant_noise=rng.normal(1.0, params.plant_noise, steps),
+        sensor_noise=rng.normal(0.0, params.sensor_noise, steps),
+        true_dynamic_factor=factor,
+        sensor_outage_s=sensor_outage_s,
+        seed=seed,
+    )
+
+
+class VirtualClock:
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class SimPowerSensor:
+    """The plant's power as a sensor reports it: an earlier period's mean, noisy, quantised."""
+
+    name = "simulated-sensor"
+
+    def __init__(self, sim: _Run, delay_periods: int):
+        self.sim = sim
+        self.delay = delay_periods
+
+    def read(self) -> PowerSample:
+        sim = self.sim
+        now = sim.clock()
+        outage = sim.trace.sensor_outage_s
+        if outage and outage[0] <= now < outage[1]:
+            raise SensorError("simulated sensor outage")
+        index = sim.step_index - 1 - self.delay
+        true_mw = sim.power_mw[index] if index >= 0 else sim.idle_mw
+        noisy = true_mw * (1.0 + sim.trace.sensor_noise[sim.step_index])
+        return PowerSample(now, float(round(max(0.0, noisy))), self.name)
+
+
+class SimTempSensor:
+    name = "simulated-thermal"
+
+    def __init__(self, sim: _Run):
+        self.sim = sim
+
+    def read(self) -> TempSample:
+        return TempSample(self.sim.clock(), int(round(self.sim.temp_c * 1000)), self.name)
+
+
+# ---------------------------------------------------------------- controllers
+
+
+class Controller:
+    """What the simulator drives: the `Scheduler` interface, reduced to what it uses."""
+
+    def step(self, now: float) -> Decision: ...
+    def set_budget(self, budget_w: float, now: float) -> Decision: ...
+    def record(self, latency_s: float, count: float = 1.0) -> None: ...
+    def record_arrivals(self, count: float = 1.0) -> None: ...
+
+
+class StaticController(Controller):
+    """One configuration at a fixed admission rate (inf = as fast as it can)."""
+
+    def __init__(self, config: Config, rate_per_s: float = math.inf, name: str = "static"):
+        self.name = name
+        self._decision = Decision(0.0, config, rate_per_s, math.nan, math.nan, False, name)
+
+    def step(self, now):
+        return self._decision
+
+    def set_budget(self, budget_w, now):
+        return self._decision
+
+    def record(self, latency_s, count=1.0):
+        pass
+
+    def record_arrivals(self, count=1.0):
+        pass
+
+
+class HysteresisController(Controller):
+    """A reactive baseline: a ladder of configurations by profiled power, one rung down when the
+    measured power is over budget, one rung up when it is more than ``band`` below."""
+
+    def __init__(self, profile: Profile, sensor, budget_w: float, band: float = 0.08):
+        ladder = sorted(profile.entries, key=lambda e: e.power_mw)
+        self.rungs: list[ConfigProfile] = []
+        for entry in ladder:  # keep only rungs that add capacity
+            if not self.rungs or entry.capacity_per_s > self.rungs[-1].capacity_per_s:
+                self.rungs.append(entry)
+        self.sensor = sensor
+        self.budget_w = budget_w
+        self.band = band
+        self.index = 0
+        self.name = "hysteresis"
+
+    def _decision(self, now, fallback=False):
+        entry = self.rungs[self.index]
+        return Decision(now, entry.config, math.inf, math.nan, entry.power_mw, fallback, "hysteresis")
+
+    def step(self, now):
+        try:
+            power_w = self.sensor.read().power_mw / 1000.0
+        except SensorError:
+            self.index = 0
+            return self._decision(now, True)
+        if power_w > self.budget_w:
+            self.index = max(0, self.index - 1)
+        elif power_w < self.budget_w * (1 - self.band):
+            self.index = min(len(self.rungs) - 1, self.index + 1)
+        return self._decision(now)
+
+    def set_budget(self, budget_w, now):
+        self.budget_w = budget_w
+        return self._decision(now)
+
+    def record(self, latency_s, count=1.0):
+        pass
+
+    def record_arrivals(self, count=1.0):
+        pass
+
+
+# ---------------------------------------------------------------- the plant loop
+
+
+@dataclass
+class SimResult:
+    """Per-step truth of one run."""
+
+    name: str
+    trace: Trace
+    power_mw: np.ndarray
+    served: np.ndarray
+    dropped: np.ndarray
+    temp_c: np.ndarray
+    fallback: np.ndarray
+    configs: list[str]
+    latency: LatencyHistogram
+    controller_seconds: float = 0.0
+    throttled_steps: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class _Run:
+    def __init__(self, trace: Trace, true_profile: Profile, params: PlantParams):
+        self.trace = trace
+        self.params = params
+        self.clock = VirtualClock()
+        self.idle_mw = true_profile.idle_mw
+        self.true = {e.config: e for e in true_profile.entries}
+        self.power_mw = np.zeros(trace.steps)
+        self.step_index = 0
+        self.temp_c = float(trace.ambient_c[0])
+
+
+def simulate(
+    trace: Trace,
+    make_controller: Callable[[SimPowerSensor, SimTempSensor, VirtualClock], Controller],
+    *,
+    profile: Optional[Profile] = None,
+    params: PlantParams = PlantParams(),
+    name: str = "",
+) -> SimResult:
+    """Runs one controller through ``trace`` on a virtual clock.
+
+    Args:
+        trace: the scenario.
+        make_controller: builds the controller from the simulated power sensor, thermal sensor and clock.
+        profile: the profile controllers are given (default `synthetic_profile`); the plant's
+            truth is it scaled by ``trace.true_dynamic_factor``.
+        params: plant and sensor constants.
+    """
+    seen = profile or synthetic_profile()
+    true_profile = seen.scaled(dynamic_power=trace.true_dynamic_factor)
+    run = _Run(trace, true_profile, params)
+    controller = make_controller(SimPowerSensor(run, params.sensor_delay_periods), SimTempSensor(run), run.clock)
+    dt = trace.step_s
+    steps = trace.steps
+    served_out = np.zeros(steps)
+    dropped_out = np.zeros(steps)
+    temps = np.zeros(steps)
+    fallback = np.zeros(steps, dtype=bool)
+    configs: list[str] = []
+    latency = LatencyHistogram()
+    decay = dt / params.thermal_tau_s
+    controller_s = 0.0
+    throttled = 0
+    budget_prev = trace.budget_w[0]
+    for i in range(steps):
+        now = i * dt
+        run.clock.t = now
+        run.step_index = i
+        started = time.perf_counter()
+        if trace.budget_w[i] != budget_prev:
+            controller.set_budget(float(trace.budget_w[i]), now)
+            budget_prev = trace.budget_w[i]
+        decision = controller.step(now)
+        controller_s += time.perf_counter() - started
+        entry = run.true[decision.config]
+        latency_ms = entry.latency_ms
+        dynamic_mw = entry.power_mw - run.idle_mw
+        if run.temp_c > params.trip_c:
+            latency_ms *= params.throttle_latency_factor
+            dynamic_mw /= params.throttle_latency_factor
+            throttled += 1
+        capacity = 1000.0 / latency_ms
+        arrivals = trace.arrivals[i]
+        served = min(arrivals, decision.rate_per_s * dt, capacity * dt)
+        served = max(0.0, served)
+        rate = served / dt
+        utilisation = min(rate / capacity, 0.95)
+        power = run.idle_mw + rate * latency_ms / 1000.0 * dynamic_mw * trace.plant_noise[i]
+        run.power_mw[i] = power
+        run.temp_c += decay * (trace.ambient_c[i] + params.thermal_r_k_per_w * power / 1000.0 - run.temp_c)
+        wait_ms = latency_ms * utilisation / (2.0 * (1.0 - utilisation))
+        if served > 0:
+            controller.record((latency_ms + wait_ms) / 1000.0, served)
+            latency.add((latency_ms + wait_ms) / 1000.0, served)
+        controller.record_arrivals(arrivals)
+        served_out[i] = served
+        dropped_out[i] = arrivals - served
+        temps[i] = run.temp_c
+        fallback[i] = decision.fallback
+        configs.append(decision.config.label)
+    return SimResult(
+        name or getattr(controller, "name", "controller"),
+        trace,
+        run.power_mw.copy(),
+        served_out,
+        dropped_out,
+        temps,
+        fallback,
+        configs,
+        latency,
+        controller_s,
+        throttled,
+    )
+
+
+def scheduler_factory(
+    budget_w: float, profile: Optional[Profile] = None, params: PlantParams = PlantParams(), **kwargs
+):
+    """A `simulate` controller factory that builds the real `Scheduler` (with thermal back-off at 75 °C)."""
+    prof = profile or synthetic_profile()
+
+    def make(sensor, thermal, clock):
+        scheduler = Scheduler(
+            budget_w,
+            window_s=kwargs.pop("window_s", 1.0),
+            profile=prof,
+            sensor=sensor,
+            clock=clock,
+            control_period_s=0.25,
+            thermal=thermal,
+            thermal_limit=kwargs.pop("thermal_limit", ThermalLimit(limit_mc=78_000, margin_mc=6_000)),
+            sensor_lag_periods=params.sensor_delay_periods + 1,
+            **kwargs,
+        )
+        scheduler.name = "scheduler"
+        return scheduler
+
+    return make
+
+
+# ---------------------------------------------------------------- bounds
+
+
+def _windows(values: np.ndarray, per_window: int) -> np.ndarray:
+    usable = len(values) // per_window * per_window
+    return values[:usable].reshape(-1, per_window)
+
+
+def static_power_mw(
+    trace: Trace, entry: ConfigProfile, idle_mw: float, rate_per_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """True per-step power and service of a static (configuration, rate) on ``trace`` (no thermal throttling)."""
+    dt = trace.step_s
+    served = np.minimum(trace.arrivals, min(rate_per_s, entry.capacity_per_s) * dt)
+    power = idle_mw + served / dt * entry.latency_ms / 1000.0 * (entry.power_mw - idle_mw) * trace.plant_noise
+    return power, served
+
+
+def best_static(trace: Trace, profile: Optional[Profile] = None, window_s: float = 1.0) -> dict:
+    """The best fixed (configuration, rate) in hindsight: most service with no window over budget (truth).
+
+    Not valid for traces where the plant throttles thermally (the evaluation ignores throttling).
+    """
+    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
+    per_window = max(1, int(round(window_s / trace.step_s)))
+    budget = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
+    best = {"served": -1.0}
+    for entry in true_profile.entries:
+
+        def feasible(rate, entry=entry):
+            power, _ = static_power_mw(trace, entry, true_profile.idle_mw, rate)
+            return bool(np.all(_windows(power, per_window).mean(axis=1) <= budget))
+
+        low, high = 0.0, entry.capacity_per_s
+        if feasible(high):
+            low = high
+        else:
+            for _ in range(30):
+                mid = 0.5 * (low + high)
+                low, high = (mid, high) if feasible(mid) else (low, mid)
+        _, served = static_power_mw(trace, entry, true_profile.idle_mw, low)
+        total = float(served.sum())
+        if total > best["served"]:
+            best = {"served": total, "config": entry.config, "rate_per_s": low}
+    best["throughput_per_s"] = best["served"] / trace.duration_s
+    return best
+
+
+def clairvoyant(trace: Trace, profile: Optional[Profile] = None, window_s: float = 1.0) -> dict:
+    """A per-window optimum with perfect knowledge of budget, arrivals and true costs (an unattainable bound).
+
+    Each window solves the linear programme: maximise the inferences x_c over any mix of
+    configurations subject to energy (sum x_c e_c <= (B - idle) W), time (sum x_c t_c <= W)
+    and demand (sum x_c <= arrivals). The optimum is at a single configuration or a pair
+    with both resource constraints tight; all are enumerated.
+    """
+    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
+    per_window = max(1, int(round(window_s / trace.step_s)))
+    span = per_window * trace.step_s
+    energy_mj = (_windows(trace.budget_w * 1000.0, per_window).mean(axis=1) - true_profile.idle_mw) * span
+    energy_mj = np.maximum(energy_mj, 0.0)
+    demand = _windows(trace.arrivals, per_window).sum(axis=1)
+    e = np.array([entry.dynamic_energy_uj(true_profile.idle_mw) / 1000.0 for entry in true_profile.entries])
+    t = np.array([entry.latency_ms / 1000.0 for entry in true_profile.entries])
+    best = np.max(np.minimum(energy_mj[:, None] / e[None, :], span / t[None, :]), axis=1)
+    n = len(e)
+    for i in range(n):
+        for j in range(i + 1, n):
+            det = e[i] * t[j] - e[j] * t[i]
+            if abs(det) < 1e-12:
+                continue
+            xi = (energy_mj * t[j] - span * e[j]) / det
+            xj = (span * e[i] - energy_mj * t[i]) / det
+            total = np.where((xi >= 0) & (xj >= 0), xi + xj, 0.0)
+            best = np.maximum(best, total)
+    served = np.minimum(best, demand)
+    return {"served": float(served.sum()), "throughput_per_s": float(served.sum()) / (len(served) * span)}
+
+
+# ---------------------------------------------------------------- metrics
+
+
+def step_response(result: SimResult, tolerance: float = 0.05, hold_periods: int = 40) -> list[dict]:
+    """Settling (control periods until power stays within budget x (1 + tolerance)) and overshoot
+    after each budget step down."""
+    budget = result.trace.budget_w * 1000.0
+    responses = []
+    for s in np.nonzero(np.diff(budget) < 0)[0] + 1:
+        new = budget[s]
+        after = result.power_mw[s : s + hold_periods + 20]
+        over = after > new * (1 + tolerance)
+        settle = 0
+        for k in range(len(after)):
+            if over[k]:
+                settle = k + 1
+        overshoot = max(0.0, float(after[:hold_periods].max() / new - 1.0))
+        responses.append({"at_s": float(s * result.trace.step_s), "settling_periods": settle, "overshoot": overshoot})
+    return responses
+
+
+def metrics(result: SimResult, window_s: float = 1.0, tolerance: float = 0.05) -> dict:
+    """The issue's target metrics for one run, from the truth."""
+    trace = result.trace
+    per_window = max(1, int(round(window_s / trace.step_s)))
+    power_w = _windows(result.power_mw, per_window).mean(axis=1) / 1000.0
+    budget_w = _windows(trace.budget_w, per_window).mean(axis=1)
+    over = power_w > budget_w * (1 + tolerance)
+    energy_j = float(result.power_mw.sum() * trace.step_s / 1000.0)
+    above_j = float(np.maximum(0.0, power_w - budget_w).sum() * per_window * trace.step_s)
+    served = float(result.served.sum())
+    arrivals = float(trace.arrivals.sum())
+    responses = step_response(result, tolerance)
+    return {
+        "controller": result.name,
+        "trace": trace.name,
+        "seed": trace.seed,
+        "throughput_per_s": served / trace.duration_s,
+        "violation_fraction": float(over.mean()),
+        "worst_window_over": float(max(0.0, (power_w / budget_w).max() - 1.0)),
+        "energy_above_budget_fraction": above_j / energy_j if energy_j else 0.0,
+        "mean_power_w": energy_j / trace.duration_s,
+        "energy_per_inference_mj": energy_j / served * 1000.0 if served else math.nan,
+        "drop_fraction": 1.0 - served / arrivals if arrivals else 0.0,
+        "latency_p50_ms": result.latency.percentile_ms(50),
+        "latency_p95_ms": result.latency.percentile_ms(95),
+        "latency_p99_ms": result.latency.percentile_ms(99),
+        "max_temp_c": float(result.temp_c.max()),
+        "throttled_fraction": result.throttled_steps / trace.steps,
+        "settling_periods": max((r["settling_periods"] for r in responses), default=None),
+        "overshoot": max((r["overshoot"] for r in responses), default=None),
+        "fallback_steps": int(result.fallback.sum()),
+        "controller_seconds": result.controller_seconds,
+    }
+
+
+def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams = PlantParams()) -> dict:
+    """Runs the scheduler and the baselines on one trace and adds the hindsight and clairvoyant bounds.
+
+    Returns:
+        ``{"rows": [metrics per controller], "best_static": {...}, "clairvoyant": {...}}``; each row
+        also has ``vs_best_static`` and ``vs_clairvoyant`` throughput ratios.
+    """
+    prof = profile or synthetic_profile()
+    budget0 = float(trace.budget_w[0])
+    fastest = max(prof.entries, key=lambda e: e.capacity_per_s).config
+    lowest = min(prof.entries, key=lambda e: e.power_mw).config
+    runs = [
+        simulate(trace, scheduler_factory(budget0, prof, params), profile=prof, params=params, name="scheduler"),
+        simulate(
+            trace,
+            lambda s, th, c: StaticController(fastest, name="static-max"),
+            profile=prof,
+            params=params,
+            name="static-max",
+        ),
+        simulate(
+            trace,
+            lambda s, th, c: StaticController(lowest, name="static-min"),
+            profile=prof,
+            params=params,
+            name="static-min",
+        ),
+        simulate(
+            trace,
+            lambda s, th, c: HysteresisController(prof, s, budget0),
+            profile=prof,
+            params=params,
+            name="hysteresis",
+        ),
+    ]
+    hindsight = best_static(trace, prof)
+    runs.append(
+        simulate(
+            trace,
+            lambda s, th, c: StaticController(hindsight["config"], hindsight["rate_per_s"], name="best-static"),
+            profile=prof,
+            params=params,
+            name="best-static (hindsight)",
+        )
+    )
+    bound = clairvoyant(trace, prof)
+    rows = []
+    for run in runs:
+        row = metrics(run)
+        row["vs_best_static"] = (
+            row["throughput_per_s"] / hindsight["throughput_per_s"] if hindsight["throughput_per_s"] else math.nan
+        )
+        row["vs_clairvoyant"] = (
+            row["throughput_per_s"] / bound["throughput_per_s"] if bound["throughput_per_s"] else math.nan
+        )
+        rows.append(row)
+    best_row = {k: (v.label if isinstance(v, Config) else v) for k, v in hindsight.items()}
+    return {"rows": rows, "best_static": best_row, "clairvoyant": bound}
+
+
+def with_outage(trace: Trace, start_s: float, end_s: float) -> Trace:
+    """The same trace with the power sensor failing over [start_s, end_s)."""
+    return replace(trace, sensor_outage_s=(start_s, end_s))
+
+
+__all__: Sequence[str] = [
+    "HysteresisController",
+    "PlantParams",
+    "SimResult",
+    "StaticController",
+    "Trace",
+    "TRACE_KINDS",
+    "VirtualClock",
+    "best_static",
+    "clairvoyant",
+    "compare",
+    "make_trace",
+    "metrics",
+    "scheduler_factory",
+    "simulate",
+    "step_response",
+    "synthetic_profile",
+    "with_outage",
+]

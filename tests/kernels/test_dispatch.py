@@ -1,0 +1,66 @@
+"""Run-time dispatch: the best usable path by default, forcing by EDGEINF_ISA or use_isa."""
+
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from edgeinf import kernels
+
+
+def test_best_path_is_active_and_supported():
+    supported = kernels.supported_isas()
+    assert supported[0] == "scalar"
+    assert kernels.active_isa() == supported[-1] or "EDGEINF_ISA" in os.environ
+    assert set(supported) <= set(kernels.built_isas())
+
+
+def test_built_paths_follow_the_architecture():
+    built = set(kernels.built_isas())
+    if platform.machine() == "x86_64":
+        assert built == {"scalar", "avx2"}
+        assert ("avx2" in kernels.supported_isas()) == (
+            kernels.cpu_features()["avx2"] and kernels.cpu_features()["fma"]
+        )
+    elif platform.machine() == "aarch64":
+        assert built == {"scalar", "neon", "neondot"}
+        assert ("neondot" in kernels.supported_isas()) == kernels.cpu_features()["dotprod"]
+
+
+def test_use_isa_switches_and_restores():
+    before = kernels.active_isa()
+    with kernels.use_isa("scalar"):
+        assert kernels.active_isa() == "scalar"
+    assert kernels.active_isa() == before
+
+
+@pytest.mark.parametrize("name", ["sse9", ""])
+def test_unknown_path_is_a_value_error(name):
+    with pytest.raises(ValueError, match="unknown kernel path"):
+        kernels.set_isa(name)
+
+
+def test_unusable_path_is_a_value_error():
+    missing = [isa for isa in ("avx2", "neon", "neondot") if isa not in kernels.supported_isas()]
+    with pytest.raises(ValueError, match="not usable here"):
+        kernels.set_isa(missing[0])
+
+
+def run_with_env(value):
+    env = dict(os.environ, EDGEINF_ISA=value)
+    code = "import edgeinf.kernels as k; print(k.active_isa())"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+
+
+def test_environment_forces_a_path():
+    proc = run_with_env("scalar")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "scalar"
+
+
+def test_environment_with_a_bad_path_fails_clearly():
+    proc = run_with_env("avx512")
+    assert proc.returncode != 0
+    assert "EDGEINF_ISA='avx512'" in proc.stderr and "unknown kernel path" in proc.stderr
