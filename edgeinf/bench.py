@@ -446,10 +446,15 @@ def bench_model(
 
 
 def _concurrent(models, inputs, warmup: int, runs: int, on_run):
-    """``len(models)`` threads, one Model each, released together; per-call times pooled."""
+    """``len(models)`` threads, one Model each, released together; per-call times pooled.
+
+    Wall time runs from the first thread's first timed call to the last thread's last
+    one, as each thread stamps them (the releasing thread may be descheduled).
+    """
     n = len(models)
-    barrier = threading.Barrier(n + 1)
+    warmed, go = threading.Barrier(n + 1), threading.Barrier(n + 1)
     times = [np.empty(runs) for _ in range(n)]
+    spans = [[0.0, 0.0] for _ in range(n)]
     failures: list[BaseException] = []
 
     def work(k: int) -> None:
@@ -459,30 +464,33 @@ def _concurrent(models, inputs, warmup: int, runs: int, on_run):
                 model.run(inputs)
         except BaseException as exc:  # reported after the join, never lost in a thread
             failures.append(exc)
-        barrier.wait()
+        warmed.wait()
+        go.wait()
         if failures:
             return
         clock = time.perf_counter
         mine = times[k]
         try:
+            spans[k][0] = clock()
             for i in range(runs):
                 start = clock()
                 model.run(inputs)
                 mine[i] = clock() - start
                 if k == 0 and on_run is not None:
                     on_run(i + 1)
+            spans[k][1] = clock()
         except BaseException as exc:
             failures.append(exc)
 
     workers = [threading.Thread(target=work, args=(k,), name=f"edgeinf-bench-{k}") for k in range(n)]
     for w in workers:
         w.start()
-    barrier.wait()  # every thread has warmed up
+    warmed.wait()  # every thread has warmed up and waits: memory now is the warmed-up figure
     rss_warm = rss_bytes()
-    start = time.perf_counter()
+    go.wait()
     for w in workers:
         w.join()
-    wall_s = time.perf_counter() - start
     if failures:
         raise failures[0]
+    wall_s = max(end for _, end in spans) - min(begin for begin, _ in spans)
     return summarize(np.concatenate(times) * 1e6), wall_s, rss_warm
