@@ -155,7 +155,8 @@ def main(argv=None) -> int:
     runs, rounds, import_rounds = (60, 6, 3) if args.quick else (600, 30, 15)
     with tempfile.TemporaryDirectory() as tmp:
         tiny = call_overhead(one_op_model(Path(tmp)), runs=runs, batch=None, rounds=rounds)
-    face = call_overhead(zoo.path("face_detection_short_range"), runs=runs // 2, batch=1, rounds=rounds)
+    # The face model alternates call by call (A B A B ...): its calls are long enough to time one by one.
+    face = call_overhead(zoo.path("face_detection_short_range"), runs=runs // 2, batch=1, rounds=runs // 2)
     face["overhead_percent_from_one_op"] = tiny["overhead_us"] / face["raw_median_us"] * 100
     imports = import_time(import_rounds)
     rows = [
@@ -176,8 +177,7 @@ def main(argv=None) -> int:
             "figure": f"{face['overhead_percent']:+.2f} % measured; {face['overhead_percent_from_one_op']:.3f} % "
             "from the one-op overhead",
             "target": f"< {TARGET_FACE_PERCENT:g} %",
-            "met": face["overhead_percent_from_one_op"] < TARGET_FACE_PERCENT
-            and face["overhead_percent"] < TARGET_FACE_PERCENT,
+            "met": face["overhead_percent"] < TARGET_FACE_PERCENT,
         },
         {
             "case": "metrics hook (stage times + bucket) inside Model.run, one ADD",
