@@ -204,6 +204,14 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _load_average() -> float | None:
+    # Other work on a shared machine slows every contender; the figure says how busy it was.
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def environment() -> dict:
     """Date, machine and versions, as every benchmark report records them (no runtime is imported)."""
     from . import __version__
@@ -223,6 +231,7 @@ def environment() -> dict:
             "cores_usable": default_threads(),
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
+            "load_avg_1m": _load_average(),
         },
         "versions": {
             "edgeinf": __version__,
