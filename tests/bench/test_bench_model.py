@@ -170,7 +170,7 @@ MEMORY_KEYS = {
 def check_schema(doc: dict) -> None:
     assert doc["schema"] == bench.SCHEMA
     assert set(doc) == {"schema", "date", "machine", "versions", "config", "results", "skipped"}
-    assert {"arch", "cpu", "cores_usable", "isa", "os"} <= set(doc["machine"])
+    assert {"arch", "cpu", "cores_usable", "isa", "os", "load_avg_1m"} <= set(doc["machine"])
     assert {"edgeinf", "python", "numpy", "ai-edge-litert"} <= set(doc["versions"])
     for r in doc["results"]:
         assert set(r) == set(RESULT_SCHEMA), f"keys differ: {set(r) ^ set(RESULT_SCHEMA)}"
