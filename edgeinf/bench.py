@@ -402,20 +402,21 @@ def bench_model(
             inputs = [image_input(first.inputs[0], image, image_range)]
         else:
             inputs = random_inputs(first.inputs, seed, shape)
+        feed = inputs[0] if len(inputs) == 1 else inputs  # as a caller passes them: one array, or a list
         start = time.perf_counter()
-        first.run(inputs)
+        first.run(feed)
         first_ms = (time.perf_counter() - start) * 1e3
         if concurrency == 1:
             for _ in range(warmup):
-                first.run(inputs)
+                first.run(feed)
             rss_warm = rss_bytes()
             wall_start = time.perf_counter()
-            stats = measure(lambda: first.run(inputs), warmup=0, runs=runs, batch=1, on_run=on_run)
+            stats = measure(lambda: first.run(feed), warmup=0, runs=runs, batch=1, on_run=on_run)
             wall_s = time.perf_counter() - wall_start
             total_calls = runs
             rss_after = rss_bytes()
         else:
-            stats, wall_s, rss_warm = _concurrent(models, inputs, warmup, runs, on_run)
+            stats, wall_s, rss_warm = _concurrent(models, feed, warmup, runs, on_run)
             total_calls = runs * concurrency
             rss_after = rss_bytes()
         peak = peak_rss_bytes()
