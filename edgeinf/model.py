@@ -163,7 +163,8 @@ def load(
     if check:
         from .compat import check as compat_check
 
-        report = compat_check(path, backend=name)
+        # Check against the runtime that will really run it (a forced TFLite package included).
+        report = compat_check(path, backend=name, target=options.get("package") if name == "tflite" else None)
         if not report.runnable(name):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if kind == "tflite":

@@ -116,8 +116,8 @@ def probe(python: str, package: str, out_dir: Path) -> Path:
         "version": version,
         "probed": datetime.date.today().isoformat(),
         "method": f"one-op model per builtin code and version 1..{MAX_VERSION}, Interpreter() construction without "
-        "allocation in a worker process; not registered iff the runtime says \"Didn't find op for builtin opcode\" "
-        "or \"Op builtin_code out of range\"",
+        'allocation in a worker process; not registered iff the runtime says "Didn\'t find op for builtin opcode" '
+        'or "Op builtin_code out of range"',
         "schema": layout["source"],
         "builtins": builtins,
         "unknown_codes": out_of_range,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from ..formats.tflite import Operator, TfliteModel
@@ -37,6 +38,33 @@ _FEATURE_HINTS = {
 
 def _fmt(features: dict, keys) -> str:
     return ", ".join(f"{k}={features.get(k)!r}" for k in keys)
+
+
+_TYPE_ERROR = re.compile(r"(?i)only (currently )?supports|unsupported|not supported|type")
+_VALUE_ERROR = re.compile(r"(?i)values|data\[")
+
+
+def kernel_rejects(xtable: dict | None, target: tables.Target, op: str, features: dict) -> NodeStatus | None:
+    """A probe with exactly these features that the runtime could not run: its kernel failed
+    to prepare (CONV_2D without bias), rejected the type at invoke (NEG on int8 in 2.14), or
+    the process crashed (DEPTHWISE_CONV_2D without bias)."""
+    if xtable is None:
+        return None
+    for r in xtable["ops"].get(op, []):
+        error = r.get("error") or ""
+        stage, _, message = error.partition(": ")
+        fatal = stage in ("allocate", "crash") or (
+            stage == "invoke" and _TYPE_ERROR.search(message) and not _VALUE_ERROR.search(message)
+        )
+        if fatal and r.get("features") and all(features.get(k) == v for k, v in r["features"].items()):
+            what = "crashed" if stage == "crash" else f"fails at {stage}"
+            return NodeStatus(
+                "unsupported",
+                f"{target.label} {what} on {op} with {_fmt(features, r['features'])} ({message[:120]})",
+                "check the op's inputs, options and dtype against what the runtime's kernel takes (e.g. a bias tensor)",
+                f"probe:xnnpack {target.label} (a one-op probe with these features failed)",
+            )
+    return None
 
 
 def xnnpack_status(xtable: dict | None, target: tables.Target, op: str, features: dict) -> NodeStatus:
@@ -177,8 +205,13 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
         for op in sg.operators:
             st = runtime_status(op, resolver, target)
             if st.status == "cpu" and not op.opcode.is_custom:
-                xs = xnnpack_status(xtable, target, op.opcode.name, node_features(model, sg, op, static))
-                if xs.status == "delegated":
+                features = node_features(model, sg, op, static)
+                xs = kernel_rejects(xtable, target, op.opcode.name, features) or xnnpack_status(
+                    xtable, target, op.opcode.name, features
+                )
+                if xs.status == "unsupported":
+                    st = xs
+                elif xs.status == "delegated":
                     st = NodeStatus("delegated", xs.reason, "", xs.source)
                 elif xs.status == "cpu":
                     st = NodeStatus("cpu", xs.reason, xs.suggestion, xs.source)

@@ -274,7 +274,7 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
         )
 
     bin_file = Path(bin_path) if bin_path is not None else path.with_suffix(".bin")
-    needs_weights = [layer for layer in layers if layer.type.lower() in WEIGHTED_LAYERS]
+    needs_weights = [layer for layer in layers if _loads_weights(layer)]
     if not bin_file.is_file():
         if needs_weights:
             first_weighted = needs_weights[0]
@@ -332,6 +332,25 @@ class _BinWalker:
                 f"{self.what}: .bin is {self.size} bytes, the params imply at least {self.offset + nbytes} "
                 f"(layer {layer.type} {layer.name}, line {layer.line}, needs bytes {self.offset}..{self.offset + nbytes})"
             )
+
+
+class _Counter:
+    """A walker that only counts loads (to tell whether a layer reads the .bin at all)."""
+
+    def __init__(self):
+        self.loads = 0
+
+    def load(self, count: int, load_type: int, layer: NcnnLayer) -> None:
+        self.loads += 1
+
+
+def _loads_weights(layer: NcnnLayer) -> bool:
+    counter = _Counter()
+    try:
+        known = _load_layer(counter, layer)
+    except _Unsized:
+        return True
+    return counter.loads > 0 if known else True
 
 
 def _align4(n: int) -> int:
@@ -446,7 +465,7 @@ def check_ncnn_weights(param: NcnnParam, bin_path: Union[str, os.PathLike]) -> N
     if param.bin_path is not None and Path(param.bin_path) == bin_path:
         return
     what = Path(param.path).name if param.path else "param"
-    needs = [layer for layer in param.layers if layer.type.lower() in WEIGHTED_LAYERS]
+    needs = [layer for layer in param.layers if _loads_weights(layer)]
     if not bin_path.is_file():
         if needs:
             raise ModelFileError(
