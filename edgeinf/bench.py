@@ -83,6 +83,7 @@ def measure(
     batch: int | None = 1,
     min_batch_s: float = 200e-6,
     on_run: Callable[[int], object] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Stats:
     """Time ``fn()``: ``warmup`` calls, then ``runs`` timed runs of ``batch`` calls each.
 
@@ -90,6 +91,9 @@ def measure(
         batch: calls per timed run; None picks enough calls to last ``min_batch_s``.
         on_run: called with the number of finished timed runs after each one (outside
             the timed span), e.g. to draw a progress bar.
+        clock: seconds; default `time.perf_counter` (wall time). `time.thread_time`
+            counts only this thread's CPU time, which other work on a busy machine does
+            not inflate (for single-threaded work).
     """
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
@@ -98,7 +102,7 @@ def measure(
     if batch is None:
         batch = _batch_size(fn, min_batch_s)
     times = np.empty(runs)
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
     for i in range(runs):
         start = clock()
         for _ in range(batch):
@@ -116,15 +120,19 @@ def compare(
     runs: int = 100,
     batch: int | None = 1,
     rounds: int = 5,
+    clock: Callable[[], float] | None = None,
 ) -> dict[str, Stats]:
-    """Measure several functions interleaved (A B C A B C ...), ``rounds`` slices each."""
+    """Measure several functions interleaved (A B C A B C ...), ``rounds`` slices each.
+
+    ``clock`` as in `measure`.
+    """
     for fn in contenders.values():
         for _ in range(warmup):
             fn()
     batches = {name: (batch or _batch_size(fn, 200e-6)) for name, fn in contenders.items()}
     per_round = max(1, runs // rounds)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
     for _ in range(rounds):
         for name, fn in contenders.items():
             b = batches[name]
