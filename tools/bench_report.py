@@ -127,8 +127,10 @@ def environment_line(doc: dict) -> str:
     if not isinstance(m, dict):
         m = {"cpu": str(m)}
     versions = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    load = f", load average {m['load_avg_1m']}" if m.get("load_avg_1m") is not None else ""
     machine = (
-        f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores)"
+        f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores"
+        f"{load})"
     )
     return f"{doc.get('date') or meta.get('date') or 'undated'} on {machine}; {versions}"
 
