@@ -29,8 +29,7 @@ import numpy as np
 from PIL import Image
 
 import edgeinf
-from edgeinf import zoo
-from edgeinf import kernels
+from edgeinf import kernels, zoo
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 

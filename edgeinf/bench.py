@@ -239,11 +239,8 @@ def environment() -> dict:
             "cores_usable": default_threads(),
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
-<<<<<<< HEAD
             "board": board.detect().as_dict(),  # "emulated": true marks a run under qemu: not the board's speed
-=======
             "load_avg_1m": _load_average(),
->>>>>>> observe
         },
         "versions": {
             "edgeinf": __version__,
