@@ -54,6 +54,8 @@ def _info(args) -> int:
             print(f"{key:<{width}}")
             for spec in value:
                 print(f"  {spec['describe']}")
+        elif key == "board":
+            print(f"{key:<{width}}  {value['summary']}")
         else:
             print(f"{key:<{width}}  {value}")
     return 0
@@ -74,11 +76,9 @@ def _spec_dict(spec) -> dict:
 
 
 def _board_facts() -> dict:
-    try:
-        from .board import identify
-    except ImportError:
-        return {}
-    return {"board": identify().describe()}
+    from .board import detect
+
+    return {"board": detect().summary()}
 
 
 def _add_demo(sub) -> None:

@@ -1,0 +1,126 @@
+"""Fixed-seed results of the integer-exact native kernels, as one sha256 per case and kernel path.
+
+The kernels promise bit-exact integer results on every path (scalar, AVX2, NEON, NEON with
+dot product), so these digests must be equal across paths on one machine and across
+machines: the x86 host and the emulated (or real) Pi. Run as a script it prints JSON::
+
+    {"machine": "x86_64", "isas": ["scalar", "avx2"], "cases": {"<case>": {"<isa>": "<sha256>"}}}
+
+A case is a function of a seeded generator that calls one kernel and returns its outputs
+(numpy arrays). Inputs include the edge values the kernels promise to handle (extremes,
+ties, tails shorter than a vector), so a difference shows up in the digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+from collections.abc import Callable
+
+import numpy as np
+
+from edgeinf import kernels
+
+SEED = 20261130
+CASES: dict[str, Callable[[np.random.Generator], object]] = {}
+
+
+def case(name: str):
+    """Register a digest case under ``name``."""
+
+    def register(fn):
+        CASES[name] = fn
+        return fn
+
+    return register
+
+
+# -- cases ---------------------------------------------------------------------------------
+# Preprocessing (csrc/kernels/u8_image_to_tensor): integer outputs are exact by the project's
+# rule and float32 outputs are documented as 0 ULP from the scalar reference on every path.
+# Source and output sizes are odd and straddle the 8/16/32-element vector widths.
+_PREPROCESS_COLORS = {"rgb": 3, "bgr": 3, "rgba": 4, "bgra": 4, "gray": 1, "nv12": 0, "nv21": 0, "i420": 0, "yuyv": 2}
+
+
+def _frame(rng: np.random.Generator, color: str, width: int, height: int) -> np.ndarray:
+    channels = _PREPROCESS_COLORS[color]
+    if channels == 0:  # 4:2:0, planes stacked as (h * 3/2, w)
+        return rng.integers(0, 256, (height * 3 // 2, width), dtype=np.uint8)
+    shape = (height, width) if channels == 1 else (height, width, channels)
+    return rng.integers(0, 256, shape, dtype=np.uint8)
+
+
+def _preprocess(rng: np.random.Generator, dtype: str, resize: str) -> list[np.ndarray]:
+    from edgeinf.preprocess import Pipeline
+    from edgeinf.types import Layout, Quantization, TensorSpec
+
+    outputs = []
+    for color in _PREPROCESS_COLORS:
+        for layout, (out_w, out_h) in (("NHWC", (33, 17)), ("NCHW", (17, 31))):
+            shape = (1, out_h, out_w, 3) if layout == "NHWC" else (1, 3, out_h, out_w)
+            quant = None if dtype == "float32" else Quantization((1 / 128,), (-3 if dtype == "int8" else 128,))
+            spec = TensorSpec("input", shape, np.dtype(dtype), Layout(layout), quant)
+            pipe = Pipeline.for_input(
+                spec, color=color, resize=resize, letterbox=layout == "NCHW", mean=(123.7, 116.3, 103.5), std=57.4
+            )
+            out = pipe.new_output()
+            pipe(_frame(rng, color, 46, 38), out, roi=(3, 2, 41, 35))
+            outputs.append(out.view(np.uint32) if dtype == "float32" else out)
+    return outputs
+
+
+for _dtype in ("int8", "uint8", "float32"):
+    for _resize in ("nearest", "bilinear", "area"):
+        case(f"u8_image_to_tensor/{_dtype}/{_resize}")(
+            lambda rng, dtype=_dtype, resize=_resize: _preprocess(rng, dtype, resize)
+        )
+
+
+# -- digests ---------------------------------------------------------------------------------
+
+
+def as_outputs(value) -> list[np.ndarray]:
+    """A case's result as a flat list of contiguous arrays."""
+    if isinstance(value, (tuple, list)):
+        return [array for item in value for array in as_outputs(item)]
+    return [np.ascontiguousarray(value)]
+
+
+def digest_of(value) -> str:
+    """sha256 over dtype, shape and bytes of each output array."""
+    digest = hashlib.sha256()
+    for array in as_outputs(value):
+        digest.update(f"{array.dtype.str}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def run_case(name: str, isa: str):
+    """The outputs of one case on one kernel path."""
+    with kernels.use_isa(isa):
+        return CASES[name](np.random.default_rng(SEED))
+
+
+def digests(isas: list[str] | None = None) -> dict:
+    isas = isas or kernels.supported_isas()
+    return {
+        "machine": platform.machine(),
+        "isas": isas,
+        "cases": {name: {isa: digest_of(run_case(name, isa)) for isa in isas} for name in sorted(CASES)},
+    }
+
+
+def first_difference(a: np.ndarray, b: np.ndarray) -> str:
+    """Where two outputs first differ, for a mismatch message."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"shape/dtype {a.shape} {a.dtype} vs {b.shape} {b.dtype}"
+    index = int(np.flatnonzero(a.ravel() != b.ravel())[0])
+    return f"first difference at flat index {index}: {a.ravel()[index]!r} vs {b.ravel()[index]!r}"
+
+
+if __name__ == "__main__":
+    json.dump(digests(), sys.stdout, indent=1, sort_keys=True)
+    print()
