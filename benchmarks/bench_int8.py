@@ -94,7 +94,9 @@ def _fc_model(m, k, n, w, bias, q):
     tensors = [
         TensorDef("x", (m, k), "int8", scale=q["in"][0], zero_point=q["in"][1]),
         TensorDef("w", (n, k), "int8", data=w, scale=[q["w"]], zero_point=[0]),
-        TensorDef("b", (n,), "int32", data=bias, scale=[float(np.float32(q["in"][0]) * np.float32(q["w"]))], zero_point=[0]),
+        TensorDef(
+            "b", (n,), "int32", data=bias, scale=[float(np.float32(q["in"][0]) * np.float32(q["w"]))], zero_point=[0]
+        ),
         TensorDef("y", (m, n), "int8", scale=q["out"][0], zero_point=q["out"][1]),
     ]
     return build_model(tensors, [OpDef("FULLY_CONNECTED", [0, 1, 2], [3], options=opts, version=4)], [0], [3])
@@ -117,7 +119,9 @@ def _conv_model(x_shape, w, bias, stride, padding, q, depthwise):
     bias_scale = float(np.float32(q["in"][0]) * np.float32(q["w"]))
     tensors = [
         TensorDef("x", tuple(x_shape), "int8", scale=q["in"][0], zero_point=q["in"][1]),
-        TensorDef("w", w.shape, "int8", data=w, scale=[q["w"]], zero_point=[0], quantized_dimension=3 if depthwise else 0),
+        TensorDef(
+            "w", w.shape, "int8", data=w, scale=[q["w"]], zero_point=[0], quantized_dimension=3 if depthwise else 0
+        ),
         TensorDef("b", (oc,), "int32", data=bias, scale=[bias_scale], zero_point=[0]),
         TensorDef("y", (b, oh, ow, oc), "int8", scale=q["out"][0], zero_point=q["out"][1]),
     ]
@@ -295,12 +299,45 @@ def conv_case(rng, name, hw, cin, cout, k, stride, depthwise=False):
 
 
 def post_case(rng):
-    from edgeinf import postprocess
+    """The real face model's raw outputs on the real photo, decoded + weighted NMS."""
+    from PIL import Image
 
-    bench = postprocess.face_benchmark_inputs()
-    case = Case("face post-processing (896 anchors)", "post", 0)
-    for label, fn in bench.items():
-        case.contenders[label] = (fn, None)
+    from edgeinf import face, postprocess, zoo
+    from edgeinf.model import load
+
+    image = np.asarray(Image.open(zoo.path("grace_hopper")).convert("RGB"))
+    tensor, _ = face.letterbox_rgb(image, 128)
+    with load(zoo.path("face_detection_short_range")) as model:
+        outputs = model.run(tensor[np.newaxis].astype(np.float32))
+    by_width = {v.shape[-1]: v for v in outputs.values()}
+    reg, logits = by_width[16], by_width[1]
+    box_scale = float(np.float32(np.abs(reg).max() / 127))
+    lo, hi = float(logits.min()), float(logits.max())
+    score_scale = float(np.float32((hi - lo) / 255))
+    score_zp = int(np.clip(round(-128 - lo / score_scale), -128, 127))
+    qreg = np.clip(np.round(reg / box_scale), -128, 127).astype(np.int8)
+    qlog = np.clip(np.round(logits / score_scale) + score_zp, -128, 127).astype(np.int8)
+    decoder = postprocess.BlazeFaceDecoder()
+    anchors = face.ssd_anchors(face.SHORT_RANGE)
+
+    def numpy_float():
+        boxes, kps, scores = face.decode(reg, logits, anchors, face.SHORT_RANGE)
+        return face.weighted_nms(boxes, kps, scores, 0.3)
+
+    def numpy_int8():  # dequantize everything, then the float pipeline
+        r = qreg.astype(np.float32) * np.float32(box_scale)
+        lg = (qlog.astype(np.float32) - score_zp) * np.float32(score_scale)
+        boxes, kps, scores = face.decode(r, lg, anchors, face.SHORT_RANGE)
+        return face.weighted_nms(boxes, kps, scores, 0.3)
+
+    case = Case("face post-processing, 896 anchors (decode + weighted NMS)", "post", 0)
+    case.contenders["edgeinf"] = (lambda: decoder(reg, logits), None)
+    case.contenders["edgeinf int8 outputs"] = (
+        lambda: decoder(qreg, qlog, box_quantization=(box_scale, 0), score_quantization=(score_scale, score_zp)),
+        None,
+    )
+    case.contenders["numpy float"] = (numpy_float, None)
+    case.contenders["numpy int8 (dequantize)"] = (numpy_int8, None)
     return case
 
 
@@ -359,17 +396,25 @@ def measure(case: Case, runs: int, budget: float) -> dict[str, np.ndarray]:
 
 
 def peak_gops() -> float | None:
-    iters = 20_000_000
-    _C.int8_peak_probe(1000)
-    best = None
-    for _ in range(3):
+    # Short bursts, best one: a long single run on a shared machine averages in the
+    # time other processes hold the core.
+    iters = 50_000
+    if _C.int8_peak_probe(1000) is None:
+        return None
+    rates = []
+    for _ in range(300):
         t = time.perf_counter()
         ops = _C.int8_peak_probe(iters)
-        if ops is None:
-            return None
-        rate = ops / (time.perf_counter() - t) / 1e9
-        best = rate if best is None else max(best, rate)
-    return best
+        rates.append(ops / (time.perf_counter() - t) / 1e9)
+    return float(np.max(rates))
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    except OSError:
+        return "?"
 
 
 def versions() -> dict:
@@ -379,9 +424,7 @@ def versions() -> dict:
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
-        if Path("/proc/cpuinfo").exists()
-        else "?",
+        "cpu": _cpu_name(),
         "kernel_path": kernels.active_isa(),
         "cpu_features": {k: v for k, v in kernels.cpu_features().items() if v},
         "threads": THREADS,
@@ -416,7 +459,9 @@ def main(argv=None) -> int:
     peak = peak_gops()
     info["int8_peak_gops"] = peak
     print(f"edgeinf int8 benchmark, {info['date']}, {info['cpu']}, path {info['kernel_path']}, {THREADS} thread")
-    print(f"versions: ai-edge-litert {info['ai_edge_litert']}, onnxruntime {info['onnxruntime']}, numpy {info['numpy']}")
+    print(
+        f"versions: ai-edge-litert {info['ai_edge_litert']}, onnxruntime {info['onnxruntime']}, numpy {info['numpy']}"
+    )
     print(f"numpy BLAS: {info['blas']}")
     print(f"int8 peak (VPMADDUBSW+VPMADDWD probe): {peak:.1f} GOPS" if peak else "int8 peak: n/a (no AVX2)")
     results = []
