@@ -177,8 +177,10 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
       const size_t ncols = std::min(kNr, n - j * kNr);
       // Slices of K keep a weight slice and an A tile in L1 together; partial sums wait
       // in int32 between slices.
-      for (size_t k0 = 0; k0 < kpairs; k0 += kSlicePairs) {
-        const size_t count = std::min(kSlicePairs, kpairs - k0);
+      // (Few rows stream the weights once: no slicing.)
+      const size_t slice = wide ? kSlicePairs : kpairs;
+      for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
+        const size_t count = std::min(slice, kpairs - k0);
         const bool first = k0 == 0, last = k0 + count == kpairs;
         const int8_t* slice = panel + k0 * 2 * kNr * (wide ? 2 : 1);
         for (size_t r0 = 0; r0 < rows; r0 += kMr) {
