@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import legacy_python
+from compat_env import legacy_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,6 +25,9 @@ def _run(python: str, code: str, *args) -> dict:
 CHECK_AND_LIST_MODULES = r"""
 import json, sys
 import edgeinf
+
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
 reports = {p: edgeinf.check(p) for p in sys.argv[1:]}
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("ai_edge_litert", "tflite_runtime", "ncnn", "onnxruntime", "tensorflow"))
 print(json.dumps({"loaded": loaded, "verdicts": {p: {b: r.verdict(b) for b in r.backends} for p, r in reports.items()},
