@@ -13,6 +13,8 @@ import pytest
 from compat_env import legacy_python
 
 ROOT = Path(__file__).resolve().parents[2]
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
 
 
 def _run(python: str, code: str, *args) -> dict:
@@ -25,9 +27,6 @@ def _run(python: str, code: str, *args) -> dict:
 CHECK_AND_LIST_MODULES = r"""
 import json, sys
 import edgeinf
-
-# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
-pytestmark = pytest.mark.slow
 reports = {p: edgeinf.check(p) for p in sys.argv[1:]}
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("ai_edge_litert", "tflite_runtime", "ncnn", "onnxruntime", "tensorflow"))
 print(json.dumps({"loaded": loaded, "verdicts": {p: {b: r.verdict(b) for b in r.backends} for p, r in reports.items()},
