@@ -29,8 +29,7 @@ import numpy as np
 from PIL import Image
 
 import edgeinf
-from edgeinf import zoo
-from edgeinf import kernels
+from edgeinf import kernels, zoo
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 
@@ -71,8 +70,13 @@ class Case:
 def bgr_f32_case(rng) -> Case:
     frame = make_bgr(rng)
     size = 224
-    case = Case("bgr 1280x720 -> 224x224 float32 NHWC", frame, (1, size, size, 3), np.float32,
-                touched_rows(H, size) * W * 3 + size * size * 3 * 4)
+    case = Case(
+        "bgr 1280x720 -> 224x224 float32 NHWC",
+        frame,
+        (1, size, size, 3),
+        np.float32,
+        touched_rows(H, size) * W * 3 + size * size * 3 * 4,
+    )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.float32), Layout.NHWC)
     pipe = Pipeline.for_input(spec, color="bgr", mean=MEAN, std=STD)
     out = pipe.new_output()
@@ -124,8 +128,13 @@ def bgr_f32_case(rng) -> Case:
 def bgr_i8_case(rng) -> Case:
     frame = make_bgr(rng)
     size = 192
-    case = Case("bgr 1280x720 -> 192x192 int8 NHWC", frame, (1, size, size, 3), np.int8,
-                touched_rows(H, size) * W * 3 + size * size * 3)
+    case = Case(
+        "bgr 1280x720 -> 192x192 int8 NHWC",
+        frame,
+        (1, size, size, 3),
+        np.int8,
+        touched_rows(H, size) * W * 3 + size * size * 3,
+    )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
     pipe = Pipeline.for_input(spec, color="bgr", mean=127.5, std=127.5)
     out = pipe.new_output()
@@ -156,8 +165,13 @@ def nv12_i8_case(rng) -> Case:
     uv = frame[H:].reshape(H // 2, W // 2, 2)
     uv[..., 0], uv[..., 1] = u.reshape(H // 2, W // 2), v.reshape(H // 2, W // 2)
     size = 128
-    case = Case("nv12 1280x720 -> 128x128 int8 NHWC", frame, (1, size, size, 3), np.int8,
-                touched_rows(H, size) * W + touched_rows(H // 2, size) * W + size * size * 3)
+    case = Case(
+        "nv12 1280x720 -> 128x128 int8 NHWC",
+        frame,
+        (1, size, size, 3),
+        np.int8,
+        touched_rows(H, size) * W + touched_rows(H // 2, size) * W + size * size * 3,
+    )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
     pipe = Pipeline.for_input(spec, color="nv12", mean=127.5, std=127.5)
     out = pipe.new_output()
@@ -297,12 +311,18 @@ def main() -> int:
         "cpu_isa": kernels.active_isa(),
         "cpu_features": kernels.cpu_features(),
         "threads": 1,
-        "versions": {"edgeinf": edgeinf.__version__, "numpy": np.__version__, "opencv": cv2.__version__,
-                     "pillow": Image.__version__},
+        "versions": {
+            "edgeinf": edgeinf.__version__,
+            "numpy": np.__version__,
+            "opencv": cv2.__version__,
+            "pillow": Image.__version__,
+        },
         "cases": {},
     }
-    print(f"edgeinf {edgeinf.__version__} ({kernels.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
-          f"Pillow {Image.__version__}; 1 thread; {args.runs} interleaved runs; {report['date']}")
+    print(
+        f"edgeinf {edgeinf.__version__} ({kernels.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
+        f"Pillow {Image.__version__}; 1 thread; {args.runs} interleaved runs; {report['date']}"
+    )
     for make in (bgr_f32_case, bgr_i8_case, nv12_i8_case):
         case = make(rng)
         stats = measure(case, args.runs, copy_fn)
@@ -310,18 +330,24 @@ def main() -> int:
         floor_us = case.floor_bytes / copy_bw * 1e6
         ours = stats["edgeinf"]["median_us"]
         best_cv = min((v["median_us"], k) for k, v in stats.items() if k.startswith(("opencv", "cv2")))
-        print(f"\n{case.name}   floor {floor_us:.1f} us ({case.floor_bytes / 1e6:.2f} MB at "
-              f"{copy_bw / 1e9:.1f} GB/s copy bandwidth)")
+        print(
+            f"\n{case.name}   floor {floor_us:.1f} us ({case.floor_bytes / 1e6:.2f} MB at "
+            f"{copy_bw / 1e9:.1f} GB/s copy bandwidth)"
+        )
         print(f"  {'contender':44s} {'median':>9s} {'p95':>9s} {'p99':>9s} {'max':>9s}  {'x edgeinf':>9s}  maxdiff")
         ref = case.outputs["edgeinf"].astype(np.float64)
         for name in case.contenders:
             s = stats[name]
             diff = float(np.abs(case.outputs[name].astype(np.float64) - ref).max())
             s["max_abs_diff_vs_edgeinf"] = diff
-            print(f"  {name:44s} {s['median_us']:9.1f} {s['p95_us']:9.1f} {s['p99_us']:9.1f} {s['max_us']:9.1f}  "
-                  f"{s['median_us'] / ours:9.2f}  {diff:.3g}")
-        print(f"  best OpenCV: {best_cv[1]} is {best_cv[0] / ours:.2f}x edgeinf's time; edgeinf is "
-              f"{ours / floor_us:.2f}x the bandwidth floor")
+            print(
+                f"  {name:44s} {s['median_us']:9.1f} {s['p95_us']:9.1f} {s['p99_us']:9.1f} {s['max_us']:9.1f}  "
+                f"{s['median_us'] / ours:9.2f}  {diff:.3g}"
+            )
+        print(
+            f"  best OpenCV: {best_cv[1]} is {best_cv[0] / ours:.2f}x edgeinf's time; edgeinf is "
+            f"{ours / floor_us:.2f}x the bandwidth floor"
+        )
         report["cases"][case.name] = {
             "stats": stats,
             "floor_us": floor_us,
