@@ -94,6 +94,7 @@ def add_parser(subparsers) -> None:
         help="value range of float image inputs (default -1,1)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--shape", type=_int_list, help="the first input's shape for dynamic dimensions, e.g. 1,3,64,64")
     p.add_argument("--no-check", action="store_true", help="skip the operator check when loading")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (to stdout without FILE)")
     p.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (to stdout without FILE)")
@@ -189,6 +190,7 @@ def run(args) -> int:
                 image=args.image,
                 image_range=args.image_range,
                 seed=args.seed,
+                shape=args.shape,
                 check=not args.no_check,
                 on_run=bar.update,
             )

@@ -76,11 +76,9 @@ def _spec_dict(spec) -> dict:
 
 
 def _board_facts() -> dict:
-    try:
-        from .board import identify
-    except ImportError:
-        return {}
-    return {"board": identify().describe()}
+    from .board import detect
+
+    return {"board": detect().summary()}
 
 
 def _add_demo(sub) -> None:

@@ -163,7 +163,8 @@ def load(
     if check:
         from .compat import check as compat_check
 
-        report = compat_check(path, backend=name)
+        # Check against the runtime that will really run it (a forced TFLite package included).
+        report = compat_check(path, backend=name, target=options.get("package") if name == "tflite" else None)
         if not report.runnable(name):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if kind == "tflite":
@@ -178,6 +179,8 @@ class Model:
     """A loaded model: its input and output specs, and `run`.
 
     Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
+    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
+    preprocess / inference / postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
@@ -192,6 +195,7 @@ class Model:
         self._refresh_specs()
         self.metrics = ModelMetrics(path.name, backend.name)
         self._call = _CallState()
+        self._images_active = 0  # run_image calls in progress, counted under the lock
 
     def _refresh_specs(self) -> None:
         self.inputs: tuple[TensorSpec, ...] = self._backend.inputs
@@ -246,19 +250,33 @@ class Model:
         """
         try:
             # One array for a one-input model is the common case: skip the general arrangement.
-            arrays = (inputs,) if inputs.__class__ is np.ndarray and len(self.inputs) == 1 else self._arrange(inputs)
+            single = inputs.__class__ is np.ndarray and len(self.inputs) == 1
+            arrays = (inputs,) if single else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
-                backend = self._live()
-                for i, array in enumerate(arrays):
-                    array = self._validate(i, array)
-                    backend.set_input(i, array)
+                if self._images_active:  # a run_image in progress (run() serves dynamic-shape inputs)
+                    start = self._image_start(start)
+                backend = self._backend or self._live()
+                spec = self.inputs[0] if single else None
+                if single and inputs.shape == spec.shape and inputs.dtype == spec.dtype and inputs.flags.c_contiguous:
+                    backend.set_input(0, inputs)  # what _validate accepts first, checked inline
+                else:
+                    for i, array in enumerate(arrays):
+                        backend.set_input(i, self._validate(i, array))
                 t_in = _clock()
                 results = backend.invoke()
                 t_out = _clock()
-                named = self._name_outputs(results, dequantize)
-                self._record(start, t_in, t_out)
+                named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
+                end = _clock()  # the metrics hook, as in _record
+                m = self.metrics
+                s = m.stage_s
+                s[0] += t_in - start
+                s[1] += t_out - t_in
+                s[2] += end - t_out
+                m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
         except BaseException:
+            if self._images_active:
+                self._call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
         return named
@@ -275,19 +293,16 @@ class Model:
         """Run on what the input buffers hold (see `input_buffer`)."""
         try:
             with self._lock:
-                start = _clock()
-                image_start = self._call.image_start  # set while run_image converts a frame on this thread
+                t_in = _clock()
+                start = self._image_start(t_in) if self._images_active else t_in
                 backend = self._live()
                 results = backend.invoke()
                 t_out = _clock()
                 named = self._name_outputs(results, dequantize)
-                if image_start is not None:
-                    self._call.image_start = None  # consumed: one frame, one call
-                    self._record(image_start, start, t_out)
-                else:
-                    self._record(start, start, t_out)
+                self._record(start, t_in, t_out)
         except BaseException:
-            self._call.image_start = None
+            if self._images_active:
+                self._call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
         return named
@@ -308,16 +323,19 @@ class Model:
         from .preprocess import run_image
 
         call = self._call
-        call.image_start = _clock()  # invoke() books the time until it starts as preprocessing
+        with self._lock:
+            self._images_active += 1
+        call.image_start = _clock()  # the call that runs the model books the time until then as preprocessing
         try:
             return run_image(self, frame, color=color, **options)
         except BaseException:
-            if call.image_start is not None:  # failed before invoke() counted the call
-                call.image_start = None
+            if call.image_start is not None:  # failed before invoke() or run() counted the call
                 self.metrics.errors += 1
             raise
         finally:
             call.image_start = None
+            with self._lock:
+                self._images_active -= 1
 
     # -- lifetime ------------------------------------------------------------------
     def close(self) -> None:
@@ -343,6 +361,14 @@ class Model:
         s[1] += t_out - t_in
         s[2] += end - t_out
         m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
+
+    def _image_start(self, now: float) -> float:
+        # When run_image on this thread is converting a frame, the call started then: one frame, one call.
+        image_start = self._call.image_start
+        if image_start is None:
+            return now
+        self._call.image_start = None
+        return image_start
 
     def _live(self):
         if self._backend is None:

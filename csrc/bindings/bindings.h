@@ -6,6 +6,7 @@
 namespace edgeinf::bindings {
 
 void bind_cpu(pybind11::module_& m);
+void bind_quant(pybind11::module_& m);
 void bind_preprocess(pybind11::module_& m);
 
 }  // namespace edgeinf::bindings

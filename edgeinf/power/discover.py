@@ -23,7 +23,7 @@ from .sensors.battery import batteries
 from .sensors.hwmon import hwmon_power_sensors
 from .sensors.jetson import jetson_rails, jetson_total
 from .sensors.rapl import rapl_zones
-from .sensors.rpi import PiPmicSensor
+from .sensors.rpi import PiPmicSensor, ThrottleFlags, read_throttled
 from .sensors.serialmeter import LineMeter, UmMeter
 from .sensors.tegrastats import TegrastatsSensor
 from .sensors.thermal import ThermalZone, thermal_zones
@@ -42,6 +42,7 @@ class Discovery:
         thermal: thermal zones by type.
         cpufreq: cpufreq policies.
         unavailable: (sensor, reason) for sensors that exist but cannot be read.
+        throttled: the Raspberry Pi firmware's under-voltage and throttling flags, if available.
     """
 
     total: Optional[PowerSensor] = None
@@ -50,6 +51,7 @@ class Discovery:
     thermal: list[ThermalZone] = field(default_factory=list)
     cpufreq: list[CpuFreqPolicy] = field(default_factory=list)
     unavailable: list[tuple[str, str]] = field(default_factory=list)
+    throttled: Optional[ThrottleFlags] = None
 
     def sensor(self, name: str) -> PowerSensor:
         """The power sensor called ``name``.
@@ -153,6 +155,10 @@ def discover(
             candidates.append((pmic, "Raspberry Pi 5 PMIC rails (SoC side, not the USB-C input)"))
         except SensorError as exc:
             found.unavailable.append((pmic.name, str(exc)))
+        try:
+            found.throttled = read_throttled(vcgencmd, runner=runner)
+        except SensorError as exc:
+            found.unavailable.append(("rpi-throttled", str(exc)))
 
     for battery in batteries(sysfs, clock):
         try:

@@ -149,6 +149,34 @@ def cpufreq_policies(root: str | Path | Sysfs = "/", opener: Opener = open) -> l
     return [CpuFreqPolicy(sysfs, d) for d in sorted(base.glob("policy*")) if (d / "scaling_max_freq").exists()]
 
 
+class FrequencyKnob:
+    """Applies the clock cap of a scheduler decision (``Config.max_freq_khz``) to cpufreq policies.
+
+    Writes only when the cap changes; a configuration without a cap leaves the clocks alone.
+    On a tree that is not writable it logs once and does nothing, so a scheduler can still
+    choose among variants and threads.
+    """
+
+    def __init__(self, policies: list[CpuFreqPolicy]):
+        self.policies = [p for p in policies if p.writable]
+        self._applied: Optional[int] = None
+        if policies and not self.policies:
+            log.warning("cpufreq is read-only here: clock caps in profiles will not be applied")
+
+    def apply(self, max_freq_khz: Optional[int]) -> Optional[int]:
+        """Caps every writable policy at ``max_freq_khz``; returns the cap applied by the first one."""
+        if max_freq_khz is None or max_freq_khz == self._applied or not self.policies:
+            return self._applied
+        applied = [policy.set_max_khz(max_freq_khz) for policy in self.policies]
+        self._applied = max_freq_khz
+        return applied[0]
+
+    def restore(self) -> None:
+        for policy in self.policies:
+            policy.restore()
+        self._applied = None
+
+
 @dataclass(frozen=True)
 class ThermalLimit:
     """Back off linearly over the last ``margin_mc`` below ``limit_mc``; at the limit allow only ``floor``.

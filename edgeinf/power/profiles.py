@@ -99,7 +99,9 @@ class Profile:
             raise ValueError("a Profile needs at least one configuration")
         for entry in self.entries:
             if not (entry.latency_ms > 0 and entry.power_mw >= 0):
-                raise ValueError(f"{entry.config.label}: latency must be > 0 and power >= 0, got {entry.latency_ms} ms, {entry.power_mw} mW")
+                raise ValueError(
+                    f"{entry.config.label}: latency must be > 0 and power >= 0, got {entry.latency_ms} ms, {entry.power_mw} mW"
+                )
 
     def entry(self, config: Config) -> ConfigProfile:
         for entry in self.entries:

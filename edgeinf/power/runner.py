@@ -106,6 +106,7 @@ def run_loop(
     *,
     frame_rate_hz: Optional[float] = None,
     budget_steps: Mapping[float, float] = {},
+    frequency=None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ):
@@ -121,6 +122,7 @@ def run_loop(
         duration_s: how long to run.
         frame_rate_hz: arrival rate of work, or None for always.
         budget_steps: {seconds after start: new budget in W}, applied with `Scheduler.set_budget`.
+        frequency: a `knobs.FrequencyKnob` that applies each decision's clock cap, or None.
         clock, sleep: time sources.
 
     Returns:
@@ -142,7 +144,9 @@ def run_loop(
         while pending_steps and now - start >= pending_steps[0][0]:
             scheduler.set_budget(pending_steps.pop(0)[1], now)
         if now >= next_step:
-            scheduler.step(now)
+            decision = scheduler.step(now)
+            if frequency is not None:
+                frequency.apply(decision.config.max_freq_khz)
             next_step = max(next_step + period, now + period / 4)
         if frame_rate_hz:
             while next_frame <= now:

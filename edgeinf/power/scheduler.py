@@ -29,13 +29,12 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
 from ..errors import SensorError
 from .knobs import ThermalLimit
-from .profiles import Config, ConfigProfile, Profile
+from .profiles import Config, Profile
 from .sensors.base import Clock, EnergyMeter, PowerSample, PowerSensor, TempSensor
 
 log = logging.getLogger(__name__)
@@ -117,7 +116,7 @@ class _Period:
     mixed: bool
 
 
-class _LatencyHistogram:
+class LatencyHistogram:
     """Latencies in 10 µs bins: exact enough for percentiles, bounded in memory."""
 
     def __init__(self):
@@ -241,7 +240,7 @@ class Scheduler:
         self._sensor_failures = 0
         self._thermal_periods = 0
         self._config_seconds: dict[str, float] = {}
-        self._latency = _LatencyHistogram()
+        self._latency = LatencyHistogram()
         self._estimated = profile.estimated
         # requests
         self._queue: list = []
@@ -569,11 +568,3 @@ class Scheduler:
 def lowest_power_config(profile: Profile) -> Config:
     """The configuration with the lowest running power (the scheduler's fallback)."""
     return min(profile.entries, key=lambda e: (e.power_mw, e.dynamic_energy_uj(profile.idle_mw))).config
-
-
-def configs_by_power(profile: Profile) -> list[ConfigProfile]:
-    """Entries ordered by running power, lowest first."""
-    return sorted(profile.entries, key=lambda e: e.power_mw)
-
-
-__all__: Iterable[str] = ["Decision", "Request", "Scheduler", "SchedulerReport", "lowest_power_config", "configs_by_power"]

@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import SensorError
 from .knobs import ThermalLimit
 from .profiles import Config, ConfigProfile, Profile
-from .scheduler import Decision, Scheduler, _LatencyHistogram
+from .scheduler import Decision, LatencyHistogram, Scheduler
 from .sensors.base import PowerSample, TempSample
 
 IDLE_MW = 2000.0
@@ -61,7 +61,9 @@ def synthetic_profile() -> Profile:
                     power = IDLE_MW + threads * CORE_MW_AT_MAX * backend_power * clock_power
                     config = Config(variant, backend, threads, khz)
                     entries.append(ConfigProfile(config, latency, latency * 1.1, power, quality, 0))
-    return Profile(tuple(entries), IDLE_MW, estimated=True, sensor="synthetic", machine="simulated Pi-5-class board", created="")
+    return Profile(
+        tuple(entries), IDLE_MW, estimated=True, sensor="synthetic", machine="simulated Pi-5-class board", created=""
+    )
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,7 @@ class SimResult:
     temp_c: np.ndarray
     fallback: np.ndarray
     configs: list[str]
-    latency: _LatencyHistogram
+    latency: LatencyHistogram
     controller_seconds: float = 0.0
     throttled_steps: int = 0
     extra: dict = field(default_factory=dict)
@@ -334,7 +336,7 @@ def simulate(
     temps = np.zeros(steps)
     fallback = np.zeros(steps, dtype=bool)
     configs: list[str] = []
-    latency = _LatencyHistogram()
+    latency = LatencyHistogram()
     decay = dt / params.thermal_tau_s
     controller_s = 0.0
     throttled = 0
@@ -390,7 +392,9 @@ def simulate(
     )
 
 
-def scheduler_factory(budget_w: float, profile: Optional[Profile] = None, params: PlantParams = PlantParams(), **kwargs):
+def scheduler_factory(
+    budget_w: float, profile: Optional[Profile] = None, params: PlantParams = PlantParams(), **kwargs
+):
     """A `simulate` controller factory that builds the real `Scheduler` (with thermal back-off at 75 °C)."""
     prof = profile or synthetic_profile()
 
@@ -421,7 +425,9 @@ def _windows(values: np.ndarray, per_window: int) -> np.ndarray:
     return values[:usable].reshape(-1, per_window)
 
 
-def static_power_mw(trace: Trace, entry: ConfigProfile, idle_mw: float, rate_per_s: float) -> tuple[np.ndarray, np.ndarray]:
+def static_power_mw(
+    trace: Trace, entry: ConfigProfile, idle_mw: float, rate_per_s: float
+) -> tuple[np.ndarray, np.ndarray]:
     """True per-step power and service of a static (configuration, rate) on ``trace`` (no thermal throttling)."""
     dt = trace.step_s
     served = np.minimum(trace.arrivals, min(rate_per_s, entry.capacity_per_s) * dt)
@@ -506,7 +512,7 @@ def step_response(result: SimResult, tolerance: float = 0.05, hold_periods: int 
         for k in range(len(after)):
             if over[k]:
                 settle = k + 1
-        overshoot = max(0.0, float(after[: hold_periods].max() / new - 1.0))
+        overshoot = max(0.0, float(after[:hold_periods].max() / new - 1.0))
         responses.append({"at_s": float(s * result.trace.step_s), "settling_periods": settle, "overshoot": overshoot})
     return responses
 
@@ -559,9 +565,27 @@ def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams
     lowest = min(prof.entries, key=lambda e: e.power_mw).config
     runs = [
         simulate(trace, scheduler_factory(budget0, prof, params), profile=prof, params=params, name="scheduler"),
-        simulate(trace, lambda s, th, c: StaticController(fastest, name="static-max"), profile=prof, params=params, name="static-max"),
-        simulate(trace, lambda s, th, c: StaticController(lowest, name="static-min"), profile=prof, params=params, name="static-min"),
-        simulate(trace, lambda s, th, c: HysteresisController(prof, s, budget0), profile=prof, params=params, name="hysteresis"),
+        simulate(
+            trace,
+            lambda s, th, c: StaticController(fastest, name="static-max"),
+            profile=prof,
+            params=params,
+            name="static-max",
+        ),
+        simulate(
+            trace,
+            lambda s, th, c: StaticController(lowest, name="static-min"),
+            profile=prof,
+            params=params,
+            name="static-min",
+        ),
+        simulate(
+            trace,
+            lambda s, th, c: HysteresisController(prof, s, budget0),
+            profile=prof,
+            params=params,
+            name="hysteresis",
+        ),
     ]
     hindsight = best_static(trace, prof)
     runs.append(
@@ -577,8 +601,12 @@ def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams
     rows = []
     for run in runs:
         row = metrics(run)
-        row["vs_best_static"] = row["throughput_per_s"] / hindsight["throughput_per_s"] if hindsight["throughput_per_s"] else math.nan
-        row["vs_clairvoyant"] = row["throughput_per_s"] / bound["throughput_per_s"] if bound["throughput_per_s"] else math.nan
+        row["vs_best_static"] = (
+            row["throughput_per_s"] / hindsight["throughput_per_s"] if hindsight["throughput_per_s"] else math.nan
+        )
+        row["vs_clairvoyant"] = (
+            row["throughput_per_s"] / bound["throughput_per_s"] if bound["throughput_per_s"] else math.nan
+        )
         rows.append(row)
     best_row = {k: (v.label if isinstance(v, Config) else v) for k, v in hindsight.items()}
     return {"rows": rows, "best_static": best_row, "clairvoyant": bound}

@@ -54,6 +54,20 @@ def test_measure_divides_batches_by_their_size(monkeypatch):
     assert stats.batch == 50 and stats.median_us == pytest.approx(2.0) and stats.max_us == pytest.approx(2.0)
 
 
+def test_compare_takes_its_clock_as_a_parameter():
+    clock = FakeClock()
+
+    def slow():
+        clock.now += 30e-6
+
+    def fast():
+        clock.now += 10e-6
+
+    out = bench.compare({"slow": slow, "fast": fast}, warmup=1, runs=8, rounds=4, clock=clock)
+    assert out["slow"].median_us == pytest.approx(30.0) and out["fast"].median_us == pytest.approx(10.0)
+    assert out["slow"].runs == 8
+
+
 def test_peak_rss_resets_and_sees_a_known_allocation():
     if not bench.reset_peak_rss():
         pytest.fail("this Linux kernel should allow resetting the peak RSS via /proc/self/clear_refs")
@@ -110,7 +124,9 @@ def test_bench_model_record(model_path):
     assert lat["median_us"] == pytest.approx(np.percentile(lat["samples"], 50))
     assert lat["min_us"] <= lat["median_us"] <= lat["p95_us"] <= lat["p99_us"] <= lat["max_us"]
     mem = record["memory"]
-    assert mem["peak_rss_bytes"] >= mem["rss_after_runs_bytes"] > mem["rss_before_load_bytes"]
+    # The peak is reset before loading, so it is at least every RSS sampled after that.
+    samples = [mem[k] for k in ("rss_after_load_bytes", "rss_after_warmup_bytes", "rss_after_runs_bytes")]
+    assert mem["peak_rss_bytes"] >= max(samples) and mem["peak_is_per_run"]
     assert mem["growth_bytes"] == mem["rss_after_runs_bytes"] - mem["rss_after_warmup_bytes"]
     assert record["load_ms"] > 0 and record["first_inference_ms"] > 0
 
@@ -144,6 +160,7 @@ RESULT_SCHEMA = {
     "concurrency": int,
     "input": str,
     "input_dtype": str,
+    "input_shape": list,
     "warmup": int,
     "runs": int,
     "load_ms": float,
@@ -167,7 +184,7 @@ MEMORY_KEYS = {
 def check_schema(doc: dict) -> None:
     assert doc["schema"] == bench.SCHEMA
     assert set(doc) == {"schema", "date", "machine", "versions", "config", "results", "skipped"}
-    assert {"arch", "cpu", "cores_usable", "isa", "os"} <= set(doc["machine"])
+    assert {"arch", "cpu", "cores_usable", "isa", "os", "load_avg_1m"} <= set(doc["machine"])
     assert {"edgeinf", "python", "numpy", "ai-edge-litert"} <= set(doc["versions"])
     for r in doc["results"]:
         assert set(r) == set(RESULT_SCHEMA), f"keys differ: {set(r) ^ set(RESULT_SCHEMA)}"
@@ -207,6 +224,59 @@ def test_json_sweep_of_threads_and_backends(capsys, model_path):
     assert delegates == {"tflite": "xnnpack", "tflite-builtin": None}
     assert [s["variant"] for s in doc["skipped"]] == ["ncnn"]
     assert "does not run .tflite files" in doc["skipped"][0]["reason"]
+
+
+def test_float_and_int8_variants_side_by_side(tmp_path, capsys):
+    from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
+
+    bias = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 64)
+    (tmp_path / "add_f32.tflite").write_bytes(
+        build_model(
+            [TensorDef("x", (1, 64), "float32"), TensorDef("b", (1, 64), "float32", data=bias)]
+            + [TensorDef("y", (1, 64), "float32")],
+            [OpDef("ADD", [0, 1], [2])],
+            inputs=[0],
+            outputs=[2],
+        )
+    )
+    q = {"scale": 1 / 64, "zero_point": 0}
+    (tmp_path / "add_int8.tflite").write_bytes(
+        build_model(
+            [
+                TensorDef("x", (1, 64), "int8", **q),
+                TensorDef("b", (1, 64), "int8", data=np.round(bias * 64).astype(np.int8), **q),
+            ]
+            + [TensorDef("y", (1, 64), "int8", scale=1 / 32, zero_point=0)],
+            [OpDef("ADD", [0, 1], [2])],
+            inputs=[0],
+            outputs=[2],
+        )
+    )
+    models = [str(tmp_path / "add_f32.tflite"), str(tmp_path / "add_int8.tflite")]
+    assert cli.main(["bench", *models, "--runs", "5", "--warmup", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    check_schema(doc)
+    assert [(r["model_name"], r["input_dtype"]) for r in doc["results"]] == [
+        ("add_f32.tflite", "float32"),
+        ("add_int8.tflite", "int8"),
+    ]
+
+
+def test_ncnn_variants_on_a_dynamic_input_with_a_given_shape(capsys):
+    code = cli.main(
+        ["bench", "realesr_animevideov3_x2", "--runs", "3", "--warmup", "1", "--backend", "ncnn,ncnn-fp32"]
+        + ["--shape", "1,3,32,32", "--no-check", "--json"]
+    )
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    check_schema(doc)
+    assert [(r["variant"], r["backend"], r["input_shape"]) for r in doc["results"]] == [
+        ("ncnn", "ncnn", [1, 3, 32, 32]),
+        ("ncnn-fp32", "ncnn", [1, 3, 32, 32]),
+    ]
+    code = cli.main(["bench", "realesr_animevideov3_x2", "--runs", "2", "--no-check", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 2 and "give a shape (--shape)" in doc["skipped"][0]["reason"]
 
 
 def test_csv_file_and_table(capsys, tmp_path, model_path):

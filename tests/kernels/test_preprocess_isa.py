@@ -40,8 +40,10 @@ def assert_paths_agree(pipe, frame, roi=None):
     want = run_on("scalar", pipe, frame, roi)
     for isa in SIMD:
         got = run_on(isa, pipe, frame, roi)
-        msg = first_mismatch(got.view(np.uint32) if got.dtype == np.float32 else got,
-                             want.view(np.uint32) if want.dtype == np.float32 else want)
+        msg = first_mismatch(
+            got.view(np.uint32) if got.dtype == np.float32 else got,
+            want.view(np.uint32) if want.dtype == np.float32 else want,
+        )
         assert not msg, f"{isa} vs scalar ({pipe.color}, {pipe.resize}, {pipe.dtype}, {pipe.layout.value}): {msg}"
 
 
@@ -75,8 +77,10 @@ def cases(draw):
     channels = draw(st.sampled_from([3, 3, 1]))
     layout = draw(st.sampled_from(["NHWC", "NCHW"]))
     if dtype == "float32" or draw(st.booleans()):
-        options.update(mean=draw(st.sampled_from([0.0, 127.5, (123.7, 116.3, 103.5)])),
-                       std=draw(st.sampled_from([1.0, 127.5, (58.4, 57.1, 57.4)])))
+        options.update(
+            mean=draw(st.sampled_from([0.0, 127.5, (123.7, 116.3, 103.5)])),
+            std=draw(st.sampled_from([1.0, 127.5, (58.4, 57.1, 57.4)])),
+        )
     if channels == 1:
         for k in ("mean", "std", "pad"):
             if isinstance(options.get(k), tuple):
@@ -104,8 +108,19 @@ def test_simd_equals_scalar_every_format(color, resize, dtype, rng):
     for (w, h), (ow, oh) in [((70, 46), (33, 17)), ((18, 10), (41, 23))]:
         frame = make_frame(rng, color, w, h)
         for layout in ("NHWC", "NCHW"):
-            pipe = pipeline(ow, oh, 3, dtype, layout, scale=0.02, zero_point=5 if dtype != "float32" else 0,
-                            color=color, resize=resize, mean=(120.0, 110.0, 100.0), std=(60.0, 61.0, 62.0))
+            pipe = pipeline(
+                ow,
+                oh,
+                3,
+                dtype,
+                layout,
+                scale=0.02,
+                zero_point=5 if dtype != "float32" else 0,
+                color=color,
+                resize=resize,
+                mean=(120.0, 110.0, 100.0),
+                std=(60.0, 61.0, 62.0),
+            )
             assert_paths_agree(pipe, frame)
 
 

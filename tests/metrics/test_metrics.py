@@ -136,6 +136,32 @@ def test_run_image_books_the_conversion_as_preprocessing(face, monkeypatch):
     assert face.metrics.snapshot().stage_s["preprocess"] == pytest.approx(snap.stage_s["preprocess"])
 
 
+def test_run_image_through_run_books_the_conversion_too(face, monkeypatch):
+    # For inputs with dynamic dimensions the conversion writes a new array and calls run().
+    def convert_then_run(model, frame, color="bgr", **options):
+        time.sleep(0.02)
+        return model.run(np.zeros(model.inputs[0].shape, np.float32))
+
+    def convert_wrongly_then_run(model, frame, color="bgr", **options):
+        return model.run(np.zeros((1, 8, 8, 3), np.float32))
+
+    fake = types.ModuleType("edgeinf.preprocess")
+    fake.run_image = convert_then_run
+    monkeypatch.setitem(sys.modules, "edgeinf.preprocess", fake)
+    face.metrics.reset()
+    face.run_image(np.zeros((4, 4, 3), np.uint8))
+    snap = face.metrics.snapshot()
+    assert snap.calls == 1 and snap.stage_s["preprocess"] >= 0.02
+    fake.run_image = convert_wrongly_then_run
+    with pytest.raises(edgeinf.InputError):
+        face.run_image(np.zeros((4, 4, 3), np.uint8))
+    assert face.metrics.snapshot().errors == 1  # counted once, by run(), not again by run_image
+    time.sleep(0.05)  # a stale start time would add at least this much to the next call's preprocessing
+    face.run(np.zeros((1, 128, 128, 3), np.float32))
+    after = face.metrics.snapshot()
+    assert after.calls == 2 and after.stage_s["preprocess"] - snap.stage_s["preprocess"] < 0.05
+
+
 def test_shared_model_from_threads_loses_no_count(face, rng):
     import threading
 

@@ -21,7 +21,11 @@ def test_ina219_power_is_microwatts_found_by_name_not_number(fake_sys):
         root = fake_sys.root.parent / f"boot{number}"
         tree = type(fake_sys)(root)
         tree.hwmon(2, "virtual/thermal/thermal_zone0", {"name": "cpu_thermal", "temp1_input": 45000})
-        tree.hwmon(number + 3, "platform/soc/i2c-1/1-0045", {"name": "ina219", "power1_input": 2_345_000, "in1_input": 5012, "in0_input": 11, "curr1_input": 468})
+        tree.hwmon(
+            number + 3,
+            "platform/soc/i2c-1/1-0045",
+            {"name": "ina219", "power1_input": 2_345_000, "in1_input": 5012, "in0_input": 11, "curr1_input": 468},
+        )
         sensors = hwmon_power_sensors(Sysfs(root))
         assert [s.name for s in sensors] == ["ina219:power1"]
         sample = sensors[0].read()
@@ -44,8 +48,18 @@ def test_ina3221_hwmon_power_is_voltage_times_current_and_total_is_vdd_in_only(f
 
 
 def test_agx_orin_sums_compute_rails_and_skips_nc_and_the_5v_io_rail(fake_sys):
-    fake_sys.hwmon(1, "platform/i2c-1/1-0040", ina3221_files([("VDD_GPU_SOC", 5000, 900), ("VDD_CPU_CV", 5000, 700), ("VIN_SYS_5V0", 5000, 400)]), driver="ina3221")
-    fake_sys.hwmon(2, "platform/i2c-1/1-0041", ina3221_files([("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 120), ("NC", 0, 0)]), driver="ina3221")
+    fake_sys.hwmon(
+        1,
+        "platform/i2c-1/1-0040",
+        ina3221_files([("VDD_GPU_SOC", 5000, 900), ("VDD_CPU_CV", 5000, 700), ("VIN_SYS_5V0", 5000, 400)]),
+        driver="ina3221",
+    )
+    fake_sys.hwmon(
+        2,
+        "platform/i2c-1/1-0041",
+        ina3221_files([("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 120), ("NC", 0, 0)]),
+        driver="ina3221",
+    )
     rails = jetson_rails(Sysfs(fake_sys.root))
     assert sorted(r.name for r in rails) == ["VDDQ_VDD2_1V8AO", "VDD_CPU_CV", "VDD_GPU_SOC", "VIN_SYS_5V0"]
     total = jetson_total(rails)
@@ -81,7 +95,11 @@ def _jp4(tree, device, rails):
 
 
 def test_jetpack4_nano_iio_rails_in_milliwatts_total_is_pom_5v_in(fake_sys):
-    _jp4(fake_sys, "6-0040", [("POM_5V_IN", 4122, 5000, 824), ("POM_5V_GPU", 109, 5000, 21), ("POM_5V_CPU", 1167, 5000, 233)])
+    _jp4(
+        fake_sys,
+        "6-0040",
+        [("POM_5V_IN", 4122, 5000, 824), ("POM_5V_GPU", 109, 5000, 21), ("POM_5V_CPU", 1167, 5000, 233)],
+    )
     rails = iio_rails(Sysfs(fake_sys.root))
     assert [r.name for r in rails] == ["POM_5V_IN", "POM_5V_GPU", "POM_5V_CPU"]
     assert rails[1].read().power_mw == 109.0

@@ -65,7 +65,12 @@ def test_profile_without_sensor_uses_the_power_model_and_is_marked_estimated(tmp
         cpu_clock=lambda: clock.cpu,
     )
     assert prof.estimated and prof.sensor == "power-model" and prof.power_model["per_core_mw"] == 800
-    assert [e.config.label for e in prof.entries] == ["short/tflite/t1", "short/tflite/t2", "full/tflite/t1", "full/tflite/t2"]
+    assert [e.config.label for e in prof.entries] == [
+        "short/tflite/t1",
+        "short/tflite/t2",
+        "full/tflite/t1",
+        "full/tflite/t2",
+    ]
     short2 = prof.entry(Config("short", "tflite", 2))
     assert short2.latency_ms == pytest.approx(1.25)
     assert short2.power_mw == pytest.approx(1500 + 2 * 800)  # two busy cores

@@ -104,6 +104,7 @@ def test_discover_picks_the_pmic_on_a_pi5(vcgencmd, tmp_path):
     found = discover(tmp_path / "root", vcgencmd=str(vcgencmd[0]))
     assert found.total.name == "rpi5-pmic"
     assert "not the USB-C input" in found.total_reason
+    assert found.throttled.raw == 0x50005 and found.throttled.under_voltage
 
 
 def test_get_throttled_flags(vcgencmd):

@@ -51,7 +51,11 @@ class Plant:
     def run(self, config, rate_per_s):
         entry = self.profile.entry(config)
         served = min(rate_per_s, entry.capacity_per_s)
-        self.power_mw = self.profile.idle_mw + self.idle_offset + self.factor * served * entry.dynamic_energy_uj(self.profile.idle_mw) / 1000
+        self.power_mw = (
+            self.profile.idle_mw
+            + self.idle_offset
+            + self.factor * served * entry.dynamic_energy_uj(self.profile.idle_mw) / 1000
+        )
         return served
 
     def read(self):
@@ -267,7 +271,9 @@ def test_report_counts_measured_windows_over_budget_and_latency_percentiles():
     assert (report.latency_p50_ms, report.latency_p99_ms) == (7.0, 13.0)
     assert report.served == 13
     # trapezoid over the 13 samples (t = 0 .. 3 s)
-    assert report.energy_j == pytest.approx(1.9 + 0.25 * (1.9 + 2.2) / 2 + 0.75 * 2.2 + 0.25 * (2.2 + 2.05) / 2 + 0.75 * 2.05)
+    assert report.energy_j == pytest.approx(
+        1.9 + 0.25 * (1.9 + 2.2) / 2 + 0.75 * 2.2 + 0.25 * (2.2 + 2.05) / 2 + 0.75 * 2.05
+    )
     assert report.mean_power_w == pytest.approx(report.energy_j / 3.0)
 
 

@@ -16,7 +16,14 @@ import tty
 import pytest
 
 from edgeinf.errors import SensorError
-from edgeinf.power.sensors import LineMeter, UmMeter, decode_um_record, encode_um_record, parse_meter_line, um_record_valid
+from edgeinf.power.sensors import (
+    LineMeter,
+    UmMeter,
+    decode_um_record,
+    encode_um_record,
+    parse_meter_line,
+    um_record_valid,
+)
 
 pytest.importorskip("serial")  # the `serial` extra; installed in the test environment
 
@@ -113,7 +120,9 @@ def test_um25c_over_pty(pty_device):
 
 
 def test_um_meter_resynchronises_after_garbage(pty_device):
-    replies = iter([b"\x13\x37garbage\xff" + encode_um_record("UM24C", 5000, 1000), encode_um_record("UM24C", 5010, 800)])
+    replies = iter(
+        [b"\x13\x37garbage\xff" + encode_um_record("UM24C", 5000, 1000), encode_um_record("UM24C", 5010, 800)]
+    )
     device = pty_device(respond=lambda b: next(replies) if b == 0xF0 else b"")
     meter = UmMeter(device.port, timeout_s=1.0)
     try:
@@ -226,7 +235,10 @@ def test_line_protocol_parsing_and_checksum():
 
 
 def test_line_meter_over_pty_skips_header_and_garbage(pty_device):
-    stream = iter(["# edgeinf-power-meter 1\n", "\x00\xffnoise\n", "12,50x0,1\n"] + [_line(20 + i, 5000, 300) for i in range(10000)])
+    stream = iter(
+        ["# edgeinf-power-meter 1\n", "\x00\xffnoise\n", "12,50x0,1\n"]
+        + [_line(20 + i, 5000, 300) for i in range(10000)]
+    )
     device = pty_device(push=lambda: next(stream).encode("latin-1"), push_period_s=0.005)
     meter = LineMeter(device.port, timeout_s=1.0)
     try:

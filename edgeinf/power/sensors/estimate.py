@@ -35,7 +35,9 @@ class PowerModel:
 
     def __post_init__(self):
         if not (self.idle_mw >= 0 and self.per_core_mw > 0):
-            raise ValueError(f"PowerModel needs idle_mw >= 0 and per_core_mw > 0, got {self.idle_mw}, {self.per_core_mw}")
+            raise ValueError(
+                f"PowerModel needs idle_mw >= 0 and per_core_mw > 0, got {self.idle_mw}, {self.per_core_mw}"
+            )
 
     def power_mw(self, active_cores: float) -> float:
         return self.idle_mw + self.per_core_mw * max(0.0, active_cores)

@@ -85,7 +85,9 @@ class RaplSensor:
         return self._last_sample
 
 
-def rapl_zones(sysfs: Sysfs, clock: Clock = time.monotonic, sleep=time.sleep) -> tuple[list[RaplSensor], list[tuple[str, str]]]:
+def rapl_zones(
+    sysfs: Sysfs, clock: Clock = time.monotonic, sleep=time.sleep
+) -> tuple[list[RaplSensor], list[tuple[str, str]]]:
     """Top-level RAPL domains (packages, psys) and the domains that cannot be read, with the reason.
 
     Sub-domains (``intel-rapl:0:0`` core, uncore, dram) are parts of their package and

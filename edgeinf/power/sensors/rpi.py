@@ -78,7 +78,9 @@ Runner = Callable[..., "subprocess.CompletedProcess[str]"]
 
 def _run(command: Sequence[str], runner: Runner, timeout_s: float) -> str:
     try:
-        done = runner(list(command), capture_output=True, encoding="ascii", errors="replace", timeout=timeout_s, check=False)
+        done = runner(
+            list(command), capture_output=True, encoding="ascii", errors="replace", timeout=timeout_s, check=False
+        )
     except FileNotFoundError:
         raise SensorError(f"{command[0]}: command not found") from None
     except PermissionError:
@@ -86,7 +88,9 @@ def _run(command: Sequence[str], runner: Runner, timeout_s: float) -> str:
     except subprocess.TimeoutExpired:
         raise SensorError(f"{' '.join(command)}: no answer within {timeout_s} s") from None
     if done.returncode != 0:
-        raise SensorError(f"{' '.join(command)} exited with {done.returncode}: {(done.stderr or done.stdout).strip()[:120]}")
+        raise SensorError(
+            f"{' '.join(command)} exited with {done.returncode}: {(done.stderr or done.stdout).strip()[:120]}"
+        )
     return done.stdout
 
 
@@ -180,7 +184,9 @@ class ThrottleFlags:
         return now + [f"{n}_occurred" for n in names if getattr(self, f"{n}_occurred")]
 
 
-def read_throttled(vcgencmd: str = "vcgencmd", runner: Runner = subprocess.run, timeout_s: float = 2.0) -> ThrottleFlags:
+def read_throttled(
+    vcgencmd: str = "vcgencmd", runner: Runner = subprocess.run, timeout_s: float = 2.0
+) -> ThrottleFlags:
     """Parses ``throttled=0x50005``.
 
     Raises:

@@ -22,6 +22,7 @@ A timeout or an unplugged port raises `SensorError`; the next `read` reopens the
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import time
@@ -182,10 +183,8 @@ class _SerialSensor:
     def _drop(self, why: str) -> SensorError:
         # An unplugged adapter or a dropped Bluetooth link: forget the port, reopen next time.
         if self._transport is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a dead port may fail in any way
                 self._transport.close()
-            except Exception:  # noqa: BLE001 - closing a dead port may fail in any way
-                pass
         self._transport = None
         return SensorError(f"{self.port}: {why}")
 

@@ -89,7 +89,8 @@ class TegrastatsSensor:
 
     def _start(self) -> None:
         try:
-            self._process = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, encoding="ascii", errors="replace"
+            self._process = subprocess.Popen(
+                self.command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, encoding="ascii", errors="replace"
             )
         except OSError as exc:
             raise SensorError(f"{self.command[0]}: cannot start ({exc.strerror})") from None

@@ -1,0 +1,298 @@
+"""Power scheduler benchmark: budget keeping and throughput against baselines, and overhead.
+
+Part 1 runs the deterministic simulator (synthetic Pi-5-class plant, see
+edgeinf/power/simulate.py) on each trace for each seed and reports, per controller,
+the issue's target metrics: the fraction of 1 s windows over budget by > 5 %, the
+throughput relative to the best static configuration in hindsight and to the
+clairvoyant per-window optimum, settling and overshoot after a budget step, drops,
+p99 latency and energy per inference.
+
+Part 2 measures the scheduler's own cost per control decision (32 configurations)
+and the cost of reading sensors of each kind (fake sysfs files, the power model, a
+spawned stub vcgencmd), as the share of one core at 4 and 10 decisions per second.
+
+Part 3 (unless --no-real) profiles the two real face detectors and runs them under a
+budget with the power model as sensor (the same scenario as tests/power/test_real_run.py).
+
+    PYTHONPATH=. python benchmarks/bench_power.py [--seeds 3] [--duration 3600] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from edgeinf import __version__
+from edgeinf.bench import measure
+from edgeinf.power import simulate as sim
+from edgeinf.power.profiles import Config
+from edgeinf.power.scheduler import Scheduler
+from edgeinf.power.sensors import ModelSensor, PiPmicSensor, PowerModel, PowerSample, Sysfs, hwmon_power_sensors
+
+TRACES = ("steady", "bursty", "step_down", "wrong_profile")
+CONTROLLERS = ("scheduler", "hysteresis", "static-max", "static-min", "best-static (hindsight)")
+
+
+def part_simulation(seeds: int, duration_s: float) -> dict:
+    results = {}
+    for kind in TRACES:
+        per_controller: dict[str, list[dict]] = {name: [] for name in CONTROLLERS}
+        bounds = []
+        wall = []
+        for seed in range(seeds):
+            started = time.perf_counter()
+            out = sim.compare(sim.make_trace(kind, seed=100 + seed, duration_s=duration_s))
+            wall.append(time.perf_counter() - started)
+            for row in out["rows"]:
+                per_controller[row["controller"]].append(row)
+            bounds.append({"best_static": out["best_static"], "clairvoyant": out["clairvoyant"]})
+        results[kind] = {"rows": per_controller, "bounds": bounds, "compare_wall_s": wall}
+    return results
+
+
+def _agg(rows: list[dict], key: str):
+    values = [r[key] for r in rows if r[key] is not None]
+    if not values:
+        return None
+    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+
+
+def print_simulation(results: dict, seeds: int, duration_s: float) -> None:
+    print(
+        f"\n== Simulation: {seeds} seed(s) x {duration_s / 3600:.2f} h per trace (synthetic plant; truth-based metrics)"
+    )
+    header = f"{'trace':<14}{'controller':<25}{'thr/s':>8}{'vs best':>9}{'vs clair':>9}{'viol>5%':>9}{'settle':>7}{'oversh':>8}{'drop':>7}{'p99 ms':>8}{'mJ/inf':>8}"
+    print(header)
+    print("-" * len(header))
+    for kind, data in results.items():
+        for name in CONTROLLERS:
+            rows = data["rows"][name]
+            thr, bs, cl = _agg(rows, "throughput_per_s"), _agg(rows, "vs_best_static"), _agg(rows, "vs_clairvoyant")
+            viol, settle, over = (
+                _agg(rows, "violation_fraction"),
+                _agg(rows, "settling_periods"),
+                _agg(rows, "overshoot"),
+            )
+            drop, p99, epi = (
+                _agg(rows, "drop_fraction"),
+                _agg(rows, "latency_p99_ms"),
+                _agg(rows, "energy_per_inference_mj"),
+            )
+            settle_text = f"{settle['max']:.0f}" if settle else "-"
+            over_text = f"{over['max']:.3f}" if over else "-"
+            print(
+                f"{kind:<14}{name:<25}{thr['mean']:8.1f}{bs['min']:9.3f}{cl['min']:9.3f}{viol['max']:9.4f}"
+                f"{settle_text:>7}{over_text:>8}{drop['mean']:7.3f}{p99['mean']:8.1f}{epi['mean']:8.2f}"
+            )
+        print(
+            f"{'':<14}(ratios: worst seed; violations: worst seed; one compare of 5 controllers + bounds: {statistics.fmean(data['compare_wall_s']):.1f} s wall)"
+        )
+
+
+def part_overhead() -> dict:
+    profile = sim.synthetic_profile()
+    clock = [0.0]
+
+    class CheapSensor:
+        name = "cheap"
+
+        def read(self):
+            return PowerSample(clock[0], 3100.0 + (clock[0] * 1000) % 7, self.name)
+
+    scheduler = Scheduler(3.2, 1.0, profile=profile, sensor=CheapSensor(), clock=lambda: clock[0])
+
+    def one_decision():
+        clock[0] += 0.25
+        scheduler.record_arrivals(100)
+        scheduler.record(0.004, 60)
+        scheduler.step()
+
+    step = measure(one_decision, runs=2000, warmup=50)
+    with tempfile.TemporaryDirectory() as root:
+        device = Path(root, "sys/devices/platform/i2c/1-0040/hwmon/hwmon0")
+        device.mkdir(parents=True)
+        (device / "name").write_text("ina219\n")
+        (device / "power1_input").write_text("2345000\n")
+        (device / "in1_input").write_text("5012\n")
+        (device / "curr1_input").write_text("468\n")
+        Path(root, "sys/class/hwmon").mkdir(parents=True)
+        Path(root, "sys/class/hwmon/hwmon0").symlink_to(device)
+        hwmon = hwmon_power_sensors(Sysfs(root))[0]
+        hwmon_read = measure(hwmon.read, runs=2000, warmup=50)
+        stub = Path(root, "vcgencmd")
+        stub.write_text(
+            "#!/bin/sh\ncat "
+            + str(Path(__file__).resolve().parents[1] / "tests/power/data/pmic_read_adc_pi5.txt")
+            + "\n"
+        )
+        stub.chmod(0o755)
+        pmic = PiPmicSensor(str(stub), min_interval_s=0.0)
+        pmic_read = measure(pmic.read, runs=40, warmup=3)
+        cpu = {
+            "decision": _cpu_us_per_call(one_decision, 2000),
+            "hwmon_read": _cpu_us_per_call(hwmon.read, 2000),
+            "power_model_read": _cpu_us_per_call(model_sensor_read_fresh(), 2000),
+            "vcgencmd_pmic_read": _cpu_us_per_call(pmic.read, 40),
+        }
+    model_sensor = ModelSensor(PowerModel(), min_interval_s=0.0)
+    model_read = measure(model_sensor.read, runs=2000, warmup=50)
+    out = {
+        "wall": {
+            "decision": step.to_dict(),
+            "hwmon_read": hwmon_read.to_dict(),
+            "power_model_read": model_read.to_dict(),
+            "vcgencmd_pmic_read": pmic_read.to_dict(),
+        },
+        "cpu_us_per_call": cpu,
+    }
+    for hz in (4, 10):
+        out[f"core_share_at_{hz}hz"] = {
+            "decision": cpu["decision"] * hz / 1e6,
+            "decision_plus_hwmon": (cpu["decision"] + cpu["hwmon_read"]) * hz / 1e6,
+            "decision_plus_vcgencmd": (cpu["decision"] + cpu["vcgencmd_pmic_read"]) * hz / 1e6,
+        }
+    return out
+
+
+def model_sensor_read_fresh():
+    sensor = ModelSensor(PowerModel(), min_interval_s=0.0)
+    return sensor.read
+
+
+def _cpu_us_per_call(fn, calls: int) -> float:
+    """CPU time of this process and its children (a spawned vcgencmd) per call, in microseconds."""
+
+    def cpu_s():
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    start = cpu_s()
+    for _ in range(calls):
+        fn()
+    return (cpu_s() - start) / calls * 1e6
+
+
+def print_overhead(out: dict) -> None:
+    print("\n== Overhead per call (wall median and p99; CPU of this process and its children) and share of one core")
+    for key in ("decision", "hwmon_read", "power_model_read", "vcgencmd_pmic_read"):
+        stats = out["wall"][key]
+        print(
+            f"  {key:<22} wall median {stats['median_us']:9.1f} us  p99 {stats['p99_us']:9.1f} us   CPU {out['cpu_us_per_call'][key]:9.1f} us"
+        )
+    for hz in (4, 10):
+        share = out[f"core_share_at_{hz}hz"]
+        print(
+            f"  at {hz:>2} decisions/s: scheduler {share['decision'] * 100:.3f} % of a core; with an hwmon read "
+            f"{share['decision_plus_hwmon'] * 100:.3f} %; with a vcgencmd spawn {share['decision_plus_vcgencmd'] * 100:.2f} %"
+        )
+
+
+def part_real(duration_s: float) -> dict:
+    from edgeinf import zoo
+    from edgeinf.power import profile
+    from edgeinf.power.runner import load_runner, run_loop
+
+    short, full = "face_detection_short_range", "face_detection_full_range"
+    models = {short: zoo.path(short), full: zoo.path(full)}
+    model = PowerModel()
+    prof = profile(models, threads=(1, 2), runs=30, quality={short: 0.9}, power_model=model)
+    runners = {c: load_runner(models[c.variant], c.backend, c.threads) for c in prof.configs}
+    phases = []
+    try:
+        scheduler = Scheduler(2.0, 1.0, profile=prof, sensor=ModelSensor(model))
+        for budget in (2.0, 1.72):
+            if phases:
+                scheduler.set_budget(budget)
+            before = scheduler.report()
+            wall0, cpu0 = time.monotonic(), time.process_time()
+            report = run_loop(scheduler, runners, duration_s, frame_rate_hz=30.0)
+            wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+            phases.append(
+                {
+                    "budget_w": budget,
+                    "independent_mean_w": model.power_mw(cpu / wall) / 1000.0,
+                    "served": report.served - before.served,
+                    "dropped": report.dropped - before.dropped,
+                    "config_seconds": {
+                        k: v - before.config_seconds.get(k, 0.0) for k, v in report.config_seconds.items()
+                    },
+                }
+            )
+    finally:
+        for runner in runners.values():
+            runner.close()
+    return {
+        "profile": [
+            {"config": e.config.label, "latency_ms": e.latency_ms, "power_mw": e.power_mw} for e in prof.entries
+        ],
+        "phases": phases,
+        "report": report.to_dict(),
+    }
+
+
+def print_real(out: dict) -> None:
+    print("\n== Real run: two TFLite face detectors at 30 frames/s, power model as sensor (estimated)")
+    for entry in out["profile"]:
+        print(f"  profile {entry['config']:<42} {entry['latency_ms']:7.2f} ms  {entry['power_mw']:7.0f} mW")
+    for phase in out["phases"]:
+        used = ", ".join(
+            f"{k.split('/')[0].replace('face_detection_', '')}/{k.split('/')[2]} {v:.1f}s"
+            for k, v in phase["config_seconds"].items()
+            if v > 0.05
+        )
+        print(
+            f"  budget {phase['budget_w']:.2f} W: mean {phase['independent_mean_w']:.3f} W, served {phase['served']}, dropped {phase['dropped']}; {used}"
+        )
+    report = out["report"]
+    print(
+        f"  windows over budget by >5 %: {report['windows_over_budget']} of {report['windows']}; p99 latency {report['latency_p99_ms']:.1f} ms"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--duration", type=float, default=3600.0, help="seconds of trace per run (default one hour)")
+    parser.add_argument("--real-seconds", type=float, default=4.0, help="seconds per budget phase of the real run")
+    parser.add_argument("--no-real", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    meta = {
+        "date": date.today().isoformat(),
+        "edgeinf": __version__,
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    print(
+        f"edgeinf {meta['edgeinf']}  python {meta['python']}  numpy {meta['numpy']}  {meta['machine']}  {meta['date']}"
+    )
+    results = {"meta": meta}
+    results["simulation"] = part_simulation(args.seeds, args.duration)
+    print_simulation(results["simulation"], args.seeds, args.duration)
+    results["overhead"] = part_overhead()
+    print_overhead(results["overhead"])
+    if not args.no_real:
+        results["real"] = part_real(args.real_seconds)
+        print_real(results["real"])
+    if args.json:
+        args.json.write_text(
+            json.dumps(results, indent=2, default=lambda o: o.label if isinstance(o, Config) else str(o))
+        )
+        print(f"\nJSON written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

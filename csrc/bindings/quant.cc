@@ -1,0 +1,551 @@
+// edgeinf._C int8 family: quantization parameters, quantize / dequantize, requantize
+// and the prepared int8 operators (fully connected, conv2d, ...). Thin: validation,
+// then the kernels with the GIL released.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "../kernels/qs8_binary/binary.h"
+#include "../kernels/qs8_conv2d/conv2d.h"
+#include "../kernels/qs8_dwconv2d/dwconv2d.h"
+#include "../kernels/qs8_gemm/gemm.h"
+#include "../kernels/qs8_logistic/logistic.h"
+#include "../kernels/qs8_pool/pool.h"
+#include "../kernels/qs8_quantize/quantize.h"
+#include "../kernels/qs8_requantize/requantize.h"
+#include "../kernels/qs8_softmax/softmax.h"
+#include "bindings.h"
+#include "quant_arrays.h"
+
+namespace py = pybind11;
+
+namespace edgeinf::bindings {
+namespace {
+
+using qs8::Requantization;
+
+std::vector<int32_t> int32_vector(const py::array& a, const char* what, size_t channels) {
+  const int32_t* p = checked_data<int32_t>(a, what);
+  if (a.ndim() > 1) throw std::invalid_argument(std::string(what) + ": expected a scalar or 1-D array, got shape " + shape_str(a));
+  const size_t size = static_cast<size_t>(a.size());
+  if (size == 1) return std::vector<int32_t>(channels, p[0]);
+  if (size != channels) {
+    throw std::invalid_argument(std::string(what) + ": expected 1 or " + std::to_string(channels) +
+                                " values (one per output channel), got " + std::to_string(size));
+  }
+  return std::vector<int32_t>(p, p + size);
+}
+
+Requantization make_requantization(const py::array& multiplier, const py::array& shift, size_t channels,
+                                   int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+  return Requantization(int32_vector(multiplier, "multiplier", channels), int32_vector(shift, "shift", channels),
+                        output_zero_point, act_min, act_max);
+}
+
+// Spatial geometry checks shared by conv, depthwise conv and pooling.
+void check_spatial(size_t out_h, size_t out_w, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
+                   ptrdiff_t pad_top, ptrdiff_t pad_left) {
+  if (out_h == 0 || out_w == 0 || out_h > (1u << 20) || out_w > (1u << 20)) {
+    throw std::invalid_argument("output size must be positive, got " + std::to_string(out_h) + "x" + std::to_string(out_w));
+  }
+  if (stride_h == 0 || stride_w == 0 || dilation_h == 0 || dilation_w == 0 || stride_h > 4096 || stride_w > 4096 ||
+      dilation_h > 4096 || dilation_w > 4096) {
+    throw std::invalid_argument("strides and dilations must be in [1, 4096], got strides " + std::to_string(stride_h) +
+                                "x" + std::to_string(stride_w) + ", dilations " + std::to_string(dilation_h) + "x" +
+                                std::to_string(dilation_w));
+  }
+  if (pad_top < 0 || pad_left < 0 || pad_top > 65536 || pad_left > 65536) {
+    throw std::invalid_argument("padding must be in [0, 65536], got top " + std::to_string(pad_top) + ", left " +
+                                std::to_string(pad_left));
+  }
+}
+
+std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
+  return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w), static_cast<py::ssize_t>(c)};
+}
+
+const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) {
+  if (bias.is_none()) return nullptr;
+  if (!py::isinstance<py::array>(bias)) throw std::invalid_argument("bias: expected a numpy array or None");
+  *keep = py::reinterpret_borrow<py::array>(bias);
+  const int32_t* b = checked_data<int32_t>(*keep, "bias");
+  check_shape(*keep, "bias", {static_cast<py::ssize_t>(n)});
+  return b;
+}
+
+// A fully connected layer / GEMM with prepared weights: x [..., K] -> [..., N].
+class FullyConnected {
+ public:
+  // TFLite's reference FULLY_CONNECTED requantizes in double: `scale` holds
+  // input_scale * weight_scale / output_scale per output channel (or one value).
+  FullyConnected(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& scale,
+                 int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+    const int8_t* w = checked_data<int8_t>(weights, "weights");
+    check_ndim(weights, "weights", 2);
+    const size_t n = static_cast<size_t>(weights.shape(0)), k = static_cast<size_t>(weights.shape(1));
+    py::array keep;
+    const int32_t* b = optional_bias(bias, n, &keep);
+    check_int8_zero_point(input_zero_point, "input");
+    const double* ps = checked_data<double>(scale, "scale");
+    if (scale.ndim() > 1 || (scale.size() != 1 && static_cast<size_t>(scale.size()) != n)) {
+      throw std::invalid_argument("scale: expected 1 or " + std::to_string(n) + " values, got shape " + shape_str(scale));
+    }
+    std::vector<double> scales(n);
+    for (size_t c = 0; c < n; ++c) scales[c] = ps[scale.size() == 1 ? 0 : c];
+    Requantization rq(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0), output_zero_point, act_min, act_max);
+    weights_ = std::make_unique<qs8::GemmWeights>(w, n, k, b, input_zero_point, std::move(rq), std::move(scales));
+  }
+
+  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
+    const int8_t* px = checked_data<int8_t>(x, "x");
+    const size_t k = weights_->k(), n = weights_->n();
+    if (x.ndim() < 1 || static_cast<size_t>(x.shape(x.ndim() - 1)) != k) {
+      throw std::invalid_argument("x: expected a last dimension of " + std::to_string(k) + " (the weights' input size), got shape " +
+                                  shape_str(x));
+    }
+    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    shape.back() = static_cast<py::ssize_t>(n);
+    py::array_t<int8_t> result = output_array<int8_t>(out, shape);
+    int8_t* py_out = result.mutable_data();
+    const size_t m = k ? static_cast<size_t>(x.size()) / k : 0;
+    {
+      py::gil_scoped_release release;
+      std::vector<const int8_t*> rows(m);
+      for (size_t i = 0; i < m; ++i) rows[i] = px + i * k;
+      qs8::GemmRows a{rows.data(), m, 1, k};
+      qs8::qs8_gemm(*weights_, a, py_out, n);
+    }
+    return result;
+  }
+
+  size_t input_size() const { return weights_->k(); }
+  size_t output_size() const { return weights_->n(); }
+
+ private:
+  std::unique_ptr<qs8::GemmWeights> weights_;
+};
+
+
+// conv2d with prepared OHWI weights; geometry beyond the filter is given per call.
+class Conv2d {
+ public:
+  Conv2d(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& multiplier,
+         const py::array& shift, int32_t output_zero_point, int32_t act_min, int32_t act_max, size_t stride_h,
+         size_t stride_w, size_t dilation_h, size_t dilation_w)
+      : stride_h_(stride_h), stride_w_(stride_w), dilation_h_(dilation_h), dilation_w_(dilation_w) {
+    const int8_t* w = checked_data<int8_t>(weights, "weights");
+    check_ndim(weights, "weights (OHWI)", 4);
+    out_c_ = static_cast<size_t>(weights.shape(0));
+    k_h_ = static_cast<size_t>(weights.shape(1));
+    k_w_ = static_cast<size_t>(weights.shape(2));
+    in_c_ = static_cast<size_t>(weights.shape(3));
+    check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
+    check_int8_zero_point(input_zero_point, "input");
+    py::array keep;
+    const int32_t* b = optional_bias(bias, out_c_, &keep);
+    weights_ = std::make_unique<qs8::GemmWeights>(
+        w, out_c_, k_h_ * k_w_ * in_c_, b, input_zero_point,
+        make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
+  }
+
+  py::array_t<int8_t> run(const py::array& x, size_t out_h, size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left,
+                          const py::object& out) const {
+    const int8_t* px = checked_data<int8_t>(x, "x");
+    check_ndim(x, "x (NHWC)", 4);
+    if (static_cast<size_t>(x.shape(3)) != in_c_) {
+      throw std::invalid_argument("x: expected " + std::to_string(in_c_) + " channels (the filter's), got shape " + shape_str(x));
+    }
+    check_spatial(out_h, out_w, stride_h_, stride_w_, dilation_h_, dilation_w_, pad_top, pad_left);
+    qs8::ConvGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+                        in_c_, out_h, out_w, out_c_, k_h_, k_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
+                        pad_top, pad_left};
+    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, out_c_));
+    int8_t* po = result.mutable_data();
+    {
+      py::gil_scoped_release release;
+      if (g.batch && g.in_h && g.in_w) qs8::qs8_conv2d(*weights_, g, px, po);
+    }
+    return result;
+  }
+
+ private:
+  size_t out_c_, k_h_, k_w_, in_c_, stride_h_, stride_w_, dilation_h_, dilation_w_;
+  std::unique_ptr<qs8::GemmWeights> weights_;
+};
+
+// depthwise conv2d with prepared [1, KH, KW, C * multiplier] weights.
+class DepthwiseConv2d {
+ public:
+  DepthwiseConv2d(const py::array& weights, const py::object& bias, size_t depth_multiplier, int32_t input_zero_point,
+                  const py::array& multiplier, const py::array& shift, int32_t output_zero_point, int32_t act_min,
+                  int32_t act_max, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w)
+      : multiplier_(depth_multiplier), stride_h_(stride_h), stride_w_(stride_w), dilation_h_(dilation_h),
+        dilation_w_(dilation_w) {
+    const int8_t* w = checked_data<int8_t>(weights, "weights");
+    check_ndim(weights, "weights ([1, KH, KW, C])", 4);
+    if (weights.shape(0) != 1) throw std::invalid_argument("weights: expected a first dimension of 1, got shape " + shape_str(weights));
+    k_h_ = static_cast<size_t>(weights.shape(1));
+    k_w_ = static_cast<size_t>(weights.shape(2));
+    out_c_ = static_cast<size_t>(weights.shape(3));
+    if (depth_multiplier == 0 || out_c_ % depth_multiplier != 0) {
+      throw std::invalid_argument("depth multiplier " + std::to_string(depth_multiplier) + " does not divide the " +
+                                  std::to_string(out_c_) + " output channels");
+    }
+    check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
+    check_int8_zero_point(input_zero_point, "input");
+    py::array keep;
+    const int32_t* b = optional_bias(bias, out_c_, &keep);
+    weights_ = std::make_unique<qs8::DwWeights>(
+        w, k_h_, k_w_, out_c_, b, input_zero_point,
+        make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
+  }
+
+  py::array_t<int8_t> run(const py::array& x, size_t out_h, size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left,
+                          const py::object& out) const {
+    const int8_t* px = checked_data<int8_t>(x, "x");
+    check_ndim(x, "x (NHWC)", 4);
+    const size_t in_c = out_c_ / multiplier_;
+    if (static_cast<size_t>(x.shape(3)) != in_c) {
+      throw std::invalid_argument("x: expected " + std::to_string(in_c) + " channels (filter channels / depth multiplier), got shape " +
+                                  shape_str(x));
+    }
+    check_spatial(out_h, out_w, stride_h_, stride_w_, dilation_h_, dilation_w_, pad_top, pad_left);
+    qs8::DwGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+                      in_c, multiplier_, out_h, out_w, k_h_, k_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
+                      pad_top, pad_left};
+    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, out_c_));
+    int8_t* po = result.mutable_data();
+    {
+      py::gil_scoped_release release;
+      if (g.batch && g.in_h && g.in_w) qs8::qs8_dwconv2d(*weights_, g, px, po);
+    }
+    return result;
+  }
+
+ private:
+  size_t multiplier_, stride_h_, stride_w_, dilation_h_, dilation_w_, k_h_ = 0, k_w_ = 0, out_c_ = 0;
+  std::unique_ptr<qs8::DwWeights> weights_;
+};
+
+py::array_t<int8_t> pool(bool is_max, const py::array& x, size_t filter_h, size_t filter_w, size_t stride_h,
+                         size_t stride_w, size_t out_h, size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left,
+                         int32_t act_min, int32_t act_max, const py::object& out) {
+  const int8_t* px = checked_data<int8_t>(x, "x");
+  check_ndim(x, "x (NHWC)", 4);
+  check_spatial(out_h, out_w, stride_h, stride_w, 1, 1, pad_top, pad_left);
+  if (filter_h == 0 || filter_w == 0 || filter_h > 65536 || filter_w > 65536) {
+    throw std::invalid_argument("pool filter must be in [1, 65536], got " + std::to_string(filter_h) + "x" + std::to_string(filter_w));
+  }
+  if (act_min < -128 || act_max > 127 || act_min > act_max) {
+    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" + std::to_string(act_min) +
+                                ", " + std::to_string(act_max) + "]");
+  }
+  qs8::PoolGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
+                      static_cast<size_t>(x.shape(3)), out_h, out_w, filter_h, filter_w, stride_h, stride_w,
+                      pad_top, pad_left, act_min, act_max};
+  // Every window must hold at least one input value (TFLite's AveragePool fails otherwise).
+  for (size_t o = 0; o < out_h; ++o) {
+    size_t s, e;
+    qs8::pool_window(o, stride_h, pad_top, filter_h, g.in_h, &s, &e);
+    if (s == e) throw std::invalid_argument("pool: output row " + std::to_string(o) + " has an empty window (padding too large)");
+  }
+  for (size_t o = 0; o < out_w; ++o) {
+    size_t s, e;
+    qs8::pool_window(o, stride_w, pad_left, filter_w, g.in_w, &s, &e);
+    if (s == e) throw std::invalid_argument("pool: output column " + std::to_string(o) + " has an empty window (padding too large)");
+  }
+  py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, g.channels));
+  int8_t* po = result.mutable_data();
+  py::gil_scoped_release release;
+  if (is_max) {
+    qs8::qs8_maxpool(g, px, po);
+  } else {
+    qs8::qs8_avgpool(g, px, po);
+  }
+  return result;
+}
+
+// Elementwise operands: equal shapes (the Python layer broadcasts).
+std::pair<const int8_t*, const int8_t*> binary_operands(const py::array& a, const py::array& b) {
+  const int8_t* pa = checked_data<int8_t>(a, "a");
+  const int8_t* pb = checked_data<int8_t>(b, "b");
+  if (a.ndim() != b.ndim() || !std::equal(a.shape(), a.shape() + a.ndim(), b.shape())) {
+    throw std::invalid_argument("a and b: expected equal shapes, got " + shape_str(a) + " and " + shape_str(b));
+  }
+  return {pa, pb};
+}
+
+void check_act(int32_t act_min, int32_t act_max) {
+  if (act_min < -128 || act_max > 127 || act_min > act_max) {
+    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" + std::to_string(act_min) +
+                                ", " + std::to_string(act_max) + "]");
+  }
+}
+
+void check_multiplier(int32_t m, int32_t shift, int32_t min_shift, int32_t max_shift, const char* what) {
+  if (m < 0 || shift < min_shift || shift > max_shift) {
+    throw std::invalid_argument(std::string(what) + ": expected a multiplier >= 0 and a shift in [" + std::to_string(min_shift) +
+                                ", " + std::to_string(max_shift) + "], got " + std::to_string(m) + ", " + std::to_string(shift));
+  }
+}
+
+}  // namespace
+
+void bind_quant(py::module_& m) {
+  m.def(
+      "quantize_multiplier",
+      [](double real) {
+        if (!(real >= 0.0) || !std::isfinite(real)) {
+          throw std::invalid_argument("real multiplier must be finite and >= 0, got " + std::to_string(real));
+        }
+        const qs8::QuantizedMultiplier q = qs8::quantize_multiplier(real);
+        return py::make_tuple(q.multiplier, q.shift);
+      },
+      py::arg("real_multiplier"));
+
+  m.def(
+      "multiply_by_quantized_multiplier",
+      [](const py::array& x, int32_t multiplier, int shift) {
+        const int32_t* px = checked_data<int32_t>(x, "x");
+        if (shift < -31 || shift > 30) throw std::invalid_argument("shift must be in [-31, 30], got " + std::to_string(shift));
+        py::array_t<int32_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        int32_t* po = out.mutable_data();
+        const size_t size = static_cast<size_t>(x.size());
+        py::gil_scoped_release release;
+        for (size_t i = 0; i < size; ++i) po[i] = qs8::multiply_by_quantized_multiplier(px[i], multiplier, shift);
+        return out;
+      },
+      py::arg("x"), py::arg("multiplier"), py::arg("shift"));
+
+  m.def(
+      "activation_range",
+      [](int act, float scale, int32_t zero_point) {
+        if (act < 0 || act > 3) throw std::invalid_argument("activation code must be 0..3, got " + std::to_string(act));
+        check_scale(scale, "output");
+        check_int8_zero_point(zero_point, "output");
+        int32_t lo, hi;
+        qs8::activation_range(static_cast<qs8::Activation>(act), scale, zero_point, &lo, &hi);
+        return py::make_tuple(lo, hi);
+      },
+      py::arg("activation"), py::arg("scale"), py::arg("zero_point"));
+
+  m.def(
+      "requantize",
+      [](const py::array& acc, const py::array& multiplier, const py::array& shift, int32_t zero_point, int32_t act_min,
+         int32_t act_max, const py::object& out) {
+        const int32_t* pa = checked_data<int32_t>(acc, "acc");
+        if (acc.ndim() < 1) throw std::invalid_argument("acc: expected at least 1 dimension, got a scalar");
+        const size_t channels = static_cast<size_t>(acc.shape(acc.ndim() - 1));
+        const size_t rows = channels ? static_cast<size_t>(acc.size()) / channels : 0;
+        Requantization rq = make_requantization(multiplier, shift, channels, zero_point, act_min, act_max);
+        py::array_t<int8_t> result =
+            output_array<int8_t>(out, std::vector<py::ssize_t>(acc.shape(), acc.shape() + acc.ndim()));
+        int8_t* po = result.mutable_data();
+        py::gil_scoped_release release;
+        qs8::qs8_requantize(pa, po, rows, channels, rq);
+        return result;
+      },
+      py::arg("acc"), py::arg("multiplier"), py::arg("shift"), py::arg("zero_point"), py::arg("act_min") = -128,
+      py::arg("act_max") = 127, py::arg("out") = py::none());
+
+  // Per-channel variants pass `scales`/`zero_points` with one entry per index of the
+  // middle axis of an array viewed as [outer, channels, inner].
+  m.def(
+      "quantize",
+      [](const py::array& x, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
+         const py::object& out) {
+        const float* px = checked_data<float>(x, "x");
+        const float* ps = checked_data<float>(scales, "scales");
+        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
+        const size_t channels = static_cast<size_t>(scales.size());
+        if (static_cast<size_t>(zero_points.size()) != channels || outer * channels * inner != static_cast<size_t>(x.size())) {
+          throw std::invalid_argument("quantize: " + std::to_string(channels) + " scales and " +
+                                      std::to_string(zero_points.size()) + " zero points do not match x of shape " +
+                                      shape_str(x));
+        }
+        for (size_t c = 0; c < channels; ++c) {
+          check_scale(ps[c], "quantize");
+          check_int8_zero_point(pz[c], "quantize");
+        }
+        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        int8_t* po = result.mutable_data();
+        py::gil_scoped_release release;
+        for (size_t o = 0; o < outer; ++o) {
+          for (size_t c = 0; c < channels; ++c) {
+            const size_t off = (o * channels + c) * inner;
+            qs8::qs8_quantize(px + off, po + off, inner, ps[c], pz[c]);
+          }
+        }
+        return result;
+      },
+      py::arg("x"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
+      py::arg("out") = py::none());
+
+  m.def(
+      "dequantize",
+      [](const py::array& q, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
+         const py::object& out) {
+        const int8_t* pq = checked_data<int8_t>(q, "q");
+        const float* ps = checked_data<float>(scales, "scales");
+        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
+        const size_t channels = static_cast<size_t>(scales.size());
+        if (static_cast<size_t>(zero_points.size()) != channels || outer * channels * inner != static_cast<size_t>(q.size())) {
+          throw std::invalid_argument("dequantize: " + std::to_string(channels) + " scales and " +
+                                      std::to_string(zero_points.size()) + " zero points do not match q of shape " +
+                                      shape_str(q));
+        }
+        for (size_t c = 0; c < channels; ++c) {
+          check_scale(ps[c], "dequantize");
+          check_int8_zero_point(pz[c], "dequantize");
+        }
+        py::array_t<float> result = output_array<float>(out, std::vector<py::ssize_t>(q.shape(), q.shape() + q.ndim()));
+        float* po = result.mutable_data();
+        py::gil_scoped_release release;
+        for (size_t o = 0; o < outer; ++o) {
+          for (size_t c = 0; c < channels; ++c) {
+            const size_t off = (o * channels + c) * inner;
+            qs8::qs8_dequantize(pq + off, po + off, inner, ps[c], pz[c]);
+          }
+        }
+        return result;
+      },
+      py::arg("q"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
+      py::arg("out") = py::none());
+
+  py::class_<FullyConnected>(m, "Qs8FullyConnected")
+      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, int32_t, int32_t, int32_t>(),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
+           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
+      .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
+      .def_property_readonly("input_size", &FullyConnected::input_size)
+      .def_property_readonly("output_size", &FullyConnected::output_size);
+
+  py::class_<Conv2d>(m, "Qs8Conv2d")
+      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,
+                    int32_t, size_t, size_t, size_t, size_t>(),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"),
+           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
+           py::arg("dilation_h"), py::arg("dilation_w"))
+      .def("run", &Conv2d::run, py::arg("x"), py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"),
+           py::arg("out") = py::none());
+
+  py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
+      .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
+                    int32_t, int32_t, size_t, size_t, size_t, size_t>(),
+           py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
+           py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
+           py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"))
+      .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"),
+           py::arg("pad_left"), py::arg("out") = py::none());
+
+  for (const bool is_max : {true, false}) {
+    m.def(
+        is_max ? "max_pool" : "average_pool",
+        [is_max](const py::array& x, size_t filter_h, size_t filter_w, size_t stride_h, size_t stride_w, size_t out_h,
+                 size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left, int32_t act_min, int32_t act_max,
+                 const py::object& out) {
+          return pool(is_max, x, filter_h, filter_w, stride_h, stride_w, out_h, out_w, pad_top, pad_left, act_min, act_max,
+                      out);
+        },
+        py::arg("x"), py::arg("filter_h"), py::arg("filter_w"), py::arg("stride_h"), py::arg("stride_w"), py::arg("out_h"),
+        py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"), py::arg("act_min") = -128, py::arg("act_max") = 127,
+        py::arg("out") = py::none());
+  }
+
+  m.def(
+      "add",
+      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset, int32_t left_shift,
+         int32_t input1_multiplier, int32_t input1_shift, int32_t input2_multiplier, int32_t input2_shift,
+         int32_t output_multiplier, int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max,
+         const py::object& out) {
+        auto [pa, pb] = binary_operands(a, b);
+        check_int8_zero_point(-input1_offset, "a");
+        check_int8_zero_point(-input2_offset, "b");
+        check_int8_zero_point(output_zero_point, "output");
+        if (left_shift < 0 || left_shift > 22) throw std::invalid_argument("left_shift must be in [0, 22], got " + std::to_string(left_shift));
+        check_multiplier(input1_multiplier, input1_shift, -31, 0, "input 1 rescale");
+        check_multiplier(input2_multiplier, input2_shift, -31, 0, "input 2 rescale");
+        check_multiplier(output_multiplier, output_shift, -31, 0, "output rescale");
+        check_act(act_min, act_max);
+        const qs8::AddParams p{input1_offset,     input2_offset, left_shift,        input1_multiplier, input1_shift,
+                               input2_multiplier, input2_shift,  output_multiplier, output_shift,      output_zero_point,
+                               act_min,           act_max};
+        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        int8_t* po = result.mutable_data();
+        const size_t n = static_cast<size_t>(a.size());
+        py::gil_scoped_release release;
+        qs8::qs8_add(pa, pb, po, n, p);
+        return result;
+      },
+      py::arg("a"), py::arg("b"), py::arg("input1_offset"), py::arg("input2_offset"), py::arg("left_shift"),
+      py::arg("input1_multiplier"), py::arg("input1_shift"), py::arg("input2_multiplier"), py::arg("input2_shift"),
+      py::arg("output_multiplier"), py::arg("output_shift"), py::arg("output_zero_point"), py::arg("act_min"),
+      py::arg("act_max"), py::arg("out") = py::none());
+
+  m.def(
+      "mul",
+      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset, int32_t output_multiplier,
+         int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max, const py::object& out) {
+        auto [pa, pb] = binary_operands(a, b);
+        check_int8_zero_point(-input1_offset, "a");
+        check_int8_zero_point(-input2_offset, "b");
+        check_int8_zero_point(output_zero_point, "output");
+        check_multiplier(output_multiplier, output_shift, -31, 14, "output rescale");
+        check_act(act_min, act_max);
+        const qs8::MulParams p{input1_offset, input2_offset, output_multiplier, output_shift, output_zero_point, act_min, act_max};
+        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        int8_t* po = result.mutable_data();
+        const size_t n = static_cast<size_t>(a.size());
+        py::gil_scoped_release release;
+        qs8::qs8_mul(pa, pb, po, n, p);
+        return result;
+      },
+      py::arg("a"), py::arg("b"), py::arg("input1_offset"), py::arg("input2_offset"), py::arg("output_multiplier"),
+      py::arg("output_shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
+      py::arg("out") = py::none());
+
+  m.def(
+      "softmax",
+      [](const py::array& x, float input_scale, float beta, const py::object& out) {
+        const int8_t* px = checked_data<int8_t>(x, "x");
+        if (x.ndim() < 1 || x.shape(x.ndim() - 1) == 0) throw std::invalid_argument("x: expected a non-empty last axis, got shape " + shape_str(x));
+        check_scale(input_scale, "input");
+        if (!(beta > 0.0f) || !std::isfinite(beta)) throw std::invalid_argument("beta must be positive and finite, got " + std::to_string(beta));
+        const qs8::SoftmaxParams p = qs8::softmax_params(input_scale, beta);
+        const size_t depth = static_cast<size_t>(x.shape(x.ndim() - 1)), rows = static_cast<size_t>(x.size()) / depth;
+        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        int8_t* po = result.mutable_data();
+        py::gil_scoped_release release;
+        qs8::qs8_softmax(px, po, rows, depth, p);
+        return result;
+      },
+      py::arg("x"), py::arg("input_scale"), py::arg("beta") = 1.0f, py::arg("out") = py::none());
+
+  m.def(
+      "softmax_params",
+      [](float input_scale, float beta) {
+        check_scale(input_scale, "input");
+        const qs8::SoftmaxParams p = qs8::softmax_params(input_scale, beta);
+        return py::make_tuple(p.input_multiplier, p.input_left_shift, p.diff_min);
+      },
+      py::arg("input_scale"), py::arg("beta") = 1.0f);
+
+  m.def(
+      "logistic",
+      [](const py::array& x, float input_scale, int32_t input_zero_point, const py::object& out) {
+        const int8_t* px = checked_data<int8_t>(x, "x");
+        check_scale(input_scale, "input");
+        check_int8_zero_point(input_zero_point, "input");
+        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        int8_t* po = result.mutable_data();
+        const size_t n = static_cast<size_t>(x.size());
+        py::gil_scoped_release release;
+        int8_t table[256];
+        qs8::logistic_table(input_scale, input_zero_point, table);
+        qs8::qs8_lut(px, po, n, table);
+        return result;
+      },
+      py::arg("x"), py::arg("input_scale"), py::arg("input_zero_point"), py::arg("out") = py::none());
+}
+
+}  // namespace edgeinf::bindings

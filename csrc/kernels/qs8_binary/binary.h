@@ -1,0 +1,55 @@
+// int8 elementwise add and mul with TFLite's reference arithmetic
+// (reference_integer_ops::AddFunc / MulElementwise), on equal-length operands.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "../qs8_requantize/requantize.h"
+
+namespace edgeinf::qs8 {
+
+// ADD: both inputs are moved to a common scale (left shift 20, then a multiplier below
+// one each), summed, and the sum requantized to the output.
+struct AddParams {
+  int32_t input1_offset, input2_offset;  // minus the zero points
+  int32_t left_shift;                    // 20 for int8
+  int32_t input1_multiplier, input1_shift, input2_multiplier, input2_shift;  // shifts <= 0
+  int32_t output_multiplier, output_shift;                                    // shift <= 0
+  int32_t output_offset, act_min, act_max;
+};
+
+// MUL: the product of the offset inputs, requantized.
+struct MulParams {
+  int32_t input1_offset, input2_offset;
+  int32_t output_multiplier, output_shift;
+  int32_t output_offset, act_min, act_max;
+};
+
+inline int8_t add_one(int8_t x, int8_t y, const AddParams& p) {
+  const int32_t a = shift_left_wrapping(p.input1_offset + x, p.left_shift);
+  const int32_t b = shift_left_wrapping(p.input2_offset + y, p.left_shift);
+  const int32_t sa = multiply_by_quantized_multiplier(a, p.input1_multiplier, p.input1_shift);
+  const int32_t sb = multiply_by_quantized_multiplier(b, p.input2_multiplier, p.input2_shift);
+  const int32_t raw = multiply_by_quantized_multiplier(sa + sb, p.output_multiplier, p.output_shift) + p.output_offset;
+  return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
+}
+
+inline int8_t mul_one(int8_t x, int8_t y, const MulParams& p) {
+  const int32_t prod = (p.input1_offset + x) * (p.input2_offset + y);
+  const int32_t raw = multiply_by_quantized_multiplier(prod, p.output_multiplier, p.output_shift) + p.output_offset;
+  return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
+}
+
+void qs8_add__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
+void qs8_add__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
+void qs8_add__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
+void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
+
+void qs8_mul__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);
+void qs8_mul__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);
+void qs8_mul__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);
+void qs8_mul(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);
+
+}  // namespace edgeinf::qs8

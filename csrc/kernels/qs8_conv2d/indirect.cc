@@ -1,0 +1,41 @@
+// conv2d as GEMM over an indirection buffer (portable glue; the GEMM carries the SIMD).
+#include <algorithm>
+#include <vector>
+
+#include "conv2d.h"
+
+namespace edgeinf::qs8 {
+
+void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  const size_t taps = g.k_h * g.k_w;
+  const size_t pixels = g.batch * g.out_h * g.out_w;
+  // A padded tap reads zero points: (zero_point - zero_point) * w adds nothing, as the
+  // reference's skipped taps.
+  const std::vector<int8_t> padding(g.in_c, static_cast<int8_t>(w.input_zero_point()));
+  // Pixels per GEMM call: bounds the indirection buffer to about 256 KB.
+  const size_t chunk = std::max<size_t>(60, (32768 / taps) / 60 * 60);
+  std::vector<const int8_t*> ptrs(std::min(chunk, pixels) * taps);
+  for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
+    const size_t count = std::min(chunk, pixels - p0);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t p = p0 + i;
+      const size_t ox = p % g.out_w, oy = (p / g.out_w) % g.out_h, b = p / (g.out_w * g.out_h);
+      const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
+      const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
+      const int8_t** row = ptrs.data() + i * taps;
+      for (size_t ky = 0; ky < g.k_h; ++ky) {
+        const ptrdiff_t iy = iy0 + static_cast<ptrdiff_t>(ky * g.dilation_h);
+        for (size_t kx = 0; kx < g.k_w; ++kx) {
+          const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(kx * g.dilation_w);
+          const bool inside =
+              iy >= 0 && ix >= 0 && iy < static_cast<ptrdiff_t>(g.in_h) && ix < static_cast<ptrdiff_t>(g.in_w);
+          row[ky * g.k_w + kx] = inside ? in + ((b * g.in_h + iy) * g.in_w + ix) * g.in_c : padding.data();
+        }
+      }
+    }
+    const GemmRows rows{ptrs.data(), count, taps, g.in_c};
+    qs8_gemm(w, rows, out + p0 * g.out_c, g.out_c);
+  }
+}
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,131 @@
+// AVX2 GEMM: 6x16 tiles of int32 accumulators fed by VPMADDWD.
+//
+// A rows are converted once per block to int16 (a - zero_point) and read as broadcast
+// pairs of K; packed weights hold pairs of K per column and are sign-extended in the
+// loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <= 255,
+// |w| <= 128), unlike VPMADDUBSW's saturating int16 pairs, so the result is exact.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "../qs8_requantize/avx2_inl.h"
+#include "gemm.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+constexpr size_t kNr = kAvx2Layout.nr;
+constexpr size_t kMr = kAvx2Layout.mr;
+
+inline int32_t load_pair(const int16_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// dst[0, kp) = a - zero_point for the row's segments, zeros after K.
+void convert_row(const int8_t* const* segs, size_t taps, size_t seg, int32_t zero_point, int16_t* dst, size_t kp) {
+  const __m256i zp = _mm256_set1_epi16(static_cast<int16_t>(zero_point));
+  int16_t* d = dst;
+  for (size_t t = 0; t < taps; ++t) {
+    const int8_t* s = segs[t];
+    size_t i = 0;
+    for (; i + 16 <= seg; i += 16) {
+      const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_sub_epi16(v, zp));
+    }
+    for (; i < seg; ++i) d[i] = static_cast<int16_t>(s[i] - zero_point);
+    d += seg;
+  }
+  for (int16_t* end = dst + kp; d < end; ++d) *d = 0;
+}
+
+// Accumulators are named variables (not an array) so that GCC keeps all twelve in
+// registers; rows beyond R compile away.
+#define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+template <int R>
+void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
+          size_t ncols, int8_t* out, size_t out_stride) {
+  using namespace avx2;
+  const __m256i bias0 = load8_i32(w.bias() + col0), bias1 = load8_i32(w.bias() + col0 + 8);
+#define EDGEINF_INIT(r)                                  \
+  __m256i c##r##0 = bias0, c##r##1 = bias1;              \
+  const int16_t* a##r = a + (R > r ? r : 0) * a_stride;  \
+  (void)a##r;
+  EDGEINF_ROWS(EDGEINF_INIT)
+#undef EDGEINF_INIT
+  for (size_t p = 0; p < kpairs; ++p) {
+    const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+    const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+    b += 32;
+#define EDGEINF_STEP(r)                                                \
+  if constexpr (R > r) {                                               \
+    const __m256i av = _mm256_set1_epi32(load_pair(a##r + 2 * p));     \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));    \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));    \
+  }
+    EDGEINF_ROWS(EDGEINF_STEP)
+#undef EDGEINF_STEP
+  }
+  const Requantization& rq = w.requantization();
+  const __m256i m0 = load8_i32(rq.multiplier.data() + col0), m1 = load8_i32(rq.multiplier.data() + col0 + 8);
+  const __m256i l0 = load8_i32(rq.left_shift.data() + col0), l1 = load8_i32(rq.left_shift.data() + col0 + 8);
+  const __m256i s0 = load8_i32(rq.right_shift.data() + col0), s1 = load8_i32(rq.right_shift.data() + col0 + 8);
+  const __m256i zp = _mm256_set1_epi32(rq.output_zero_point);
+  const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
+  const bool in_double = w.requantizes_in_double();
+  const double* ds = w.double_scale() + col0;
+  auto store_row = [&](__m256i v0, __m256i v1, int8_t* o) {
+    const __m128i bytes =
+        in_double ? pack16(requantize_double(v0, ds, zp, lo, hi), requantize_double(v1, ds + 8, zp, lo, hi))
+                  : pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
+    if (ncols == kNr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
+    } else {
+      alignas(16) int8_t tmp[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+      std::memcpy(o, tmp, ncols);
+    }
+  };
+#define EDGEINF_STORE(r) \
+  if constexpr (R > r) store_row(c##r##0, c##r##1, out + r * out_stride + col0);
+  EDGEINF_ROWS(EDGEINF_STORE)
+#undef EDGEINF_STORE
+}
+#undef EDGEINF_ROWS
+
+using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
+                        size_t);
+constexpr TileFn kTiles[kMr + 1] = {nullptr, &tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>};
+
+}  // namespace
+
+void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;
+  const int8_t* packed = w.packed(kAvx2Layout);
+  const size_t blocks = (n + kNr - 1) / kNr;
+  // Rows converted per block: the int16 block stays within about 192 KB (L2).
+  const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
+  const size_t mc = std::min(fit, round_up(a.m, kMr));
+  std::vector<int16_t> abuf(mc * kp);
+  for (size_t m0 = 0; m0 < a.m; m0 += mc) {
+    const size_t rows = std::min(mc, a.m - m0);
+    for (size_t r = 0; r < rows; ++r) {
+      convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf.data() + r * kp, kp);
+    }
+    for (size_t j = 0; j < blocks; ++j) {
+      const int8_t* panel = packed + j * kp * kNr;
+      const size_t ncols = std::min(kNr, n - j * kNr);
+      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+        const size_t height = std::min(kMr, rows - r0);
+        kTiles[height](kpairs, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
+                       out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,92 @@
+// int8 GEMM with per-channel requantization: the engine of fully connected and conv2d.
+//
+//   out[m][n] = requantize( bias[n] + sum_k w[n][k] * (a[m][k] - input_zero_point) )
+//
+// exactly as TFLite's reference FullyConnected / ConvPerChannel compute it (int32
+// accumulation, wrapping; weights symmetric). Row m of A is given indirectly, as `taps`
+// segments of `seg` contiguous values (XNNPACK's indirection idea): a fully connected
+// row is one segment of K values, a convolution row is one segment of Cin values per
+// filter tap, a padded tap pointing at a buffer of zero points (which adds nothing).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "../qs8_requantize/requantize.h"
+
+namespace edgeinf::qs8 {
+
+// Weight layouts of the SIMD paths: [n/nr][kpad/kq][nr columns][kq values of K], zero
+// padded, with K padded to a multiple of kpad; mr is the matching tile height.
+struct PackLayout {
+  size_t nr, kq, kpad, mr;
+  bool operator==(const PackLayout& o) const { return nr == o.nr && kq == o.kq && kpad == o.kpad; }
+};
+inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};    // pairs of K, sign-extended to int16 in the kernel
+inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};     // pairs of K for VMULL + VPADAL
+inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};  // quads of K for SDOT; A rows read 16 at a time
+
+size_t round_up(size_t x, size_t m);
+
+class GemmWeights {
+ public:
+  // w is [n][k] row-major; bias may be null (zeros). With `double_scale` (one factor
+  // per output channel) the accumulators are requantized in double as TFLite's
+  // reference FULLY_CONNECTED does (rq then only supplies the zero point and the
+  // clamp); without it, with rq's fixed-point multipliers as CONV_2D does.
+  // Throws std::invalid_argument.
+  GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
+              Requantization rq, std::vector<double> double_scale = {});
+
+  size_t n() const { return n_; }
+  size_t k() const { return k_; }
+  int32_t input_zero_point() const { return input_zero_point_; }
+  const int8_t* weights() const { return w_.data(); }  // [n][k]
+  const int32_t* bias() const { return bias_.data(); }  // [n padded to 16]
+  // bias[c] - input_zero_point * sum_k w[c][k]: the accumulator start of paths that
+  // multiply raw int8 activations (NEON), padded to 16 entries.
+  const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
+  const Requantization& requantization() const { return rq_; }  // padded to 16 channels
+  bool requantizes_in_double() const { return !double_scale_.empty(); }
+  const double* double_scale() const { return double_scale_.data(); }  // padded to 16 channels
+
+  // The requantization of one accumulator of channel c, either way.
+  int8_t requantize(int32_t acc, size_t c) const {
+    return double_scale_.empty() ? requantize_one(acc, rq_, c) : requantize_double(acc, double_scale_[c], rq_);
+  }
+
+  // Packed panels for a layout, built on first use (thread-safe) and kept.
+  const int8_t* packed(const PackLayout& layout) const;
+
+ private:
+  size_t n_, k_;
+  int32_t input_zero_point_;
+  std::vector<int8_t> w_;
+  std::vector<int32_t> bias_, bias_zp_;
+  Requantization rq_;
+  std::vector<double> double_scale_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::pair<PackLayout, std::vector<int8_t>>> packs_;
+};
+
+// Row m of A = concatenation of segments rows[m * taps + t], t < taps, each `seg` long.
+struct GemmRows {
+  const int8_t* const* ptrs;
+  size_t m, taps, seg;
+  size_t k() const { return taps * seg; }
+};
+
+// out row m starts at out + m * out_stride and receives n values.
+void qs8_gemm__scalar(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+
+// Copies rows [m0, m0 + rows) of A into a dense buffer of row stride `stride` (>= K),
+// zero-filling the padding columns: the packing step of the SIMD paths.
+void gather_rows(const GemmRows& a, size_t m0, size_t rows, int8_t* dst, size_t stride);
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,75 @@
+// NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles.
+//
+// Raw int8 activations times int8 weights: VMULL gives exact int16 products (at most
+// 128 * 128), VPADAL adds the pair of K values of each column into int32. The zero
+// point enters through the precomputed bias - zero_point * sum(w) start value, which
+// is equal modulo 2^32 to the reference accumulator.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gemm.h"
+#include "neon_epilogue_inl.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+constexpr size_t kNr = kNeonLayout.nr;
+constexpr size_t kMr = kNeonLayout.mr;
+
+template <int R>
+void tile(size_t kpairs, const int8_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
+          size_t ncols, int8_t* out, size_t out_stride) {
+  int32x4_t acc[R][2];
+  const int32x4_t s0 = vld1q_s32(w.bias_minus_zero_point_terms() + col0);
+  const int32x4_t s1 = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + 4);
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = s0;
+    acc[r][1] = s1;
+  }
+  for (size_t p = 0; p < kpairs; ++p) {
+    const int8x16_t bv = vld1q_s8(b);
+    b += 16;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      int16_t pair;
+      std::memcpy(&pair, a + r * a_stride + 2 * p, sizeof(pair));
+      const int8x16_t av = vreinterpretq_s8_s16(vdupq_n_s16(pair));
+      acc[r][0] = vpadalq_s16(acc[r][0], vmull_s8(vget_low_s8(av), vget_low_s8(bv)));
+      acc[r][1] = vpadalq_s16(acc[r][1], vmull_high_s8(av, bv));
+    }
+  }
+  neon::store_tile<R>(acc, w, col0, ncols, out, out_stride);
+}
+
+using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
+                        size_t);
+constexpr TileFn kTiles[kMr + 1] = {nullptr, &tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>};
+
+}  // namespace
+
+void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  const size_t n = w.n(), kp = round_up(a.k(), kNeonLayout.kpad);
+  const int8_t* packed = w.packed(kNeonLayout);
+  const size_t blocks = (n + kNr - 1) / kNr;
+  const size_t fit = std::max<size_t>(kMr, (96 * 1024 / kp) / kMr * kMr);
+  const size_t mc = std::min(fit, round_up(a.m, kMr));
+  std::vector<int8_t> abuf(mc * kp);
+  for (size_t m0 = 0; m0 < a.m; m0 += mc) {
+    const size_t rows = std::min(mc, a.m - m0);
+    gather_rows(a, m0, rows, abuf.data(), kp);
+    for (size_t j = 0; j < blocks; ++j) {
+      const int8_t* panel = packed + j * kp * kNr;
+      const size_t ncols = std::min(kNr, n - j * kNr);
+      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+        const size_t height = std::min(kMr, rows - r0);
+        kTiles[height](kp / 2, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
+                       out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,44 @@
+// Shared tail of the NEON GEMM tiles: requantize 8 columns of int32 and store them.
+// Include only from aarch64 files (neon.cc, neondot.cc).
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "../qs8_requantize/neon_inl.h"
+#include "gemm.h"
+
+namespace edgeinf::qs8::neon {
+
+template <int R>
+inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0, size_t ncols, int8_t* out,
+                       size_t out_stride) {
+  const Requantization& rq = w.requantization();
+  int32x4_t m[2], l[2], nr[2];
+  for (int h = 0; h < 2; ++h) {
+    m[h] = vld1q_s32(rq.multiplier.data() + col0 + 4 * h);
+    l[h] = vld1q_s32(rq.left_shift.data() + col0 + 4 * h);
+    nr[h] = vnegq_s32(vld1q_s32(rq.right_shift.data() + col0 + 4 * h));
+  }
+  const int32x4_t zp = vdupq_n_s32(rq.output_zero_point);
+  const int32x4_t lo = vdupq_n_s32(rq.act_min), hi = vdupq_n_s32(rq.act_max);
+  const bool in_double = w.requantizes_in_double();
+  const double* ds = w.double_scale() + col0;
+  for (int r = 0; r < R; ++r) {
+    const int8x8_t bytes =
+        in_double ? pack8(requantize_double(acc[r][0], ds, zp, lo, hi), requantize_double(acc[r][1], ds + 4, zp, lo, hi))
+                  : pack8(requantize(acc[r][0], m[0], l[0], nr[0], zp, lo, hi),
+                          requantize(acc[r][1], m[1], l[1], nr[1], zp, lo, hi));
+    int8_t* o = out + r * out_stride + col0;
+    if (ncols == 8) {
+      vst1_s8(o, bytes);
+    } else {
+      int8_t tmp[8];
+      vst1_s8(tmp, bytes);
+      std::memcpy(o, tmp, ncols);
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8::neon

@@ -1,0 +1,82 @@
+// NEON GEMM with the Armv8.2 dot-product instructions (Cortex-A76 and later): 8x8 tiles.
+//
+// Compiled with +dotprod for this file only and selected at run time only when HWCAP
+// reports ASIMDDP, so a Cortex-A53/A72 never executes SDOT. SDOT sums four exact int8
+// products into each int32 lane; the zero point enters through the bias term as in
+// neon.cc.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "gemm.h"
+#include "neon_epilogue_inl.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+constexpr size_t kNr = kNeonDotLayout.nr;
+constexpr size_t kMr = kNeonDotLayout.mr;
+
+template <int R>
+void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
+          size_t ncols, int8_t* out, size_t out_stride) {
+  int32x4_t acc[R][2];
+  const int32x4_t s0 = vld1q_s32(w.bias_minus_zero_point_terms() + col0);
+  const int32x4_t s1 = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + 4);
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = s0;
+    acc[r][1] = s1;
+  }
+  for (size_t k0 = 0; k0 < kp; k0 += 16) {
+    int8x16_t av[R];
+    for (int r = 0; r < R; ++r) av[r] = vld1q_s8(a + r * a_stride + k0);
+    // Four quads of K per A load; lane q of av selects quad q.
+#define EDGEINF_SDOT_QUAD(q)                                        \
+  {                                                                 \
+    const int8x16_t b0 = vld1q_s8(b), b1 = vld1q_s8(b + 16);        \
+    b += 32;                                                        \
+    for (int r = 0; r < R; ++r) {                                   \
+      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], q);         \
+      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], q);         \
+    }                                                               \
+  }
+    EDGEINF_SDOT_QUAD(0)
+    EDGEINF_SDOT_QUAD(1)
+    EDGEINF_SDOT_QUAD(2)
+    EDGEINF_SDOT_QUAD(3)
+#undef EDGEINF_SDOT_QUAD
+  }
+  neon::store_tile<R>(acc, w, col0, ncols, out, out_stride);
+}
+
+using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
+                        size_t);
+constexpr TileFn kTiles[kMr + 1] = {nullptr,  &tile<1>, &tile<2>, &tile<3>, &tile<4>,
+                                    &tile<5>, &tile<6>, &tile<7>, &tile<8>};
+
+}  // namespace
+
+void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  const size_t n = w.n(), kp = round_up(a.k(), kNeonDotLayout.kpad);
+  const int8_t* packed = w.packed(kNeonDotLayout);
+  const size_t blocks = (n + kNr - 1) / kNr;
+  const size_t fit = std::max<size_t>(kMr, (96 * 1024 / kp) / kMr * kMr);
+  const size_t mc = std::min(fit, round_up(a.m, kMr));
+  std::vector<int8_t> abuf(mc * kp);
+  for (size_t m0 = 0; m0 < a.m; m0 += mc) {
+    const size_t rows = std::min(mc, a.m - m0);
+    gather_rows(a, m0, rows, abuf.data(), kp);
+    for (size_t j = 0; j < blocks; ++j) {
+      const int8_t* panel = packed + j * kp * kNr;
+      const size_t ncols = std::min(kNr, n - j * kNr);
+      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+        const size_t height = std::min(kMr, rows - r0);
+        kTiles[height](kp, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
+                       out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,89 @@
+// Weight preparation shared by every path: validation, bias terms, packed panels.
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "gemm.h"
+
+namespace edgeinf::qs8 {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
+                         Requantization rq, std::vector<double> double_scale)
+    : n_(n), k_(k), input_zero_point_(input_zero_point), w_(w, w + n * k), rq_(std::move(rq)),
+      double_scale_(std::move(double_scale)) {
+  if (n == 0 || k == 0) {
+    throw std::invalid_argument("weights must have at least one output channel and one input value, got [" +
+                                std::to_string(n) + ", " + std::to_string(k) + "]");
+  }
+  if (input_zero_point < -128 || input_zero_point > 127) {
+    throw std::invalid_argument("input zero point must be in [-128, 127], got " + std::to_string(input_zero_point));
+  }
+  if (rq_.channels() != n) {
+    throw std::invalid_argument("expected " + std::to_string(n) + " requantization channels, got " +
+                                std::to_string(rq_.channels()));
+  }
+  const size_t padded = round_up(n, 16);
+  bias_.assign(padded, 0);
+  bias_zp_.assign(padded, 0);
+  for (size_t c = 0; c < n; ++c) {
+    bias_[c] = bias ? bias[c] : 0;
+    // Wrapping int32 arithmetic, like the reference accumulator.
+    uint32_t sum = 0;
+    for (size_t i = 0; i < k; ++i) sum += static_cast<uint32_t>(static_cast<int32_t>(w[c * k + i]));
+    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) -
+                                       static_cast<uint32_t>(input_zero_point) * sum);
+  }
+  rq_.pad_to(padded);
+  if (!double_scale_.empty()) {
+    if (double_scale_.size() != n) {
+      throw std::invalid_argument("expected " + std::to_string(n) + " requantization scales, got " +
+                                  std::to_string(double_scale_.size()));
+    }
+    for (double s : double_scale_) {
+      if (!(s >= 0.0) || !std::isfinite(s)) {
+        throw std::invalid_argument("requantization scale must be finite and >= 0, got " + std::to_string(s));
+      }
+    }
+    double_scale_.resize(padded, 0.0);
+  }
+}
+
+const int8_t* GemmWeights::packed(const PackLayout& layout) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& entry : packs_) {
+    if (entry.first == layout) return entry.second.data();
+  }
+  const size_t kq = layout.kq;
+  const size_t kp = round_up(k_, layout.kpad);
+  const size_t blocks = round_up(n_, layout.nr) / layout.nr;
+  std::vector<int8_t> out(blocks * kp * layout.nr, 0);
+  int8_t* dst = out.data();
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t k0 = 0; k0 < kp; k0 += kq) {
+      for (size_t c = 0; c < layout.nr; ++c) {
+        const size_t col = b * layout.nr + c;
+        for (size_t q = 0; q < kq; ++q) {
+          const size_t kk = k0 + q;
+          *dst++ = (col < n_ && kk < k_) ? w_[col * k_ + kk] : 0;
+        }
+      }
+    }
+  }
+  packs_.emplace_back(layout, std::move(out));
+  return packs_.back().second.data();
+}
+
+void gather_rows(const GemmRows& a, size_t m0, size_t rows, int8_t* dst, size_t stride) {
+  const size_t k = a.k();
+  for (size_t r = 0; r < rows; ++r) {
+    int8_t* d = dst + r * stride;
+    const int8_t* const* seg = a.ptrs + (m0 + r) * a.taps;
+    for (size_t t = 0; t < a.taps; ++t) std::memcpy(d + t * a.seg, seg[t], a.seg);
+    std::memset(d + k, 0, stride - k);
+  }
+}
+
+}  // namespace edgeinf::qs8

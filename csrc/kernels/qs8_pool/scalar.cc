@@ -1,0 +1,77 @@
+// Scalar reference pooling and dispatch.
+#include <algorithm>
+
+#include "../../dispatch.h"
+#include "pool.h"
+
+namespace edgeinf::qs8 {
+
+void qs8_maxpool__scalar(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      size_t y0, y1;
+      pool_window(oy, g.stride_h, g.pad_top, g.filter_h, g.in_h, &y0, &y1);
+      for (size_t ox = 0; ox < g.out_w; ++ox) {
+        size_t x0, x1;
+        pool_window(ox, g.stride_w, g.pad_left, g.filter_w, g.in_w, &x0, &x1);
+        const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
+        const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
+        int8_t* o = out + ((b * g.out_h + oy) * g.out_w + ox) * g.channels;
+        for (size_t c = 0; c < g.channels; ++c) {
+          int32_t m = -128;
+          for (size_t fy = y0; fy < y1; ++fy) {
+            for (size_t fx = x0; fx < x1; ++fx) {
+              const size_t iy = static_cast<size_t>(iy0 + static_cast<ptrdiff_t>(fy));
+              const size_t ix = static_cast<size_t>(ix0 + static_cast<ptrdiff_t>(fx));
+              m = std::max<int32_t>(m, in[((b * g.in_h + iy) * g.in_w + ix) * g.channels + c]);
+            }
+          }
+          o[c] = static_cast<int8_t>(std::min(std::max(m, g.act_min), g.act_max));
+        }
+      }
+    }
+  }
+}
+
+void qs8_avgpool__scalar(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      size_t y0, y1;
+      pool_window(oy, g.stride_h, g.pad_top, g.filter_h, g.in_h, &y0, &y1);
+      for (size_t ox = 0; ox < g.out_w; ++ox) {
+        size_t x0, x1;
+        pool_window(ox, g.stride_w, g.pad_left, g.filter_w, g.in_w, &x0, &x1);
+        const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
+        const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
+        const int32_t count = static_cast<int32_t>((y1 - y0) * (x1 - x0));
+        int8_t* o = out + ((b * g.out_h + oy) * g.out_w + ox) * g.channels;
+        for (size_t c = 0; c < g.channels; ++c) {
+          int32_t sum = 0;
+          for (size_t fy = y0; fy < y1; ++fy) {
+            for (size_t fx = x0; fx < x1; ++fx) {
+              const size_t iy = static_cast<size_t>(iy0 + static_cast<ptrdiff_t>(fy));
+              const size_t ix = static_cast<size_t>(ix0 + static_cast<ptrdiff_t>(fx));
+              sum += in[((b * g.in_h + iy) * g.in_w + ix) * g.channels + c];
+            }
+          }
+          const int32_t avg = average_rounded(sum, count);
+          o[c] = static_cast<int8_t>(std::min(std::max(avg, g.act_min), g.act_max));
+        }
+      }
+    }
+  }
+}
+
+void qs8_maxpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
+  select<Fn>(&qs8_maxpool__scalar, EDGEINF_AVX2(qs8_maxpool__avx2), EDGEINF_NEON(qs8_maxpool__neon),
+             EDGEINF_NEON(qs8_maxpool__neon))(g, in, out);
+}
+
+void qs8_avgpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
+  select<Fn>(&qs8_avgpool__scalar, EDGEINF_AVX2(qs8_avgpool__avx2), EDGEINF_NEON(qs8_avgpool__neon),
+             EDGEINF_NEON(qs8_avgpool__neon))(g, in, out);
+}
+
+}  // namespace edgeinf::qs8

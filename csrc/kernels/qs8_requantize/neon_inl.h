@@ -1,0 +1,40 @@
+// NEON building blocks of TFLite requantization, bit-exact with requantize.h.
+// Include only from files compiled for aarch64 (neon.cc / neondot.cc).
+#pragma once
+
+#include <arm_neon.h>
+
+#include <cstdint>
+
+namespace edgeinf::qs8::neon {
+
+// VQRDMULH is gemmlowp's saturating_rounding_doubling_high_mul exactly (ties toward
+// +inf, INT32_MIN * INT32_MIN saturating). SRSHL rounds ties toward +inf as well, so
+// negative values are first moved down by one to get gemmlowp's ties away from zero;
+// `neg_right_shift` holds -right_shift, whose sign bit selects the lanes to fix.
+static inline int32x4_t mbqm(int32x4_t x, int32x4_t multiplier, int32x4_t left_shift, int32x4_t neg_right_shift) {
+  const int32x4_t high = vqrdmulhq_s32(vshlq_s32(x, left_shift), multiplier);
+  const int32x4_t fixup = vshrq_n_s32(vandq_s32(high, neg_right_shift), 31);
+  return vrshlq_s32(vqaddq_s32(high, fixup), neg_right_shift);
+}
+
+static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_t left_shift,
+                                   int32x4_t neg_right_shift, int32x4_t zero_point, int32x4_t lo, int32x4_t hi) {
+  const int32x4_t v = vaddq_s32(mbqm(acc, multiplier, left_shift, neg_right_shift), zero_point);
+  return vminq_s32(vmaxq_s32(v, lo), hi);
+}
+
+// requantize_double of requantize.h on 4 lanes; scale points at 4 doubles. FRINTA is
+// std::round; FCVTZS and SQXTN saturate out-of-range values, as the scalar conversion on Arm.
+static inline int32x4_t requantize_double(int32x4_t acc, const double* scale, int32x4_t zero_point, int32x4_t lo,
+                                          int32x4_t hi) {
+  const float64x2_t a = vrndaq_f64(vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(acc))), vld1q_f64(scale)));
+  const float64x2_t b = vrndaq_f64(vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(acc)), vld1q_f64(scale + 2)));
+  const int32x4_t v = vaddq_s32(vcombine_s32(vqmovn_s64(vcvtq_s64_f64(a)), vqmovn_s64(vcvtq_s64_f64(b))), zero_point);
+  return vminq_s32(vmaxq_s32(v, lo), hi);
+}
+
+// 8 int32 lanes already within int8 range to 8 bytes.
+static inline int8x8_t pack8(int32x4_t a, int32x4_t b) { return vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))); }
+
+}  // namespace edgeinf::qs8::neon

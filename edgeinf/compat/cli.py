@@ -1,0 +1,77 @@
+"""`edgeinf check MODEL [--backend B] [--target T] [--json]`.
+
+Exit codes, for CI: 0 the model runs on every backend checked (verdict YES or PARTIAL),
+1 it does not run on at least one, 2 the input is unreadable (missing, corrupt,
+truncated, unknown kind) or the arguments are wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+EXIT_RUNS, EXIT_DOES_NOT_RUN, EXIT_UNREADABLE = 0, 1, 2
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="check every operator of a model against a runtime (no runtime is imported)",
+        description=(
+            "Check a .tflite, NCNN .param or .onnx model node by node against a runtime's probed support "
+            "tables. Exit code 0: runs; 1: does not run; 2: unreadable input."
+        ),
+    )
+    p.add_argument("model", help="a .tflite, an NCNN .param (with its .bin beside it) or an .onnx file")
+    p.add_argument("--backend", choices=["tflite", "ncnn"], default=None, help="check only this backend")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="runtime and version to check against, e.g. tflite-runtime==2.14, ai-edge-litert, ncnn "
+        "(default: the installed one); --list-targets shows the choices",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON (schema edgeinf.compat/1)")
+    p.add_argument("--list-targets", action="store_true", help="list the runtimes edgeinf has tables for and exit")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..errors import BackendUnavailableError, ModelFileError
+    from . import check, tables
+
+    if getattr(args, "list_targets", False):
+        for t in tables.all_targets():
+            print(t)
+        return EXIT_RUNS
+    try:
+        report = check(args.model, backend=args.backend, target=args.target)
+    except ModelFileError as exc:
+        _error(args, "unreadable", str(exc))
+        return EXIT_UNREADABLE
+    except (ValueError, BackendUnavailableError) as exc:
+        _error(args, "usage", str(exc))
+        return EXIT_UNREADABLE
+    print(report.to_json() if args.json else report.to_text())
+    checked = [b for b in report.backends if args.backend is None or b == args.backend]
+    return EXIT_RUNS if all(report.runnable(b) for b in checked) else EXIT_DOES_NOT_RUN
+
+
+def _error(args, kind: str, message: str) -> None:
+    if getattr(args, "json", False):
+        print(json.dumps({"schema": "edgeinf.compat/1", "error": {"kind": kind, "message": message}}, indent=2))
+    print(f"edgeinf check: {message}", file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    """Run `edgeinf check` on its own (``python -m edgeinf.compat.cli MODEL``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="edgeinf")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    args = parser.parse_args(["check", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The attributes of a TFLite node that decide whether a delegate takes it.
+
+The XNNPACK table (tools/probe_xnnpack.py) records, for probe models, these features
+and whether XNNPACK took the node; the checker computes the same features for each
+node of a user's model and looks them up. Probe and checker share this one function,
+so they can never disagree on what a feature means.
+
+Features:
+    dtype       TFLite type of the first present input (``FLOAT32``, ``INT8``, ...).
+    static      one letter per input: ``C`` constant (data in the file, or the output of a
+                DEQUANTIZE/DENSIFY of a constant, which XNNPACK and TFLite fold as
+                "quasi-static"), ``R`` computed at run time, ``-`` absent.
+    rank        rank of the first present input.
+    dynamic     some input or output has a dynamic (-1) dimension.
+    activation  fused activation (``NONE``, ``RELU``, ...), where the op has one.
+    plus op-specific options (beta, alpha, filter, stride, dilation, padding, keep_dims,
+    keep_num_dims, align_corners, half_pixel_centers, new_shape, n_inputs, unit_strides, sparse).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..formats._flatbuf import load_layout
+from ..formats.tflite import Operator, Subgraph, TfliteModel
+
+_QUASI_STATIC_PRODUCERS = ("DEQUANTIZE", "DENSIFY")
+
+
+@lru_cache(maxsize=1)
+def _enum_names(enum: str) -> dict[int, str]:
+    return {v: k for k, v in load_layout("tflite_layout")["enums"][enum].items()}
+
+
+def static_tensors(sg: Subgraph) -> set[int]:
+    """Tensors whose value is known before the first invoke (constants and quasi-static)."""
+    static = {t.index for t in sg.tensors if t.is_constant}
+    changed = True
+    while changed:  # DEQUANTIZE(DENSIFY(const)) chains: iterate to the fixed point
+        changed = False
+        for op in sg.operators:
+            if op.opcode.name in _QUASI_STATIC_PRODUCERS and op.inputs and op.inputs[0] in static:
+                for t in op.outputs:
+                    if t not in static:
+                        static.add(t)
+                        changed = True
+    return static
+
+
+def node_features(model: TfliteModel, sg: Subgraph, op: Operator, static: set[int] | None = None) -> dict[str, object]:
+    """The features of one node (see the module docstring)."""
+    if static is None:
+        static = static_tensors(sg)
+    tensors = sg.tensors
+    present = [i for i in op.inputs if i >= 0]
+    first = tensors[present[0]] if present else None
+    f: dict[str, object] = {
+        "dtype": first.dtype if first is not None else "NONE",
+        "static": "".join("-" if i < 0 else ("C" if i in static else "R") for i in op.inputs),
+        "rank": len(first.shape) if first is not None else 0,
+        "dynamic": any(tensors[i].is_dynamic for i in present + [o for o in op.outputs if o >= 0]),
+    }
+    o = op.options
+    if "fused_activation_function" in o:
+        f["activation"] = _enum_names("ActivationFunctionType").get(o["fused_activation_function"], "?")
+    name = op.opcode.name
+    if name == "SOFTMAX":
+        f["beta"] = float(o.get("beta", 0.0))
+    elif name == "LEAKY_RELU":
+        f["alpha"] = round(float(o.get("alpha", 0.0)), 6)
+    elif name in ("AVERAGE_POOL_2D", "MAX_POOL_2D"):
+        f["filter"] = f"{o.get('filter_height', 0)}x{o.get('filter_width', 0)}"
+        f["stride"] = f"{o.get('stride_h', 0)}x{o.get('stride_w', 0)}"
+        f["padding"] = _enum_names("Padding").get(o.get("padding", 0), "?")
+    elif name in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV"):
+        f["stride"] = f"{o.get('stride_h', 1)}x{o.get('stride_w', 1)}"
+        f["dilation"] = f"{o.get('dilation_h_factor', 1)}x{o.get('dilation_w_factor', 1)}"
+        f["padding"] = _enum_names("Padding").get(o.get("padding", 0), "?")
+        if len(op.inputs) > 1 and op.inputs[1] >= 0:
+            q = tensors[op.inputs[1]].quantization
+            f["weights"] = tensors[op.inputs[1]].dtype + ("/per-channel" if q is not None and q.per_channel else "")
+    elif name == "FULLY_CONNECTED":
+        f["keep_num_dims"] = bool(o.get("keep_num_dims", False))
+        if len(op.inputs) > 1 and op.inputs[1] >= 0:
+            f["weights"] = tensors[op.inputs[1]].dtype
+    elif name in ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"):
+        f["keep_dims"] = bool(o.get("keep_dims", False))
+    elif name == "RESHAPE":
+        f["new_shape"] = "new_shape" in o and len(o["new_shape"]) > 0
+    elif name == "RESIZE_BILINEAR":
+        f["align_corners"] = bool(o.get("align_corners", False))
+        f["half_pixel_centers"] = bool(o.get("half_pixel_centers", False))
+    elif name == "CONCATENATION":
+        f["n_inputs"] = len(op.inputs)
+    elif name == "STRIDED_SLICE" and len(op.inputs) > 3 and op.inputs[3] >= 0:
+        strides = model.tensor_data(sg.index, op.inputs[3])
+        f["unit_strides"] = None if strides is None else bool((strides == 1).all())
+    elif name == "DENSIFY":
+        f["sparse"] = bool(present) and tensors[present[0]].sparsity is not None
+    return f

@@ -1,0 +1,161 @@
+"""Check whether an ONNX model can reach NCNN (through pnnx) and TFLite (through onnx2tf).
+
+NCNN: the pnnx table is probed (tools/probe_pnnx.py converts one-node models with the
+real pnnx and runs the result on the real ncnn). TFLite: onnx2tf cannot be installed
+here (it needs TensorFlow), so its README tables are used and the TFLite builtins it
+lowers each op to are checked against the target runtime's resolver table. Every
+status names which table decided.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..formats.onnx import DEFAULT_DOMAIN, OnnxModel, OnnxNode
+from . import tables
+from .report import BackendVerdict, NodeReport, NodeStatus
+
+_FOLDED_ALWAYS = {"Constant"}  # both converters turn Constant nodes into weights
+
+
+def ncnn_status(node: OnnxNode, pnnx: dict | None, registry: dict) -> NodeStatus:
+    if pnnx is None:
+        return NodeStatus("unknown", "no pnnx table", "", "")
+    source = f"probe:pnnx {pnnx['version']} -> ncnn {pnnx['ncnn']}"
+    if node.domain != DEFAULT_DOMAIN:
+        return NodeStatus(
+            "unsupported",
+            f"custom domain {node.domain}: pnnx has no conversion",
+            "replace the op before export",
+            source,
+        )
+    if node.op_type in _FOLDED_ALWAYS:
+        return NodeStatus("cpu", "folded into weights by pnnx", "", source)
+    entry = pnnx["ops"].get(node.op_type)
+    if entry is None:
+        return NodeStatus(
+            "unknown",
+            f"{node.op_type} was not probed with pnnx",
+            "convert with pnnx and run `edgeinf check` on the .param",
+            source,
+        )
+    status = entry["status"]
+    if status in ("ncnn", "folded"):
+        layers = ", ".join(entry.get("layers") or []) or "nothing (folded)"
+        return NodeStatus("cpu", f"pnnx makes {layers}", "", source)
+    if status == "leftover":
+        return NodeStatus(
+            "unsupported",
+            f"pnnx leaves {', '.join(entry['leftover'])}, which ncnn {pnnx['ncnn']} lacks",
+            "rewrite the op before export, move it to post-processing, or add a custom ncnn layer",
+            source,
+        )
+    if status == "failed":
+        return NodeStatus("unknown", f"the one-node probe failed: {entry.get('error', '')[:120]}", "", source)
+    return NodeStatus("unknown", entry.get("note", f"{node.op_type}: {status}"), "", source)
+
+
+def tflite_status(node: OnnxNode, o2t: dict | None, resolver: dict, target: tables.Target) -> NodeStatus:
+    if o2t is None:
+        return NodeStatus("unknown", "no onnx2tf table", "", "")
+    source = f"table:{o2t['source']} (read, not probed) + probe:resolver {target.label}"
+    if node.domain != DEFAULT_DOMAIN:
+        return NodeStatus(
+            "unsupported",
+            f"custom domain {node.domain}: onnx2tf has no conversion",
+            "replace the op before export",
+            source,
+        )
+    if node.op_type in _FOLDED_ALWAYS:
+        return NodeStatus("cpu", "folded into constants by onnx2tf", "", source)
+    entry = o2t["flatbuffer_direct"].get(node.op_type)
+    if entry is None:
+        if node.op_type in o2t["custom_op_candidates"]:
+            return NodeStatus(
+                "unsupported",
+                f"onnx2tf lowers {node.op_type} to a TFLite CUSTOM op only when custom ops are allowed; {target.label} has no such kernel",
+                "replace the op before export or move it to post-processing",
+                source,
+            )
+        legacy = o2t["tf_converter"].get(node.op_type)
+        if legacy:
+            return NodeStatus(
+                "unknown",
+                f"onnx2tf's tf_converter path lists {node.op_type} as {legacy}; its TFLite ops are not tabled",
+                "",
+                source,
+            )
+        return NodeStatus(
+            "unsupported", f"onnx2tf lists no conversion for {node.op_type}", "replace the op before export", source
+        )
+    missing = [op for op in entry["tflite_ops"] if not resolver["builtins"].get(op)]
+    if entry["tflite_ops"] and len(missing) == len(entry["tflite_ops"]):
+        return NodeStatus(
+            "unsupported",
+            f"onnx2tf lowers {node.op_type} to {', '.join(entry['tflite_ops'])}; {target.label} has none of them",
+            "target a newer runtime",
+            source,
+        )
+    reason = f"onnx2tf: {entry['tflite_text'][:80]}"
+    if missing:
+        reason += f" ({target.label} lacks {', '.join(missing)}, used only in some lowerings)"
+    if entry.get("constraints") and entry["constraints"] != "-":
+        reason += f"; constraints: {entry['constraints'][:120]}"
+    return NodeStatus("cpu", reason, "", source)
+
+
+def check_onnx(model: OnnxModel, tflite_target: tables.Target | None, ncnn_target: tables.Target | None):
+    pnnx = tables.pnnx_table()
+    o2t = tables.onnx2tf_table()
+    registry = tables.ncnn_registry(ncnn_target) if ncnn_target else None
+    resolver = tables.resolver(tflite_target) if tflite_target else None
+    nodes = []
+    for n in model.nodes:
+        status = {}
+        if ncnn_target:
+            status["ncnn"] = ncnn_status(n, pnnx, registry)
+        if tflite_target:
+            status["tflite"] = tflite_status(n, o2t, resolver, tflite_target)
+        nodes.append(NodeReport(n.index, 0, n.name, n.key, n.op_type, n.since_version, status))
+    verdicts = {}
+    for backend, target, via in (("ncnn", ncnn_target, "pnnx"), ("tflite", tflite_target, "onnx2tf")):
+        if target is None:
+            continue
+        counts = Counter(n.status[backend].status for n in nodes)
+        blockers = tuple(
+            f"node {n.index} {n.name} ({n.op}): {n.status[backend].reason}"
+            for n in nodes
+            if n.status[backend].status == "unsupported"
+        )
+        runnable = not blockers
+        verdict = "NO" if blockers else ("YES" if counts.get("unknown", 0) == 0 else "PARTIAL")
+        table = pnnx if backend == "ncnn" else o2t
+        verdicts[backend] = BackendVerdict(
+            backend=backend,
+            target=target.label,
+            verdict=verdict,
+            runnable=runnable,
+            counts={k: counts.get(k, 0) for k in ("cpu", "unsupported", "unknown")},
+            blockers=blockers,
+            tables=(table.get("method", table.get("source", "")) if table else "none",),
+            via=via,
+            note="a verdict on converting then running; edgeinf.load runs .tflite and .param files, not .onnx",
+        )
+    dynamic = [
+        {"name": v.name, "shape": list(v.shape) if v.shape is not None else None} for v in model.inputs if v.is_dynamic
+    ]
+    notes = []
+    if dynamic:
+        notes.append(
+            "dynamic input dimensions: give pnnx inputshape=[...] and onnx2tf -b/-ois to fix them before converting"
+        )
+    control = sorted({n.op_type for n in model.nodes if n.op_type in ("If", "Loop", "Scan")})
+    facts = {
+        "weight_bytes": model.weight_bytes,
+        "subgraphs": 1 + sum(1 for n in model.nodes if n.has_subgraph),
+        "dynamic_inputs": tuple(dynamic),
+        "control_flow": tuple(control),
+        "custom_ops": tuple(sorted({n.key for n in model.nodes if n.domain != DEFAULT_DOMAIN})),
+        "notes": tuple(notes),
+    }
+    return nodes, verdicts, facts

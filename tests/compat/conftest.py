@@ -1,0 +1,66 @@
+"""Fixtures for the compatibility tests: runtime workers in child processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+from runtime_worker import RuntimeWorker  # noqa: E402
+
+
+def legacy_python() -> str | None:
+    """The numpy<2 interpreter with tflite-runtime 2.14 (.ci/run makes .venv-legacy)."""
+    explicit = os.environ.get("EDGEINF_LEGACY_PYTHON")
+    candidate = Path(explicit) if explicit else ROOT / ".venv-legacy" / "bin" / "python"
+    return str(candidate) if candidate.exists() else None
+
+
+def _need(what: str, hint: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must provide {what}: {hint}")
+    pytest.skip(f"no {what}: {hint}")
+
+
+@pytest.fixture(scope="session")
+def litert_worker():
+    pytest.importorskip("ai_edge_litert")
+    with RuntimeWorker(sys.executable, "ai_edge_litert", timeout_s=120) as w:
+        yield w
+
+
+@pytest.fixture(scope="session")
+def legacy_worker():
+    python = legacy_python()
+    if python is None:
+        _need("the tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
+    with RuntimeWorker(python, "tflite_runtime", timeout_s=120) as w:
+        yield w
+
+
+@pytest.fixture(scope="session")
+def tflite_workers(litert_worker, legacy_worker):
+    """target name for edgeinf.check -> worker running that runtime."""
+    return {"ai-edge-litert==2.3.0": litert_worker, "tflite-runtime==2.14.0": legacy_worker}
+
+
+@pytest.fixture(scope="session")
+def ncnn_worker():
+    pytest.importorskip("ncnn")
+    with RuntimeWorker(sys.executable, "ai_edge_litert", timeout_s=120) as w:
+        yield w
+
+
+@pytest.fixture(scope="session")
+def pnnx_binary():
+    import importlib.util
+
+    spec = importlib.util.find_spec("pnnx")
+    if spec is None or not spec.submodule_search_locations:
+        _need("pnnx", "pip install --no-deps pnnx==20261020 (the ONNX -> ncnn converter binary)")
+    return str(Path(next(iter(spec.submodule_search_locations))) / "pnnx")

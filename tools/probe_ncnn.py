@@ -1,0 +1,134 @@
+"""Probe the installed ncnn's layer registry; write edgeinf/compat/tables/ncnn_<version>.json.
+
+ncnn's Python API has no "list layers" call. The registry's names are NUL-terminated
+strings in the extension module; the probe scans them (and every capitalised suffix,
+since the linker merges "ELU" into "SELU"), keeps the names for which
+``ncnn.layer_to_index(name) >= 0``, and checks that indices 0..N-1 are all recovered.
+For each layer, ``ncnn.create_layer(index)`` tells whether it is compiled in (None: the
+wheel was built with that layer OFF) and gives its support flags. Runs in a child process
+(creating layers can crash).
+
+The Vulkan rules applied after load_param (a layer that supports Vulkan recreated as a
+CPU layer) come from ncnn's source, not from probing (this machine has no Vulkan driver):
+see VULKAN_FALLBACK_RULES; they are stored in the table labelled with their source.
+
+Usage:
+    python tools/probe_ncnn.py [--python /work/venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = (
+    "one_blob_only", "support_inplace", "support_vulkan", "support_packing", "support_bf16_storage",
+    "support_fp16_storage", "support_int8_storage", "support_any_packing", "support_vulkan_packing",
+    "support_vulkan_any_packing",
+)  # fmt: skip
+
+# From ncnn src/layer/vulkan/*_vulkan.cpp load_param and src/net.cpp (Tencent/ncnn@a4d2ea1d44):
+# the layer turns support_vulkan off for these params, and Net::load_param silently recreates it on the CPU.
+VULKAN_FALLBACK_RULES = {
+    "Convolution": [
+        {"param": 19, "nonzero": True, "why": "dynamic_weight"},
+        {"param": 8, "nonzero": True, "and_param": 18, "and_nonzero": True, "why": "int8 with pad_value != 0"},
+    ],
+    "ConvolutionDepthWise": [
+        {"param": 19, "nonzero": True, "why": "dynamic_weight"},
+        {"param": 8, "nonzero": True, "and_param": 18, "and_nonzero": True, "why": "int8 with pad_value != 0"},
+    ],
+    "Convolution1D": [{"param": 19, "nonzero": True, "why": "dynamic_weight"}],
+    "Deconvolution": [{"param": 28, "nonzero": True, "why": "dynamic_weight"}],
+    "MultiHeadAttention": [{"param": 18, "nonzero": True, "why": "int8_scale_term"}],
+    "SDPA": [{"param": 18, "nonzero": True, "why": "int8_scale_term"}],
+    "*": [{"param": 31, "bit": 4, "why": "featmask bit 4 (no vulkan) set on the layer"}],
+}
+
+CHILD = r"""
+import json, re, sys
+import ncnn
+so = sys.argv[1]
+data = open(so, "rb").read()
+names = set()
+for raw in re.findall(rb"[A-Za-z][A-Za-z0-9]{1,40}(?=\x00)", data):
+    s = raw.decode()
+    for k in range(len(s)):
+        if s[k].isupper():
+            names.add(s[k:])
+found = {}
+for n in sorted(names):
+    i = ncnn.layer_to_index(n)
+    if i >= 0 and (i not in found or len(n) > len(found[i])):
+        found[i] = n
+flags = json.loads(sys.argv[2])
+layers = {}
+for i, n in sorted(found.items()):
+    layer = ncnn.create_layer(i)
+    entry = {"index": i, "available": layer is not None}
+    if layer is not None:
+        for f in flags:
+            if hasattr(layer, f):
+                entry[f] = bool(getattr(layer, f))
+    layers[n] = entry
+top = max(found) if found else -1
+print(json.dumps({"layers": layers, "missing_indices": [i for i in range(top + 1) if i not in found],
+                  "next_index_creates": ncnn.create_layer(top + 1) is not None,
+                  "version": getattr(ncnn, "__version__", "unknown")}))
+"""
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "edgeinf/compat/tables")
+    args = parser.parse_args(argv)
+    so = subprocess.run(
+        [args.python, "-c", "import ncnn, glob, os; print(glob.glob(os.path.join(os.path.dirname(ncnn.__file__), 'ncnn*.so'))[0])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    proc = subprocess.run(
+        [args.python, "-c", CHILD, so, json.dumps(FLAGS)], capture_output=True, text=True, timeout=300
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"the ncnn probe process failed (exit {proc.returncode}): {proc.stderr[-500:]}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    version = result["version"]
+    if result["missing_indices"]:
+        print(f"warning: layer indices without a recovered name: {result['missing_indices']}", file=sys.stderr)
+    # Whether the layer itself loads weights from the .bin (ncnn src/layer/*.cpp defining load_model)
+    from importlib import import_module
+
+    sys.path.insert(0, str(ROOT))
+    weighted = import_module("edgeinf.formats.ncnn_param").WEIGHTED_LAYERS
+    for name, entry in result["layers"].items():
+        entry["loads_weights"] = name.lower() in weighted
+    table = {
+        "_comment": "Generated by tools/probe_ncnn.py; do not edit.",
+        "runtime": "ncnn",
+        "version": version,
+        "probed": datetime.date.today().isoformat(),
+        "method": "layer names scanned from the extension module's strings, kept when ncnn.layer_to_index(name) >= 0; "
+        "ncnn.create_layer(index) None = compiled out; flags read from the created layer (CPU build, no Vulkan device)",
+        "layers": result["layers"],
+        "missing_indices": result["missing_indices"],
+        "custom_layer_bit": 256,
+        "vulkan_fallback_rules": {
+            "source": "Tencent/ncnn@a4d2ea1d44 src/layer/vulkan/*_vulkan.cpp load_param and src/net.cpp (read, not probed)",
+            "rules": VULKAN_FALLBACK_RULES,
+        },
+    }
+    out = args.out_dir / f"ncnn_{version}.json"
+    out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    off = [n for n, e in result["layers"].items() if not e["available"]]
+    print(f"{out}: ncnn {version}: {len(result['layers'])} layer types, compiled out: {off}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
