@@ -176,6 +176,9 @@ def test_rails_of_both_driver_layouts(jetson, orin_tree, nano_tree):
     assert nano == {"POM_5V_IN": 3621.0, "POM_5V_GPU": 80.0, "POM_5V_CPU": 640.0}
     assert jetson.board_total_mw(nano) == (3621.0, "POM_5V_IN")
     assert jetson.board_total_mw({"GPU": 100.0, "CPU": 250.0}) == (350.0, "CPU + GPU")
+    # AGX Orin has no input rail: compute is GPU_SOC + CPU_CV; the 5 V I/O rail is not part of it.
+    orin_agx = {"VDD_GPU_SOC": 3000.0, "VDD_CPU_CV": 1500.0, "VIN_SYS_5V0": 2500.0}
+    assert jetson.board_total_mw(orin_agx) == (4500.0, "VDD_GPU_SOC + VDD_CPU_CV")
 
 
 def test_choice_follows_the_budget(jetson):
