@@ -222,7 +222,7 @@ def _load_average() -> float | None:
 
 def environment() -> dict:
     """Date, machine and versions, as every benchmark report records them (no runtime is imported)."""
-    from . import __version__
+    from . import __version__, board
     from .model import default_threads
 
     try:
@@ -239,6 +239,7 @@ def environment() -> dict:
             "cores_usable": default_threads(),
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
+            "board": board.detect().as_dict(),  # "emulated": true marks a run under qemu: not the board's speed
             "load_avg_1m": _load_average(),
         },
         "versions": {

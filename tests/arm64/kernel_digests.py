@@ -37,6 +37,50 @@ def case(name: str):
     return register
 
 
+# -- cases ---------------------------------------------------------------------------------
+# Preprocessing (csrc/kernels/u8_image_to_tensor): integer outputs are exact by the project's
+# rule and float32 outputs are documented as 0 ULP from the scalar reference on every path.
+# Source and output sizes are odd and straddle the 8/16/32-element vector widths.
+_PREPROCESS_COLORS = {"rgb": 3, "bgr": 3, "rgba": 4, "bgra": 4, "gray": 1, "nv12": 0, "nv21": 0, "i420": 0, "yuyv": 2}
+
+
+def _frame(rng: np.random.Generator, color: str, width: int, height: int) -> np.ndarray:
+    channels = _PREPROCESS_COLORS[color]
+    if channels == 0:  # 4:2:0, planes stacked as (h * 3/2, w)
+        return rng.integers(0, 256, (height * 3 // 2, width), dtype=np.uint8)
+    shape = (height, width) if channels == 1 else (height, width, channels)
+    return rng.integers(0, 256, shape, dtype=np.uint8)
+
+
+def _preprocess(rng: np.random.Generator, dtype: str, resize: str) -> list[np.ndarray]:
+    from edgeinf.preprocess import Pipeline
+    from edgeinf.types import Layout, Quantization, TensorSpec
+
+    outputs = []
+    for color in _PREPROCESS_COLORS:
+        for layout, (out_w, out_h) in (("NHWC", (33, 17)), ("NCHW", (17, 31))):
+            shape = (1, out_h, out_w, 3) if layout == "NHWC" else (1, 3, out_h, out_w)
+            quant = None if dtype == "float32" else Quantization((1 / 128,), (-3 if dtype == "int8" else 128,))
+            spec = TensorSpec("input", shape, np.dtype(dtype), Layout(layout), quant)
+            pipe = Pipeline.for_input(
+                spec, color=color, resize=resize, letterbox=layout == "NCHW", mean=(123.7, 116.3, 103.5), std=57.4
+            )
+            out = pipe.new_output()
+            pipe(_frame(rng, color, 46, 38), out, roi=(3, 2, 41, 35))
+            outputs.append(out.view(np.uint32) if dtype == "float32" else out)
+    return outputs
+
+
+for _dtype in ("int8", "uint8", "float32"):
+    for _resize in ("nearest", "bilinear", "area"):
+        case(f"u8_image_to_tensor/{_dtype}/{_resize}")(
+            lambda rng, dtype=_dtype, resize=_resize: _preprocess(rng, dtype, resize)
+        )
+
+
+# -- digests ---------------------------------------------------------------------------------
+
+
 def as_outputs(value) -> list[np.ndarray]:
     """A case's result as a flat list of contiguous arrays."""
     if isinstance(value, (tuple, list)):

@@ -76,8 +76,12 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
   const __m256i s0 = load8_i32(rq.right_shift.data() + col0), s1 = load8_i32(rq.right_shift.data() + col0 + 8);
   const __m256i zp = _mm256_set1_epi32(rq.output_zero_point);
   const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
+  const bool in_double = w.requantizes_in_double();
+  const double* ds = w.double_scale() + col0;
   auto store_row = [&](__m256i v0, __m256i v1, int8_t* o) {
-    const __m128i bytes = pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
+    const __m128i bytes =
+        in_double ? pack16(requantize_double(v0, ds, zp, lo, hi), requantize_double(v1, ds + 8, zp, lo, hi))
+                  : pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
     if (ncols == kNr) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
     } else {
