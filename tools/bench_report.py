@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,8 +59,10 @@ def run_one(script: Path, quick: bool, timeout_s: float) -> dict:
         target = Path(tmp) / "out.json"
         command = [sys.executable, str(script), "--json", str(target)] + (["--quick"] if quick else [])
         log.info("running %s", " ".join(command[1:]))
+        # The benchmarks import edgeinf from this checkout (built in place), as `PYTHONPATH=. python ...` does.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         try:
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return failed(script, f"timed out after {timeout_s:.0f} s")
         if done.returncode != 0 or not target.exists():
