@@ -97,6 +97,15 @@ class Emulator:
             raise EmulationUnavailable(reason)
         return self
 
+    def missing_requirements(self, repo: Path = REPO) -> list[str]:
+        """Requirements from pyproject.toml (guest_requirements.py) with no distribution in the site."""
+        sys.path.insert(0, str(Path(__file__).parent))
+        from guest_requirements import guest_requirements
+
+        installed = {_normalize(p.name.split("-")[0]) for p in self.site.glob("*.dist-info")}
+        wanted = guest_requirements(repo / "pyproject.toml")
+        return [r for r in wanted if _normalize(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) not in installed]
+
     def python_version(self) -> str:
         """``3.11`` for the bookworm sysroot: the version of its ``usr/bin/python3.X``."""
         names = (re.fullmatch(r"python(3\.\d+)", p.name) for p in (self.sysroot / "usr/bin").glob("python3.*"))
@@ -158,6 +167,10 @@ class Emulator:
             text=True,
             timeout=timeout,
         )
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 @contextlib.contextmanager

@@ -103,6 +103,29 @@ constexpr TileFn kTiles[kMr + 1] = {nullptr, &tile<1>, &tile<2>, &tile<3>, &tile
 
 }  // namespace
 
+uint64_t qs8_peak_probe__avx2(size_t iterations) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a = _mm256_set1_epi8(3), b0 = _mm256_set1_epi8(1), b1 = _mm256_set1_epi8(2), b2 = _mm256_set1_epi8(3),
+          b3 = _mm256_set1_epi8(4);
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t i = 0; i < iterations; ++i) {
+    // Opaque to the compiler, so the products are not hoisted out of the loop.
+    __asm__ volatile("" : "+x"(a), "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
+    c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+    c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+    c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b2), ones));
+    c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b3), ones));
+    c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
+    c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
+    c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(_mm256_maddubs_epi16(b2, a), ones));
+    c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(_mm256_maddubs_epi16(b3, a), ones));
+  }
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                       _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+  __asm__ volatile("" : : "x"(sum));
+  return static_cast<uint64_t>(iterations) * 8 * 64;  // 32 multiply-adds per VPMADDUBSW
+}
+
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;
   const int8_t* packed = w.packed(kAvx2Layout);

@@ -85,6 +85,11 @@ void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 
+// Throughput probe of the CPU's int8 multiply-add units (VPMADDUBSW + VPMADDWD, the
+// usual definition of the AVX2 int8 peak): runs `iterations` rounds of independent
+// chains and returns the number of int8 operations (multiply and add each count one).
+uint64_t qs8_peak_probe__avx2(size_t iterations);
+
 // Copies rows [m0, m0 + rows) of A into a dense buffer of row stride `stride` (>= K),
 // zero-filling the padding columns: the packing step of the SIMD paths.
 void gather_rows(const GemmRows& a, size_t m0, size_t rows, int8_t* dst, size_t stride);
