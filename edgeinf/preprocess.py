@@ -187,7 +187,7 @@ class Pipeline:
         self._scale = tuple(float(v) for v in scale)
         self._bias = tuple(float(v) for v in bias)
         self._pad = tuple(float(v) for v in pad)
-        self._plans: OrderedDict[tuple, Any] = OrderedDict()
+        self._plans: OrderedDict[tuple, tuple[Any, Letterbox]] = OrderedDict()
         self._lock = threading.Lock()
         self.last_letterbox: Letterbox | None = None
 
@@ -242,9 +242,11 @@ class Pipeline:
         if layout not in (Layout.NHWC, Layout.NCHW):
             layout = Layout.NHWC if shape[2] in (1, 3) else Layout.NCHW
         channels, height, width = (shape[2], shape[0], shape[1]) if layout == Layout.NHWC else shape
+        if channels < 0:  # a fully dynamic input (NCNN's Input without sizes): an image has 3
+            channels = 3
         if size is not None:
             width, height = (int(v) for v in size)
-        if width <= 0 or height <= 0:
+        if width < 0 or height < 0:
             raise ValueError(f"input {spec.name!r} has a dynamic size {spec.shape}: pass size=(width, height)")
         dtype = np.dtype(spec.dtype)
         if dtype not in _DTYPES:
@@ -279,16 +281,17 @@ class Pipeline:
 
     def plan(self, frame: np.ndarray, roi: Sequence[int] | None = None):
         """The cached native plan for this frame's shape and ROI."""
+        return self._entry(frame, roi)[0]
+
+    def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox]:
+        key = (getattr(frame, "shape", None), None if roi is None else tuple(roi))
+        entry = self._plans.get(key)
+        if entry is not None:
+            return entry
         width, height = frame_size(frame, self.color)
         roi_t = (0, 0, width, height) if roi is None else tuple(int(v) for v in roi)
         if len(roi_t) != 4:
             raise ValueError(f"roi must be (x, y, width, height), got {roi!r}")
-        key = (width, height, roi_t)
-        with self._lock:
-            plan = self._plans.get(key)
-            if plan is not None:
-                self._plans.move_to_end(key)
-                return plan
         qmin, qmax = _QRANGE[_DTYPES[self.dtype]]
         plan = _C.ImagePlan(
             format=self.color,
@@ -308,11 +311,14 @@ class Pipeline:
             qmax=qmax,
             threads=self.threads,
         )
+        cx, cy, cw, ch = plan.content
+        rx, ry, rw, rh = plan.roi
+        entry = (plan, Letterbox(cw / rw, ch / rh, cx, cy, cw, ch, rx, ry, rw, rh, self.width, self.height))
         with self._lock:
-            self._plans[key] = plan
+            self._plans[key] = entry
             while len(self._plans) > _PLAN_CACHE_SIZE:
                 self._plans.popitem(last=False)
-        return plan
+        return entry
 
     def __call__(self, frame: np.ndarray, out: np.ndarray, roi: Sequence[int] | None = None) -> Letterbox:
         """Convert ``frame`` into ``out``.
@@ -329,13 +335,10 @@ class Pipeline:
         Raises:
             ValueError: naming the problem, for a wrong dtype, shape, stride, ROI or size.
         """
-        plan = self.plan(frame, roi)
+        plan, letterbox = self._entry(frame, roi)  # the per-frame path: one dict lookup, one native call
         plan.run(frame, out)
-        cx, cy, cw, ch = plan.content
-        rx, ry, rw, rh = plan.roi
-        lb = Letterbox(cw / rw, ch / rh, cx, cy, cw, ch, rx, ry, rw, rh, self.width, self.height)
-        self.last_letterbox = lb
-        return lb
+        self.last_letterbox = letterbox
+        return letterbox
 
 
 def _normalization(spec: TensorSpec, dtype: np.dtype, mean, std, channels: int) -> tuple[list[float], list[float]]:
@@ -408,9 +411,12 @@ def run_image(
     >>> outputs = run_image(model, frame, color="bgr", mean=127.5, std=127.5)  # doctest: +SKIP
     """
     pipe = pipeline_for(model, frame, color, **options)
+    if any(d < 0 for d in model.inputs[0].shape):  # dynamic input (NCNN): fix it to the pipeline's size
+        model.resize_input(0, pipe.output_shape)
     buf = model.input_buffer(0)
     if tuple(buf.shape) == pipe.output_shape or buf.shape == pipe.output_shape[1:]:
         pipe(frame, buf, roi)
+        del buf  # TFLite refuses to invoke while a view of its input memory is alive
         return model.invoke()
     # The runtime's buffer does not have the static shape (dynamic input): convert, then run.
     out = pipe.new_output()

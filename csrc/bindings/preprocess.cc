@@ -126,19 +126,40 @@ preprocess::Frame resolve_frame(const Plan& p, const py::array& a) {
   return f;
 }
 
+bool dtype_matches(const py::array& a, OutType t) {
+  const char kind = a.dtype().kind();
+  const py::ssize_t size = a.itemsize();
+  switch (t) {
+    case OutType::kFloat32:
+      return kind == 'f' && size == 4;
+    case OutType::kInt8:
+      return kind == 'i' && size == 1;
+    case OutType::kUInt8:
+      return kind == 'u' && size == 1;
+  }
+  return false;
+}
+
 void check_output(const Plan& p, const py::array& out) {
-  const std::string expected = dtype_name(p.out_type);
-  if (std::string(py::str(out.dtype())) != expected)
-    throw std::invalid_argument("output must be " + expected + ", got " + std::string(py::str(out.dtype())));
+  if (!dtype_matches(out, p.out_type))
+    throw std::invalid_argument(std::string("output must be ") + dtype_name(p.out_type) + ", got " +
+                                std::string(py::str(out.dtype())));
   if (!(out.flags() & py::array::c_style)) throw std::invalid_argument("output must be C-contiguous");
   if (!out.writeable()) throw std::invalid_argument("output array is read-only");
   const int64_t H = p.out_h, W = p.out_w, C = p.out_c;
-  std::vector<int64_t> want = p.nchw ? std::vector<int64_t>{C, H, W} : std::vector<int64_t>{H, W, C};
+  const int64_t want[3] = {p.nchw ? C : H, p.nchw ? H : W, p.nchw ? W : C};
   // Accept a leading batch dimension of 1, and (H, W) for one channel NHWC.
-  std::vector<int64_t> got(out.shape(), out.shape() + out.ndim());
-  while (got.size() > want.size() && got.front() == 1) got.erase(got.begin());
-  if (!p.nchw && C == 1 && got.size() == 2) got.push_back(1);
-  if (got != want)
+  int64_t got[3] = {1, 1, 1};
+  const py::ssize_t nd = out.ndim();
+  bool ok = nd >= 2 && nd <= 4 && (nd < 4 || out.shape(0) == 1);
+  if (ok && nd >= 3) {
+    for (int i = 0; i < 3; ++i) got[i] = out.shape(nd - 3 + i);
+  } else if (ok) {  // (H, W): one channel, NHWC
+    ok = !p.nchw && C == 1;
+    got[0] = out.shape(0);
+    got[1] = out.shape(1);
+  }
+  if (!ok || got[0] != want[0] || got[1] != want[1] || got[2] != want[2])
     throw std::invalid_argument("output must have shape " +
                                 (p.nchw ? dims_str({1, C, H, W}) : dims_str({1, H, W, C})) + ", got " +
                                 shape_str(out));

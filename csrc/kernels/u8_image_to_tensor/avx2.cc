@@ -14,43 +14,86 @@ namespace {
 // [-16384, 16256] (no saturation) and adding 128*128 gives exactly w0*p0 + w1*p1.
 inline __m256i unbias(__m256i v) { return _mm256_add_epi16(v, _mm256_set1_epi16(kHOne * 128)); }
 
-// One channel from a 4-byte window per pixel: 16 pixels per step.
-int hresample_1ch(const HPass& pass, const uint8_t* row, int end, int16_t* out) {
-  const int i0 = pass.i0[0], i1 = pass.i1[0];
-  alignas(32) uint8_t ctl[32];
-  for (int lane = 0; lane < 2; ++lane)
-    for (int k = 0; k < 16; ++k) {
-      const int d = k / 2;  // dword (pixel) of the pair
-      ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? i1 : i0)) : 0x80;
-    }
-  const __m256i control = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+inline __m128i load4(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm_cvtsi32_si128(v);
+}
+
+// Eight 4-byte windows, one per dword: pixels 0-3 in lane 0, 4-7 in lane 1.
+inline __m256i load8x4(const uint8_t* row, const int32_t* o) {
+  const __m128i a = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load4(row + o[0]), load4(row + o[1])),
+                                       _mm_unpacklo_epi32(load4(row + o[2]), load4(row + o[3])));
+  const __m128i b = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load4(row + o[4]), load4(row + o[5])),
+                                       _mm_unpacklo_epi32(load4(row + o[6]), load4(row + o[7])));
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+}
+
+// Blend of two resampled rows held as biased products m = h - 128*128:
+// h0 + ((h1 - h0) * b1 + 2^14) >> 15 via PMULHRSW (the scalar rounding, see scalar.cc).
+inline __m256i blend_rows(__m256i m0, __m256i m1, __m256i b) {
+  return unbias(_mm256_add_epi16(m0, _mm256_mulhrs_epi16(_mm256_sub_epi16(m1, m0), b)));
+}
+
+// One or two planar channels from a 4-byte window per pixel (gray, Y, I420 U/V, NV12
+// UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
+// blend them vertically (a fused hblend).
+template <bool kTwoRows>
+int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                 int plane_stride) {
+  const int nch = pass.nch;
+  __m256i control[2];
+  for (int c = 0; c < nch; ++c) {
+    alignas(32) uint8_t ctl[32];
+    for (int lane = 0; lane < 2; ++lane)
+      for (int k = 0; k < 16; ++k) {
+        const int d = k / 2;  // dword (pixel) of the pair
+        ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? pass.i1[c] : pass.i0[c])) : 0x80;
+      }
+    control[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
+  }
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const int* base = reinterpret_cast<const int*>(row);
+  const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
+  const int32_t* offsets = pass.offset.data();
+  const uint16_t* wpairs = pass.wpair.data();
+  // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15 (unpacklo of the two halves)
+  auto products = [&](__m256i wa, __m256i wb, int c, __m256i w) {
+    const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
+    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip));
+  };
   int x = 0;
   for (; x + 16 <= end; x += 16) {
-    const __m256i ia = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.offset.data() + x));
-    const __m256i ib = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.offset.data() + x + 8));
-    const __m256i ga = _mm256_shuffle_epi8(_mm256_i32gather_epi32(base, ia, 1), control);
-    const __m256i gb = _mm256_shuffle_epi8(_mm256_i32gather_epi32(base, ib, 1), control);
-    // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15
-    const __m256i pix = _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip);
-    __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pass.wpair.data() + x));
+    __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256i r = unbias(_mm256_maddubs_epi16(w, pix));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+    const int32_t* o = offsets + x;
+    const __m256i a0 = load8x4(row0, o), b0 = load8x4(row0, o + 8);  // windows loaded once for all channels
+    __m256i a1 = a0, b1v = b0;
+    if (kTwoRows) {
+      a1 = load8x4(row1, o);
+      b1v = load8x4(row1, o + 8);
+    }
+    for (int c = 0; c < nch; ++c) {
+      const __m256i m0 = products(a0, b0, c, w);
+      const __m256i r = kTwoRows ? blend_rows(m0, products(a1, b1v, c, w), bv) : unbias(m0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * plane_stride + x),
+                          _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
   }
   return x;
 }
 
-// Two or three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
-int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, int plane_stride) {
+// One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
+template <bool kTwoRows>
+int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                  int plane_stride) {
   const int nch = pass.nch;
+  const bool planar = pass.planar || nch == 1;
   alignas(32) uint8_t pctl[32], wctl[32];
   for (int lane = 0; lane < 2; ++lane)
     for (int k = 0; k < 8; ++k) {  // output slot k of the lane: int16 pair 2k, 2k+1
       const bool used = k < 2 * nch;
-      const int p = pass.planar ? k % 2 : k / nch;  // pixel within the lane
-      const int c = pass.planar ? k / 2 : k % nch;
+      const int p = planar ? k % 2 : k / nch;  // pixel within the lane
+      const int c = planar ? k / 2 : k % nch;
       uint8_t* pc = pctl + 16 * lane + 2 * k;
       uint8_t* wc = wctl + 16 * lane + 2 * k;
       pc[0] = used ? static_cast<uint8_t>(8 * p + pass.i0[c]) : 0x80;
@@ -61,41 +104,62 @@ int hresample_nch(const HPass& pass, const uint8_t* row, int end, int16_t* out, 
   const __m256i pcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(pctl));
   const __m256i wcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(wctl));
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   // interleaved: the lanes' first nch dwords are contiguous output; planar: dword c of
   // each lane is channel c of two pixels
-  const __m256i compact = pass.planar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
-                                      : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
-                                                  : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
-  const long long* base = reinterpret_cast<const long long*>(row);
+  const __m256i compact = planar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+                                 : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
+                                             : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  const int32_t* offsets = pass.offset.data();  // locals: the compiler cannot know that
+  const uint16_t* wpairs = pass.wpair.data();    // stores to `out` leave pass's vectors alone
+  // four 8-byte loads beat VPGATHERDQ here (it stalls badly on these machines)
+  auto products = [&](const uint8_t* row, const int32_t* o, __m256i w) {
+    const __m128i w01 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[0])),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[1])));
+    const __m128i w23 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[2])),
+                                           _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[3])));
+    const __m256i win = _mm256_inserti128_si256(_mm256_castsi128_si256(w01), w23, 1);
+    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip));
+  };
   int x = 0;
   for (; x + 4 <= end; x += 4) {
-    const __m128i idx = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pass.offset.data() + x));
-    const __m256i win = _mm256_i32gather_epi64(base, idx, 1);
-    const __m256i pix = _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip);
     long long wp;
-    std::memcpy(&wp, pass.wpair.data() + x, 8);
+    std::memcpy(&wp, wpairs + x, 8);
     const __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol);
-    const __m256i r = _mm256_permutevar8x32_epi32(unbias(_mm256_maddubs_epi16(w, pix)), compact);
-    if (!pass.planar) {
+    const __m256i m0 = products(row0, offsets + x, w);
+    const __m256i h = kTwoRows ? blend_rows(m0, products(row1, offsets + x, w), bv) : unbias(m0);
+    const __m256i r = _mm256_permutevar8x32_epi32(h, compact);
+    if (!planar) {
       // 4 * nch int16; the store runs into the next pixels' slots or the row slack
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x * nch), r);
     } else {
       const __m128i lo = _mm256_castsi256_si128(r), hi = _mm256_extracti128_si256(r, 1);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(out + x), lo);
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(lo, lo));
+      if (nch >= 2)
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(lo, lo));
       if (nch == 3) _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * plane_stride + x), hi);
     }
   }
   return x;
 }
 
+template <bool kTwoRows>
+int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                   int plane_stride) {
+  const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
+  if (window4) return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  return hresample_nch<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+}
+
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
-  int x = 0;
-  if (pass.nch == 1 && pass.i1[0] < 4)
-    x = hresample_1ch(pass, row, std::min(n, pass.simd_end4), out);
-  else if (pass.nch > 1)
-    x = hresample_nch(pass, row, std::min(n, pass.simd_end8), out, plane_stride);
+  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride);
   u8_hresample__scalar(pass, row, x, n, out, plane_stride);
+}
+
+void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+            int plane_stride) {
+  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride);
+  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
 }
 
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
@@ -123,17 +187,14 @@ void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
   u8_accumulate__scalar(row, i, n, w, acc, init);
 }
 
-// Per-channel constants laid out for 24-element blocks (3 vectors; 24 is a multiple of
-// every period, 1 and 3).
+// A row of the stage's pattern: the channels' constant over a 24-element block.
 struct Pattern {
   __m256 v[3];
 };
 
-template <class Get>
-Pattern pattern(const Channel* ch, int period, Get get) {
-  alignas(32) float f[24];
-  for (int j = 0; j < 24; ++j) f[j] = get(ch[j % period]);
-  return {{_mm256_load_ps(f), _mm256_load_ps(f + 8), _mm256_load_ps(f + 16)}};
+inline Pattern pattern(const Stage& st, int row) {
+  const float* f = st.pattern[row];
+  return {{_mm256_loadu_ps(f), _mm256_loadu_ps(f + 8), _mm256_loadu_ps(f + 16)}};
 }
 
 inline __m256 to_float(const int16_t* v) {
@@ -142,14 +203,16 @@ inline __m256 to_float(const int16_t* v) {
 
 // Writes 24 results: floats as they are, integers clamped, rounded half to even (the
 // default MXCSR mode, as nearbyint) and packed.
-inline void store24(const __m256 x[3], OutType type, const __m256 lo, const __m256 hi, void* out, int i) {
+inline void store24(const __m256 x[3], OutType type, bool saturating, const __m256 lo, const __m256 hi, void* out,
+                    int i) {
   if (type == OutType::kFloat32) {
     float* o = static_cast<float*>(out) + i;
     for (int k = 0; k < 3; ++k) _mm256_storeu_ps(o + 8 * k, x[k]);
     return;
   }
   __m256i q[3];
-  for (int k = 0; k < 3; ++k) q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
+  for (int k = 0; k < 3; ++k)
+    q[k] = _mm256_cvtps_epi32(saturating ? x[k] : _mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
   const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[2]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i bytes = type == OutType::kInt8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b);
@@ -159,50 +222,65 @@ inline void store24(const __m256 x[3], OutType type, const __m256 lo, const __m2
   _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 16), _mm256_extracti128_si256(ordered, 1));
 }
 
-void affine(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin, float qmax,
-            void* out) {
-  const Pattern s = pattern(ch, period, [](const Channel& c) { return c.scale; });
-  const Pattern b = pattern(ch, period, [](const Channel& c) { return c.bias; });
-  const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax);
+void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  const Pattern s = pattern(st, 4), b = pattern(st, 5);
+  const __m256 lo = _mm256_set1_ps(st.qmin), hi = _mm256_set1_ps(st.qmax);
   int i = 0;
   for (; i + 24 <= n; i += 24) {
     __m256 x[3];
     for (int k = 0; k < 3; ++k) x[k] = _mm256_add_ps(_mm256_mul_ps(to_float(v + i + 8 * k), s.v[k]), b.v[k]);
-    store24(x, type, lo, hi, out, i);
+    store24(x, st.type, st.saturating, lo, hi, out, i);
   }
-  s16_affine__scalar(v, i, n, period, ch, type, qmin, qmax, out);
+  s16_affine__scalar(v, i, n, st, out);
 }
 
-void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period, const Channel* ch,
-            OutType type, float qmin, float qmax, void* out) {
-  const Pattern k0 = pattern(ch, period, [](const Channel& c) { return c.k0; });
-  const Pattern k1 = pattern(ch, period, [](const Channel& c) { return c.k1; });
-  const Pattern k2 = pattern(ch, period, [](const Channel& c) { return c.k2; });
-  const Pattern k3 = pattern(ch, period, [](const Channel& c) { return c.k3; });
-  const Pattern s = pattern(ch, period, [](const Channel& c) { return c.scale; });
-  const Pattern b = pattern(ch, period, [](const Channel& c) { return c.bias; });
-  const __m256 lo = _mm256_set1_ps(qmin), hi = _mm256_set1_ps(qmax);
+// Three 8-element groups of one value per pixel repeated x3 (v0 v0 v0 v1 v1 v1 v2 v2 | ...),
+// from 8 pixels' values: 24 interleaved elements.
+inline void expand3(const int16_t* v, __m256 f[3]) {
+  // convert once, then repeat in the float domain (exact either way)
+  const __m256 x = to_float(v);
+  f[0] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 1, 1, 1, 2, 2));
+  f[1] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 3, 3, 3, 4, 4, 4, 5));
+  f[2] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(5, 5, 6, 6, 6, 7, 7, 7));
+}
+
+void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
+  const Pattern k0 = pattern(st, 0), k1 = pattern(st, 1), k2 = pattern(st, 2), k3 = pattern(st, 3);
+  const Pattern s = pattern(st, 4), b = pattern(st, 5);
+  const bool expand = st.expand;
+  const __m256 lo = _mm256_set1_ps(st.qmin), hi = _mm256_set1_ps(st.qmax);
   const __m256 zero = _mm256_setzero_ps(), top = _mm256_set1_ps(255.0f);
   int i = 0;
   for (; i + 24 <= n; i += 24) {
+    __m256 f0[3], f1[3], f2[3];
+    if (expand) {
+      expand3(a0 + i / 3, f0);
+      expand3(a1 + i / 3, f1);
+      expand3(a2 + i / 3, f2);
+    } else {
+      for (int k = 0; k < 3; ++k) {
+        f0[k] = to_float(a0 + i + 8 * k);
+        f1[k] = to_float(a1 + i + 8 * k);
+        f2[k] = to_float(a2 + i + 8 * k);
+      }
+    }
     __m256 x[3];
     for (int k = 0; k < 3; ++k) {
-      const int j = i + 8 * k;
-      __m256 t = _mm256_add_ps(k0.v[k], _mm256_mul_ps(k1.v[k], to_float(a0 + j)));
-      t = _mm256_add_ps(t, _mm256_mul_ps(k2.v[k], to_float(a1 + j)));
-      t = _mm256_add_ps(t, _mm256_mul_ps(k3.v[k], to_float(a2 + j)));
+      __m256 t = _mm256_add_ps(k0.v[k], _mm256_mul_ps(k1.v[k], f0[k]));
+      t = _mm256_add_ps(t, _mm256_mul_ps(k2.v[k], f1[k]));
+      t = _mm256_add_ps(t, _mm256_mul_ps(k3.v[k], f2[k]));
       t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
       x[k] = _mm256_add_ps(_mm256_mul_ps(t, s.v[k]), b.v[k]);
     }
-    store24(x, type, lo, hi, out, i);
+    store24(x, st.type, st.saturating, lo, hi, out, i);
   }
-  s16_matrix__scalar(a0, a1, a2, i, n, period, ch, type, qmin, qmax, out);
+  s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
   return k;
 }
 

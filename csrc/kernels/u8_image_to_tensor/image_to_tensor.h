@@ -60,6 +60,7 @@ struct HPass {
 struct VTable {
   std::vector<int32_t> row0;  // first source row (absolute plane row)
   std::vector<int32_t> b1;    // weight of row0 + 1 in 1/2^15; 0 means row0 only
+  bool disjoint = false;      // no source row serves two output rows (downscale): fuse, no cache
   std::vector<int32_t> tap_start, tap_row, tap_weight;  // area
 };
 
@@ -71,23 +72,42 @@ struct Channel {
   float scale = 1, bias = 0;  // affine mode: scale already includes the 1/128 of the units
 };
 
+// One call of the colour stage: element i of a row has channel ch[i % period].
+struct Stage {
+  std::array<Channel, 3> ch{};
+  int period = 1;
+  OutType type = OutType::kFloat32;
+  float qmin = 0, qmax = 0;
+  bool expand = false;  // matrix inputs hold one value per pixel; output i reads input i / 3
+  // [qmin, qmax] is the whole int8/uint8 range and every value fits int32: rounding to int32
+  // then saturating to 8 bits equals the reference's clamp-then-round (SIMD may skip the clamp)
+  bool saturating = false;
+  // ch's constants repeated over 24 elements (a multiple of both periods) for SIMD paths:
+  // rows k0, k1, k2, k3, scale, bias
+  float pattern[6][24] = {};
+};
+
 struct Plan {
   Format format = Format::kBGR;
   Resize resize = Resize::kBilinear;
   OutType out_type = OutType::kFloat32;
   bool nchw = false;
   bool matrix = false;  // colour stage needs a0, a1, a2 (YUV sources, RGB -> gray)
+  bool expand = false;  // matrix inputs hold one value per pixel, the output three (NHWC YUV)
   int src_w = 0, src_h = 0;
   int roi_x = 0, roi_y = 0, roi_w = 0, roi_h = 0;
   int out_w = 0, out_h = 0, out_c = 3;
   int dst_x = 0, dst_y = 0, dst_w = 0, dst_h = 0;  // content rectangle inside the output
   float qmin = 0, qmax = 0;
   std::array<Channel, 3> channel{};
+  std::array<Stage, 3> stage{};  // NHWC: stage[0] for the whole row; NCHW: stage[c] per plane
   std::array<float, 3> pad_value{};  // output-domain value of the pad, per channel
   std::array<int, 3> plane_w{}, plane_h{}, plane_bpp{};
   int planes = 1;
   std::array<int, 3> span_begin{}, span_end{};  // area: bytes of each plane row accumulated
   std::vector<HPass> passes;
+  // matrix mode: where a0, a1, a2 come from, as (pass, channel plane of that pass)
+  std::array<std::array<int, 2>, 3> inputs{};
   VTable luma, chroma;
   int threads = 1;
 };
@@ -103,18 +123,19 @@ struct Kernels {
   // Bilinear / nearest horizontal pass over one source row. `out` has nch rows of
   // `plane_stride` elements when planar, else one interleaved row.
   void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride);
+  // hresample of row0 and row1 blended by vblend, fused (rows no other output row needs).
+  void (*hblend)(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                 int plane_stride);
   // out = h0 + ((h1 - h0) * b1 + 2^14) >> 15, for 0 <= b1 < 2^15.
   void (*vblend)(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out);
   // acc[i] (=|+=) w * row[i] for n bytes (area, vertical accumulation).
   void (*accumulate)(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init);
   // Area horizontal reduction of an accumulated row into 1/128 units.
   void (*area_reduce)(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
-  // Affine colour stage: out[i] = v[i] * ch[i % period].scale + ch[i % period].bias.
-  void (*affine)(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin,
-                 float qmax, void* out);
-  // Matrix colour stage over three input rows.
-  void (*matrix)(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period,
-                 const Channel* ch, OutType type, float qmin, float qmax, void* out);
+  // Affine colour stage: out[i] = v[i] * scale + bias of element i's channel.
+  void (*affine)(const int16_t* v, int n, const Stage& st, void* out);
+  // Matrix colour stage over three input rows (see Channel).
+  void (*matrix)(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out);
 };
 
 const Kernels& kernels__scalar();
@@ -124,13 +145,14 @@ const Kernels& kernels__neon();
 // The scalar primitives, also used by SIMD files for tails and unvectorized cases.
 void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,
                           int plane_stride);
+void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
+                       int16_t* out, int plane_stride);
 void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int begin, int end, int16_t* out);
 void u8_accumulate__scalar(const uint8_t* row, int begin, int end, int32_t w, int32_t* acc, bool init);
 void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
-void s16_affine__scalar(const int16_t* v, int begin, int end, int period, const Channel* ch, OutType type,
-                        float qmin, float qmax, void* out);
-void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, int period,
-                        const Channel* ch, OutType type, float qmin, float qmax, void* out);
+void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out);
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
+                        const Stage& st, void* out);
 
 // Building and running (portable).
 struct PlanRequest {

@@ -248,14 +248,15 @@ Plan build_plan(const PlanRequest& r) {
     } else {  // luma from R, G, B planes
       p.matrix = true;
       p.passes.push_back(make_pass(0, 3, true, bpp, {packed_index(f, 0), packed_index(f, 1), packed_index(f, 2)}, bpp));
+      p.inputs = {{{0, 0}, {0, 1}, {0, 2}}};
     }
   } else if (f == Format::kGray) {
     const int nch = (out_c == 3 && !planar) ? 3 : 1;  // NHWC: replicate into the three channels
     p.passes.push_back(make_pass(0, nch, false, 1, {0, 0, 0}, 1));
   } else {
     p.matrix = true;
-    const bool rep = out_c == 3 && !planar;  // NHWC: Y, U, V each replicated x3 to line up with R, G, B
-    const int nch = rep ? 3 : 1;
+    p.expand = out_c == 3 && !planar;  // NHWC: the colour stage repeats each Y, U, V for R, G, B
+    const int nch = 1;
     const bool yuyv = f == Format::kYUYV;
     const int ybpp = yuyv ? 2 : 1;
     p.passes.push_back(make_pass(0, nch, false, ybpp, {0, 0, 0}, ybpp));
@@ -273,11 +274,19 @@ Plan build_plan(const PlanRequest& r) {
         ui = 1;
         vi = 3;
       }
-      HPass u = make_pass(uplane, nch, false, cbpp, {ui, ui, ui}, cbpp);
-      HPass v = make_pass(vplane, nch, false, cbpp, {vi, vi, vi}, cbpp);
-      u.chroma_rows = v.chroma_rows = is_yuv420(f);
-      p.passes.push_back(u);
-      p.passes.push_back(v);
+      if (uplane == vplane) {  // interleaved U and V: one pass, two planar channels
+        HPass uv = make_pass(uplane, 2, true, cbpp, {ui, vi, 0}, cbpp);
+        uv.chroma_rows = is_yuv420(f);
+        p.passes.push_back(uv);
+        p.inputs = {{{0, 0}, {1, 0}, {1, 1}}};
+      } else {
+        HPass u = make_pass(uplane, nch, false, cbpp, {ui, ui, ui}, cbpp);
+        HPass v = make_pass(vplane, nch, false, cbpp, {vi, vi, vi}, cbpp);
+        u.chroma_rows = v.chroma_rows = true;
+        p.passes.push_back(u);
+        p.passes.push_back(v);
+        p.inputs = {{{0, 0}, {1, 0}, {2, 0}}};
+      }
     }
   }
 
@@ -301,6 +310,11 @@ Plan build_plan(const PlanRequest& r) {
     }
     chroma_linear(lx0, lw1, cx0, cw1);
     chroma_linear(p.luma.row0, p.luma.b1, p.chroma.row0, p.chroma.b1);
+    for (VTable* t : {&p.luma, &p.chroma}) {
+      t->disjoint = true;
+      for (size_t y = 0; y + 1 < t->row0.size(); ++y)
+        if (t->row0[y] + (t->b1[y] ? 1 : 0) >= t->row0[y + 1]) t->disjoint = false;
+    }
   }
 
   for (HPass& pass : p.passes) {
@@ -381,6 +395,30 @@ Plan build_plan(const PlanRequest& r) {
     ch.k2 = static_cast<float>(ku * u);
     ch.k3 = static_cast<float>(kv * u);
     ch.k0 = static_cast<float>(-cy * y0 - 128.0 * (ku + kv));
+  }
+  // Stages: one for an NHWC row (channels interleaved), one per channel plane for NCHW.
+  for (int g = 0; g < (r.nchw ? out_c : 1); ++g) {
+    Stage& st = p.stage[g];
+    st.period = r.nchw ? 1 : out_c;
+    for (int c = 0; c < st.period; ++c) st.ch[c] = p.channel[r.nchw ? g : c];
+    st.type = r.out_type;
+    st.qmin = r.qmin;
+    st.qmax = r.qmax;
+    st.expand = p.expand && !r.nchw;
+    const bool full_range = (r.out_type == OutType::kInt8 && r.qmin == -128 && r.qmax == 127) ||
+                            (r.out_type == OutType::kUInt8 && r.qmin == 0 && r.qmax == 255);
+    double bound = 0;  // largest |value| before quantization
+    for (int c = 0; c < st.period; ++c) {
+      const Channel& ch = st.ch[c];
+      const double in = p.matrix ? 255.0 : 32767.0;  // matrix: clamped levels; affine: 1/128 units
+      bound = std::max(bound, in * std::fabs(ch.scale) + std::fabs(ch.bias));
+    }
+    st.saturating = full_range && bound < 1e9;
+    for (int j = 0; j < 24; ++j) {
+      const Channel& ch = st.ch[j % st.period];
+      const float row[6] = {ch.k0, ch.k1, ch.k2, ch.k3, ch.scale, ch.bias};
+      for (int k = 0; k < 6; ++k) st.pattern[k][j] = row[k];
+    }
   }
   for (int c = 0; c < out_c; ++c) {
     const float v = r.pad[c] * r.scale[c] + r.bias[c];

@@ -97,11 +97,31 @@ class RowRunner {
     return r.h[slot].data();
   }
 
+  // The next output row's source rows come from L3 or DRAM; the hardware prefetchers do
+  // not follow the jumps between rows, so ask for them one output row ahead.
+  void prefetch_rows(const HPass& pass, const VTable& t, int cy) const {
+    if (pass.offset.empty()) return;
+    const int begin = pass.offset.front(), end = pass.offset.back() + kWindow;
+    for (int k = 0; k < (t.b1[cy] ? 2 : 1); ++k) {
+      const uint8_t* row = plane_row(pass.plane, t.row0[cy] + k);
+      for (int b = begin; b < end; b += 64) __builtin_prefetch(row + b);
+    }
+  }
+
   void linear_row(size_t pi, int cy) {
     const HPass& pass = p_.passes[pi];
     const VTable& t = pass.chroma_rows ? p_.chroma : p_.luma;
     const int row0 = t.row0[cy], b1 = t.b1[cy];
     PassRows& r = ws_.pass[pi];
+    if (t.disjoint) {  // each source row serves this output row only: resample straight into v
+      if (cy + 1 < static_cast<int>(t.row0.size())) prefetch_rows(pass, t, cy + 1);
+      const uint8_t* src0 = plane_row(pass.plane, row0);
+      if (b1 == 0)
+        k_.hresample(pass, src0, p_.dst_w, r.v.data(), r.plane_stride);
+      else
+        k_.hblend(pass, src0, plane_row(pass.plane, row0 + 1), b1, p_.dst_w, r.v.data(), r.plane_stride);
+      return;
+    }
     const int n = pass.planar ? pass.nch * r.plane_stride : pass.nch * p_.dst_w;
     const int16_t* h0 = hrow(pi, row0, b1 ? row0 + 1 : -1);
     if (b1 == 0) {
@@ -160,12 +180,11 @@ class RowRunner {
       fill(row, 0, p_.dst_x * out_c, out_c, 0);
       uint8_t* content = row + static_cast<size_t>(p_.dst_x) * out_c * esize_;
       if (!p_.matrix) {
-        k_.affine(ws_.pass[0].v.data(), n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax,
-                  content);
+        k_.affine(ws_.pass[0].v.data(), n * out_c, p_.stage[0], content);
       } else {
         const int16_t *a0, *a1, *a2;
         inputs(0, a0, a1, a2);
-        k_.matrix(a0, a1, a2, n * out_c, out_c, p_.channel.data(), p_.out_type, p_.qmin, p_.qmax, content);
+        k_.matrix(a0, a1, a2, n * out_c, p_.stage[0], content);
       }
       fill(row, (p_.dst_x + n) * out_c, p_.out_w * out_c, out_c, 0);
       return;
@@ -177,30 +196,29 @@ class RowRunner {
       const int16_t *a0, *a1, *a2;
       inputs(c, a0, a1, a2);
       if (!p_.matrix)
-        k_.affine(a0, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+        k_.affine(a0, n, p_.stage[c], content);
       else
-        k_.matrix(a0, a1, a2, n, 1, &p_.channel[c], p_.out_type, p_.qmin, p_.qmax, content);
+        k_.matrix(a0, a1, a2, n, p_.stage[c], content);
       fill(row, p_.dst_x + n, p_.out_w, 1, c);
     }
   }
 
   // The colour stage's input rows for output channel c (NCHW) or for the row (NHWC, c = 0).
   void inputs(int c, const int16_t*& a0, const int16_t*& a1, const int16_t*& a2) const {
+    if (p_.matrix) {
+      const int16_t* a[3];
+      for (int k = 0; k < 3; ++k) {
+        const PassRows& r = ws_.pass[p_.inputs[k][0]];
+        a[k] = r.v.data() + p_.inputs[k][1] * r.plane_stride;
+      }
+      a0 = a[0];
+      a1 = a[1];
+      a2 = a[2];
+      return;
+    }
+    // affine: channel c's plane, or the one shared row (gray)
     const PassRows& r0 = ws_.pass[0];
-    if (p_.passes.size() == 3) {  // Y, U, V
-      a0 = r0.v.data();
-      a1 = ws_.pass[1].v.data();
-      a2 = ws_.pass[2].v.data();
-      return;
-    }
     const HPass& pass = p_.passes[0];
-    if (p_.matrix && pass.nch == 3 && pass.planar) {  // R, G, B planes -> luma
-      a0 = r0.v.data();
-      a1 = a0 + r0.plane_stride;
-      a2 = a1 + r0.plane_stride;
-      return;
-    }
-    // affine: channel c's plane, or the one shared row (gray, luma)
     a0 = (pass.planar && pass.nch > 1) ? r0.v.data() + c * r0.plane_stride : r0.v.data();
     a1 = a2 = a0;
   }

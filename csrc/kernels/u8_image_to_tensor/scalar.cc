@@ -27,6 +27,29 @@ void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int 
   }
 }
 
+// hresample of row0 and of row1, then vblend, in one loop (same values, element by element).
+void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
+                       int16_t* out, int plane_stride) {
+  const int nch = pass.nch;
+  for (int x = begin; x < end; ++x) {
+    const uint8_t* p0 = row0 + pass.offset[x];
+    const uint8_t* p1 = row1 + pass.offset[x];
+    const int w0 = pass.wpair[x] & 0xff, w1 = pass.wpair[x] >> 8;
+    for (int c = 0; c < nch; ++c) {
+      int h0 = w0 * p0[pass.i0[c]], h1 = w0 * p1[pass.i0[c]];
+      if (w1) {
+        h0 += w1 * p0[pass.i1[c]];
+        h1 += w1 * p1[pass.i1[c]];
+      }
+      const int16_t v = static_cast<int16_t>(h0 + (((h1 - h0) * b1 + (1 << 14)) >> 15));
+      if (pass.planar)
+        out[c * plane_stride + x] = v;
+      else
+        out[x * nch + c] = v;
+    }
+  }
+}
+
 // Vertical blend with a 15-bit weight and round-half-up: h0 + floor(((h1-h0)*b1 + 2^14) / 2^15).
 // (h1-h0)*b1 fits int32 (|h1-h0| <= 32640, b1 < 2^15), and >> on a negative int is floor
 // (arithmetic shift) with GCC and Clang. The same value as x86 PMULHRSW and Arm SQRDMULH.
@@ -94,29 +117,29 @@ inline void emit(OutType type, void* out, int i, float v, float qmin, float qmax
 
 }  // namespace
 
-void s16_affine__scalar(const int16_t* v, int begin, int end, int period, const Channel* ch, OutType type,
-                        float qmin, float qmax, void* out) {
+void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out) {
   for (int i = begin; i < end; ++i) {
-    const Channel& c = ch[i % period];
+    const Channel& c = st.ch[i % st.period];
     const float x = static_cast<float>(v[i]) * c.scale + c.bias;
-    emit(type, out, i, x, qmin, qmax);
+    emit(st.type, out, i, x, st.qmin, st.qmax);
   }
 }
 
 // Colour matrix, always evaluated as ((k0 + k1*a0) + k2*a1) + k3*a2 so every ISA rounds
 // the same way; the colour is clamped to [0, 255] levels like an 8-bit conversion would.
-void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, int period,
-                        const Channel* ch, OutType type, float qmin, float qmax, void* out) {
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
+                        const Stage& st, void* out) {
   for (int i = begin; i < end; ++i) {
-    const Channel& c = ch[i % period];
-    float x = c.k0 + c.k1 * static_cast<float>(a0[i]);
-    x = x + c.k2 * static_cast<float>(a1[i]);
-    x = x + c.k3 * static_cast<float>(a2[i]);
+    const Channel& c = st.ch[i % st.period];
+    const int j = st.expand ? i / 3 : i;
+    float x = c.k0 + c.k1 * static_cast<float>(a0[j]);
+    x = x + c.k2 * static_cast<float>(a1[j]);
+    x = x + c.k3 * static_cast<float>(a2[j]);
     // written as the SIMD max/min are defined (a > b ? a : b), so a -0 clamps to +0 everywhere
     x = x > 0.0f ? x : 0.0f;
     x = x < 255.0f ? x : 255.0f;
     x = x * c.scale + c.bias;
-    emit(type, out, i, x, qmin, qmax);
+    emit(st.type, out, i, x, st.qmin, st.qmax);
   }
 }
 
@@ -125,25 +148,25 @@ namespace {
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
   u8_hresample__scalar(pass, row, 0, n, out, plane_stride);
 }
+void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+            int plane_stride) {
+  u8_hblend__scalar(pass, row0, row1, b1, 0, n, out, plane_stride);
+}
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   s16_vblend__scalar(h0, h1, b1, 0, n, out);
 }
 void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
   u8_accumulate__scalar(row, 0, n, w, acc, init);
 }
-void affine(const int16_t* v, int n, int period, const Channel* ch, OutType type, float qmin, float qmax,
-            void* out) {
-  s16_affine__scalar(v, 0, n, period, ch, type, qmin, qmax, out);
-}
-void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, int period, const Channel* ch,
-            OutType type, float qmin, float qmax, void* out) {
-  s16_matrix__scalar(a0, a1, a2, 0, n, period, ch, type, qmin, qmax, out);
+void affine(const int16_t* v, int n, const Stage& st, void* out) { s16_affine__scalar(v, 0, n, st, out); }
+void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
+  s16_matrix__scalar(a0, a1, a2, 0, n, st, out);
 }
 
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
   return k;
 }
 
