@@ -1,12 +1,13 @@
 """The image-to-tensor reference: its documented arithmetic, and its agreement with OpenCV.
 
 Tolerances (docs/preprocess.md): packed formats agree with cv2.resize within 1 level
-(bilinear: the 7-bit column weights; area: the 11-bit box weights); nearest picks exactly
-floor((x + 0.5) * in / out); YUV sources agree within 2 levels with OpenCV resizing the
-planes (chroma repeated over its 2x2 block, as cvtColor does) followed by the documented
-BT.601 formula within 2.5 levels (OpenCV rounds the resized planes to 8 bits), and with cvtColor-then-resize on a natural photo within 2 levels for
-99.5 % of the values (they differ where OpenCV clamps out-of-gamut source pixels before
-interpolating, up to 24 levels at saturated colour edges).
+(bilinear: the 7-bit column weights; area: the 11-bit box weights; OpenCV's own aarch64
+build adds a level at rare pixels); nearest picks exactly floor((x + 0.5) * in / out);
+YUV sources agree within 2.5 levels with OpenCV resizing the planes (chroma repeated over
+its 2x2 block, as cvtColor does) followed by the documented BT.601 formula (OpenCV rounds
+the resized planes to 8 bits), and with cvtColor-then-resize on a natural photo within 2
+levels for 99.5 % of the values (they differ where OpenCV clamps out-of-gamut source
+pixels before interpolating, up to 24 levels at saturated colour edges).
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ def test_bilinear_matches_documented_fixed_point(photo, dtype, size, roi):
 def test_bilinear_within_one_level_of_cv2_resize(photo, size):
     got = convert(photo, "bgr", *size, channel_order="bgr")
     want = cv2.resize(photo, size, interpolation=cv2.INTER_LINEAR)
-    msg = first_mismatch(got, want, tol=1)
+    # 1 level against x86 OpenCV; its aarch64 build is off by one more at rare pixels
+    within_one = (np.abs(got.astype(int) - want) <= 1).mean()
+    assert within_one >= 0.9999, f"{within_one:.6f} within 1 level; {first_mismatch(got, want, tol=1)}"
+    msg = first_mismatch(got, want, tol=2)
     assert not msg, msg
 
 
@@ -298,11 +302,14 @@ def test_one_pixel_image_fills_the_output(rng):
         assert (got == [30, 20, 10]).all(), resize
 
 
-def test_threads_give_the_same_result(rng):
-    frame = make_frame(rng, "bgr", 300, 200)
-    a = convert(frame, "bgr", 150, 120, dtype="float32", std=255.0)
-    b = convert(frame, "bgr", 150, 120, dtype="float32", std=255.0, threads=2)
-    assert not first_mismatch(a, b)
+@pytest.mark.parametrize("resize", ["bilinear", "nearest", "area"])
+@pytest.mark.parametrize("color", ["bgr", "nv12"])
+def test_threads_give_the_same_result(rng, resize, color):
+    frame = make_frame(rng, color, 300, 200)
+    for size in [(150, 120), (64, 37), (400, 300)]:
+        a = convert(frame, color, *size, dtype="float32", std=255.0, resize=resize)
+        b = convert(frame, color, *size, dtype="float32", std=255.0, resize=resize, threads=2)
+        assert not first_mismatch(a, b), (size, first_mismatch(a, b))
 
 
 def test_pipeline_writes_into_model_like_buffers(rng):
