@@ -83,6 +83,7 @@ def measure(
     batch: int | None = 1,
     min_batch_s: float = 200e-6,
     on_run: Callable[[int], object] | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Stats:
     """Time ``fn()``: ``warmup`` calls, then ``runs`` timed runs of ``batch`` calls each.
 
@@ -90,6 +91,9 @@ def measure(
         batch: calls per timed run; None picks enough calls to last ``min_batch_s``.
         on_run: called with the number of finished timed runs after each one (outside
             the timed span), e.g. to draw a progress bar.
+        clock: seconds; default `time.perf_counter` (wall time). `time.thread_time`
+            counts only this thread's CPU time, which other work on a busy machine does
+            not inflate (for single-threaded work).
     """
     if runs < 1 or warmup < 0:
         raise ValueError(f"runs must be >= 1 and warmup >= 0, got runs={runs}, warmup={warmup}")
@@ -98,7 +102,7 @@ def measure(
     if batch is None:
         batch = _batch_size(fn, min_batch_s)
     times = np.empty(runs)
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
     for i in range(runs):
         start = clock()
         for _ in range(batch):
@@ -116,15 +120,19 @@ def compare(
     runs: int = 100,
     batch: int | None = 1,
     rounds: int = 5,
+    clock: Callable[[], float] | None = None,
 ) -> dict[str, Stats]:
-    """Measure several functions interleaved (A B C A B C ...), ``rounds`` slices each."""
+    """Measure several functions interleaved (A B C A B C ...), ``rounds`` slices each.
+
+    ``clock`` as in `measure`.
+    """
     for fn in contenders.values():
         for _ in range(warmup):
             fn()
     batches = {name: (batch or _batch_size(fn, 200e-6)) for name, fn in contenders.items()}
     per_round = max(1, runs // rounds)
     samples: dict[str, list[float]] = {name: [] for name in contenders}
-    clock = time.perf_counter
+    clock = clock or time.perf_counter
     for _ in range(rounds):
         for name, fn in contenders.items():
             b = batches[name]
@@ -204,9 +212,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def _load_average() -> float | None:
+    # Other work on a shared machine slows every contender; the figure says how busy it was.
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def environment() -> dict:
     """Date, machine and versions, as every benchmark report records them (no runtime is imported)."""
-    from . import __version__
+    from . import __version__, board
     from .model import default_threads
 
     try:
@@ -223,6 +239,8 @@ def environment() -> dict:
             "cores_usable": default_threads(),
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
+            "board": board.detect().as_dict(),  # "emulated": true marks a run under qemu: not the board's speed
+            "load_avg_1m": _load_average(),
         },
         "versions": {
             "edgeinf": __version__,
@@ -393,20 +411,21 @@ def bench_model(
             inputs = [image_input(first.inputs[0], image, image_range)]
         else:
             inputs = random_inputs(first.inputs, seed, shape)
+        feed = inputs[0] if len(inputs) == 1 else inputs  # as a caller passes them: one array, or a list
         start = time.perf_counter()
-        first.run(inputs)
+        first.run(feed)
         first_ms = (time.perf_counter() - start) * 1e3
         if concurrency == 1:
             for _ in range(warmup):
-                first.run(inputs)
+                first.run(feed)
             rss_warm = rss_bytes()
             wall_start = time.perf_counter()
-            stats = measure(lambda: first.run(inputs), warmup=0, runs=runs, batch=1, on_run=on_run)
+            stats = measure(lambda: first.run(feed), warmup=0, runs=runs, batch=1, on_run=on_run)
             wall_s = time.perf_counter() - wall_start
             total_calls = runs
             rss_after = rss_bytes()
         else:
-            stats, wall_s, rss_warm = _concurrent(models, inputs, warmup, runs, on_run)
+            stats, wall_s, rss_warm = _concurrent(models, feed, warmup, runs, on_run)
             total_calls = runs * concurrency
             rss_after = rss_bytes()
         peak = peak_rss_bytes()
@@ -446,10 +465,15 @@ def bench_model(
 
 
 def _concurrent(models, inputs, warmup: int, runs: int, on_run):
-    """``len(models)`` threads, one Model each, released together; per-call times pooled."""
+    """``len(models)`` threads, one Model each, released together; per-call times pooled.
+
+    Wall time runs from the first thread's first timed call to the last thread's last
+    one, as each thread stamps them (the releasing thread may be descheduled).
+    """
     n = len(models)
-    barrier = threading.Barrier(n + 1)
+    warmed, go = threading.Barrier(n + 1), threading.Barrier(n + 1)
     times = [np.empty(runs) for _ in range(n)]
+    spans = [[0.0, 0.0] for _ in range(n)]
     failures: list[BaseException] = []
 
     def work(k: int) -> None:
@@ -459,30 +483,33 @@ def _concurrent(models, inputs, warmup: int, runs: int, on_run):
                 model.run(inputs)
         except BaseException as exc:  # reported after the join, never lost in a thread
             failures.append(exc)
-        barrier.wait()
+        warmed.wait()
+        go.wait()
         if failures:
             return
         clock = time.perf_counter
         mine = times[k]
         try:
+            spans[k][0] = clock()
             for i in range(runs):
                 start = clock()
                 model.run(inputs)
                 mine[i] = clock() - start
                 if k == 0 and on_run is not None:
                     on_run(i + 1)
+            spans[k][1] = clock()
         except BaseException as exc:
             failures.append(exc)
 
     workers = [threading.Thread(target=work, args=(k,), name=f"edgeinf-bench-{k}") for k in range(n)]
     for w in workers:
         w.start()
-    barrier.wait()  # every thread has warmed up
+    warmed.wait()  # every thread has warmed up and waits: memory now is the warmed-up figure
     rss_warm = rss_bytes()
-    start = time.perf_counter()
+    go.wait()
     for w in workers:
         w.join()
-    wall_s = time.perf_counter() - start
     if failures:
         raise failures[0]
+    wall_s = max(end for _, end in spans) - min(begin for begin, _ in spans)
     return summarize(np.concatenate(times) * 1e6), wall_s, rss_warm

@@ -126,6 +126,7 @@ class Board:
     def as_dict(self) -> dict:
         """JSON-ready record for `edgeinf info --json` and benchmark records."""
         return {
+            "summary": self.summary(),
             "board": self.key,
             "family": self.family,
             "model": self.model,
@@ -137,6 +138,8 @@ class Board:
             "l4t_release": self.l4t_release,
             "emulated": self.emulated,
         }
+
+    describe = as_dict
 
 
 @dataclass(frozen=True)
@@ -315,6 +318,11 @@ def detect(
     if not model and blocks:
         model = blocks[0].get("model name", "")
     return Board(key=machine, family="generic", model=model, **common)
+
+
+def identify() -> Board:
+    """The board this process runs on (`detect` on the real root)."""
+    return detect()
 
 
 def installed_runtimes() -> dict[str, str]:

@@ -54,6 +54,8 @@ def _info(args) -> int:
             print(f"{key:<{width}}")
             for spec in value:
                 print(f"  {spec['describe']}")
+        elif key == "board":
+            print(f"{key:<{width}}  {value['summary']}")
         else:
             print(f"{key:<{width}}  {value}")
     return 0

@@ -151,6 +151,21 @@ def letterbox_rgb(image: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
     return canvas / 127.5 - 1.0, Letterbox(scale, pad_x, pad_y, size)
 
 
+def _native_decoder(config: BlazeFaceConfig):
+    """The C++ decoder (edgeinf.postprocess) for a variant; same anchors as `ssd_anchors`."""
+    from . import postprocess
+
+    size = config.input_size
+    anchors = postprocess.AnchorOptions(
+        input_size=(size, size),
+        strides=config.strides,
+        interpolated_scale_aspect_ratio=1.0 if config.interpolated_anchor else 0.0,
+    )
+    return postprocess.BlazeFaceDecoder(
+        anchors, score_threshold=config.min_score, iou_threshold=config.iou_threshold, weighted=True
+    )
+
+
 class FaceDetector:
     """BlazeFace on any edgeinf backend.
 
@@ -176,6 +191,7 @@ class FaceDetector:
         self.model = model
         self.config = config or VARIANTS.get(Path(model.path).stem, SHORT_RANGE)
         self.anchors = ssd_anchors(self.config)
+        self._decoder = _native_decoder(self.config)
         size = self.config.input_size
         if tuple(model.inputs[0].shape) != (1, size, size, 3):
             raise ValueError(
@@ -189,11 +205,21 @@ class FaceDetector:
         tensor, letterbox = letterbox_rgb(rgb, self.config.input_size)
         outputs = self.model.run(tensor[np.newaxis])
         regressors, logits = self._split(outputs)
-        boxes, keypoints, scores = decode(regressors, logits, self.anchors, self.config)
+        # Native decode + weighted NMS (edgeinf.postprocess); int8 outputs stay int8.
+        quantization = {}
+        for spec in self.model.outputs:
+            if spec.quantization is not None and not spec.quantization.per_channel:
+                key = "box_quantization" if spec.shape[-1] == 16 else "score_quantization"
+                quantization[key] = (spec.quantization.scale, spec.quantization.zero_point)
+        if regressors.dtype != np.int8:
+            quantization.pop("box_quantization", None)
+        if logits.dtype != np.int8:
+            quantization.pop("score_quantization", None)
+        found = self._decoder(regressors, logits, **quantization)
         faces = []
-        for box, kps, score in weighted_nms(boxes, keypoints, scores, self.config.iou_threshold):
+        for box, kps, score in zip(found.boxes, found.keypoints, found.scores):
             corners = letterbox.to_image(box.reshape(2, 2)).reshape(4)
-            faces.append(Face(tuple(float(v) for v in corners), score, letterbox.to_image(kps)))
+            faces.append(Face(tuple(float(v) for v in corners), float(score), letterbox.to_image(kps)))
         return faces
 
     def _split(self, outputs: dict[str, np.ndarray]):

@@ -195,12 +195,22 @@ class Model:
         self._refresh_specs()
         self.metrics = ModelMetrics(path.name, backend.name)
         self._call = _CallState()
+        self._images_active = 0  # run_image calls in progress, counted under the lock
 
     def _refresh_specs(self) -> None:
         self.inputs: tuple[TensorSpec, ...] = self._backend.inputs
         self.outputs: tuple[TensorSpec, ...] = self._backend.outputs
         self._input_names = {spec.name: i for i, spec in enumerate(self.inputs)}
         self._output_names = tuple(spec.name for spec in self.outputs)
+        # Shape, dtype and C-contiguous strides of a static single input, for run()'s inline check.
+        self._fast_input = None
+        if len(self.inputs) == 1 and all(d > 0 for d in self.inputs[0].shape):
+            spec = self.inputs[0]
+            strides, step = [], spec.dtype.itemsize
+            for d in reversed(spec.shape):
+                strides.append(step)
+                step *= d
+            self._fast_input = (spec.shape, spec.dtype, tuple(reversed(strides)))
 
     # -- facts ---------------------------------------------------------------------
     @property
@@ -249,18 +259,38 @@ class Model:
         """
         try:
             # One array for a one-input model is the common case: skip the general arrangement.
-            arrays = (inputs,) if inputs.__class__ is np.ndarray and len(self.inputs) == 1 else self._arrange(inputs)
+            fast = self._fast_input
+            single = fast is not None and inputs.__class__ is np.ndarray
+            arrays = (inputs,) if single else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
+                if self._images_active:  # a run_image in progress (run() serves dynamic-shape inputs)
+                    start = self._image_start(start)
                 backend = self._backend or self._live()
-                for i, array in enumerate(arrays):
-                    backend.set_input(i, self._validate(i, array))
+                if (
+                    single
+                    and inputs.shape == fast[0]
+                    and (inputs.dtype is fast[1] or inputs.dtype == fast[1])
+                    and inputs.strides == fast[2]  # the C-contiguous strides of that shape
+                ):
+                    backend.set_input(0, inputs)  # what _validate accepts first, checked inline
+                else:
+                    for i, array in enumerate(arrays):
+                        backend.set_input(i, self._validate(i, array))
                 t_in = _clock()
                 results = backend.invoke()
                 t_out = _clock()
                 named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
-                self._record(start, t_in, t_out)
+                end = _clock()  # the metrics hook, as in _record
+                m = self.metrics
+                s = m.stage_s
+                s[0] += t_in - start
+                s[1] += t_out - t_in
+                s[2] += end - t_out
+                m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
         except BaseException:
+            if self._images_active:
+                self._call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
         return named
@@ -277,19 +307,16 @@ class Model:
         """Run on what the input buffers hold (see `input_buffer`)."""
         try:
             with self._lock:
-                start = _clock()
-                image_start = self._call.image_start  # set while run_image converts a frame on this thread
+                t_in = _clock()
+                start = self._image_start(t_in) if self._images_active else t_in
                 backend = self._live()
                 results = backend.invoke()
                 t_out = _clock()
                 named = self._name_outputs(results, dequantize)
-                if image_start is not None:
-                    self._call.image_start = None  # consumed: one frame, one call
-                    self._record(image_start, start, t_out)
-                else:
-                    self._record(start, start, t_out)
+                self._record(start, t_in, t_out)
         except BaseException:
-            self._call.image_start = None
+            if self._images_active:
+                self._call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
         return named
@@ -310,16 +337,19 @@ class Model:
         from .preprocess import run_image
 
         call = self._call
-        call.image_start = _clock()  # invoke() books the time until it starts as preprocessing
+        with self._lock:
+            self._images_active += 1
+        call.image_start = _clock()  # the call that runs the model books the time until then as preprocessing
         try:
             return run_image(self, frame, color=color, **options)
         except BaseException:
-            if call.image_start is not None:  # failed before invoke() counted the call
-                call.image_start = None
+            if call.image_start is not None:  # failed before invoke() or run() counted the call
                 self.metrics.errors += 1
             raise
         finally:
             call.image_start = None
+            with self._lock:
+                self._images_active -= 1
 
     # -- lifetime ------------------------------------------------------------------
     def close(self) -> None:
@@ -345,6 +375,14 @@ class Model:
         s[1] += t_out - t_in
         s[2] += end - t_out
         m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
+
+    def _image_start(self, now: float) -> float:
+        # When run_image on this thread is converting a frame, the call started then: one frame, one call.
+        image_start = self._call.image_start
+        if image_start is None:
+            return now
+        self._call.image_start = None
+        return image_start
 
     def _live(self):
         if self._backend is None:

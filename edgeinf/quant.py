@@ -295,7 +295,11 @@ class _Quantized:
 class FullyConnected(_Quantized):
     """int8 fully connected layer (TFLite FULLY_CONNECTED), also the int8 GEMM.
 
-    ``y[..., n] = requantize(bias[n] + sum_k w[n, k] * (x[..., k] - input_zero_point))``
+    ``y[..., n] = clamp(round(acc * input_scale * weight_scale[n] / output_scale) + output_zero_point)``
+    with ``acc = bias[n] + sum_k w[n, k] * (x[..., k] - input_zero_point)`` in int32 and the
+    product and rounding (half away from zero) in float64: TFLite's reference kernel
+    requantizes FULLY_CONNECTED this way since LiteRT 2.0 (its optimized kernel and
+    XNNPACK use other roundings; see docs/int8.md).
 
     Args:
         weights: int8 ``[N, K]`` (TFLite's filter layout), zero point 0.
@@ -327,15 +331,12 @@ class FullyConnected(_Quantized):
         n = weights.shape[0]
         self._io(input_scale, input_zero_point, output_scale, output_zero_point, activation)
         ws = _scales(weight_scale, "weight", n)
-        if ws.size == 1:
-            # TFLite's per-tensor path multiplies the two scales in float32 first.
-            reals = [float(np.float32(self.input_scale) * ws[0]) / self.output_scale] * n
-        else:
-            reals = [self.input_scale * float(s) / self.output_scale for s in ws]
-        self.multiplier, self.shift = _multipliers(reals)
+        # TFLite's reference FULLY_CONNECTED requantizes in double (round half away from
+        # zero) with this factor per channel, not with a fixed-point multiplier.
+        self.scale = np.array([self.input_scale * float(ws[c % ws.size]) / self.output_scale for c in range(n)])
         self._op = _C.Qs8FullyConnected(
-            weights, _bias(bias, n), self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
-            self.act_min, self.act_max,
+            weights, _bias(bias, n), self.input_zero_point, self.scale, self.output_zero_point, self.act_min,
+            self.act_max,
         )  # fmt: skip
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,8 +59,10 @@ def run_one(script: Path, quick: bool, timeout_s: float) -> dict:
         target = Path(tmp) / "out.json"
         command = [sys.executable, str(script), "--json", str(target)] + (["--quick"] if quick else [])
         log.info("running %s", " ".join(command[1:]))
+        # The benchmarks import edgeinf from this checkout (built in place), as `PYTHONPATH=. python ...` does.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         try:
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return failed(script, f"timed out after {timeout_s:.0f} s")
         if done.returncode != 0 or not target.exists():
@@ -127,8 +130,10 @@ def environment_line(doc: dict) -> str:
     if not isinstance(m, dict):
         m = {"cpu": str(m)}
     versions = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+    load = f", load average {m['load_avg_1m']}" if m.get("load_avg_1m") is not None else ""
     machine = (
-        f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores)"
+        f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores"
+        f"{load})"
     )
     return f"{doc.get('date') or meta.get('date') or 'undated'} on {machine}; {versions}"
 

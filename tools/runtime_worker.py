@@ -82,7 +82,8 @@ def _ncnn(job: dict) -> dict:
     net = ncnn.Net()
     net.opt.use_vulkan_compute = False
     net.opt.num_threads = 1
-    if net.load_param(job["path"]) != 0:
+    load_param = net.load_param_bin if job.get("binary") else net.load_param
+    if load_param(job["path"]) != 0:
         return {"stage": "load_param", "error": "load_param failed"}
     bin_path = job.get("bin")
     if bin_path and os.path.exists(bin_path):
@@ -101,9 +102,11 @@ def _ncnn(job: dict) -> dict:
         # (ncnn 1.0.20261020, ReLU): give ncnn its own copy, and keep it alive until extraction
         mat = ncnn.Mat(x).clone()
         keep.append(mat)
-        if ex.input(name, mat) != 0:
+        key = int(name) if job.get("binary") else name  # binary .param files have blob indices, not names
+        if ex.input(key, mat) != 0:
             return {"stage": "extract", "error": f"input {name} refused"}
-    for name in net.output_names():
+    outputs = [int(i) for i in net.output_indexes()] if job.get("binary") else net.output_names()
+    for name in outputs:
         ret, _ = ex.extract(name)
         if ret != 0:
             return {"stage": "extract", "error": f"extract {name} returned {ret}"}

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../dispatch.h"
 #include "../kernels/qs8_binary/binary.h"
 #include "../kernels/qs8_conv2d/conv2d.h"
 #include "../kernels/qs8_dwconv2d/dwconv2d.h"
@@ -42,25 +43,58 @@ Requantization make_requantization(const py::array& multiplier, const py::array&
                         output_zero_point, act_min, act_max);
 }
 
+// Spatial geometry checks shared by conv, depthwise conv and pooling.
+void check_spatial(size_t out_h, size_t out_w, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
+                   ptrdiff_t pad_top, ptrdiff_t pad_left) {
+  if (out_h == 0 || out_w == 0 || out_h > (1u << 20) || out_w > (1u << 20)) {
+    throw std::invalid_argument("output size must be positive, got " + std::to_string(out_h) + "x" + std::to_string(out_w));
+  }
+  if (stride_h == 0 || stride_w == 0 || dilation_h == 0 || dilation_w == 0 || stride_h > 4096 || stride_w > 4096 ||
+      dilation_h > 4096 || dilation_w > 4096) {
+    throw std::invalid_argument("strides and dilations must be in [1, 4096], got strides " + std::to_string(stride_h) +
+                                "x" + std::to_string(stride_w) + ", dilations " + std::to_string(dilation_h) + "x" +
+                                std::to_string(dilation_w));
+  }
+  if (pad_top < 0 || pad_left < 0 || pad_top > 65536 || pad_left > 65536) {
+    throw std::invalid_argument("padding must be in [0, 65536], got top " + std::to_string(pad_top) + ", left " +
+                                std::to_string(pad_left));
+  }
+}
+
+std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
+  return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w), static_cast<py::ssize_t>(c)};
+}
+
+const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) {
+  if (bias.is_none()) return nullptr;
+  if (!py::isinstance<py::array>(bias)) throw std::invalid_argument("bias: expected a numpy array or None");
+  *keep = py::reinterpret_borrow<py::array>(bias);
+  const int32_t* b = checked_data<int32_t>(*keep, "bias");
+  check_shape(*keep, "bias", {static_cast<py::ssize_t>(n)});
+  return b;
+}
+
 // A fully connected layer / GEMM with prepared weights: x [..., K] -> [..., N].
 class FullyConnected {
  public:
-  FullyConnected(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& multiplier,
-                 const py::array& shift, int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+  // TFLite's reference FULLY_CONNECTED requantizes in double: `scale` holds
+  // input_scale * weight_scale / output_scale per output channel (or one value).
+  FullyConnected(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& scale,
+                 int32_t output_zero_point, int32_t act_min, int32_t act_max) {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights", 2);
     const size_t n = static_cast<size_t>(weights.shape(0)), k = static_cast<size_t>(weights.shape(1));
-    const int32_t* b = nullptr;
-    py::array bias_arr;
-    if (!bias.is_none()) {
-      bias_arr = py::reinterpret_borrow<py::array>(bias);
-      b = checked_data<int32_t>(bias_arr, "bias");
-      check_shape(bias_arr, "bias", {static_cast<py::ssize_t>(n)});
-    }
+    py::array keep;
+    const int32_t* b = optional_bias(bias, n, &keep);
     check_int8_zero_point(input_zero_point, "input");
-    weights_ = std::make_unique<qs8::GemmWeights>(
-        w, n, k, b, input_zero_point,
-        make_requantization(multiplier, shift, n, output_zero_point, act_min, act_max));
+    const double* ps = checked_data<double>(scale, "scale");
+    if (scale.ndim() > 1 || (scale.size() != 1 && static_cast<size_t>(scale.size()) != n)) {
+      throw std::invalid_argument("scale: expected 1 or " + std::to_string(n) + " values, got shape " + shape_str(scale));
+    }
+    std::vector<double> scales(n);
+    for (size_t c = 0; c < n; ++c) scales[c] = ps[scale.size() == 1 ? 0 : c];
+    Requantization rq(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0), output_zero_point, act_min, act_max);
+    weights_ = std::make_unique<qs8::GemmWeights>(w, n, k, b, input_zero_point, std::move(rq), std::move(scales));
   }
 
   py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
@@ -92,37 +126,6 @@ class FullyConnected {
   std::unique_ptr<qs8::GemmWeights> weights_;
 };
 
-
-// Spatial geometry checks shared by conv, depthwise conv and pooling.
-void check_spatial(size_t out_h, size_t out_w, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
-                   ptrdiff_t pad_top, ptrdiff_t pad_left) {
-  if (out_h == 0 || out_w == 0 || out_h > (1u << 20) || out_w > (1u << 20)) {
-    throw std::invalid_argument("output size must be positive, got " + std::to_string(out_h) + "x" + std::to_string(out_w));
-  }
-  if (stride_h == 0 || stride_w == 0 || dilation_h == 0 || dilation_w == 0 || stride_h > 4096 || stride_w > 4096 ||
-      dilation_h > 4096 || dilation_w > 4096) {
-    throw std::invalid_argument("strides and dilations must be in [1, 4096], got strides " + std::to_string(stride_h) +
-                                "x" + std::to_string(stride_w) + ", dilations " + std::to_string(dilation_h) + "x" +
-                                std::to_string(dilation_w));
-  }
-  if (pad_top < 0 || pad_left < 0 || pad_top > 65536 || pad_left > 65536) {
-    throw std::invalid_argument("padding must be in [0, 65536], got top " + std::to_string(pad_top) + ", left " +
-                                std::to_string(pad_left));
-  }
-}
-
-std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
-  return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w), static_cast<py::ssize_t>(c)};
-}
-
-const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) {
-  if (bias.is_none()) return nullptr;
-  if (!py::isinstance<py::array>(bias)) throw std::invalid_argument("bias: expected a numpy array or None");
-  *keep = py::reinterpret_borrow<py::array>(bias);
-  const int32_t* b = checked_data<int32_t>(*keep, "bias");
-  check_shape(*keep, "bias", {static_cast<py::ssize_t>(n)});
-  return b;
-}
 
 // conv2d with prepared OHWI weights; geometry beyond the filter is given per call.
 class Conv2d {
@@ -302,6 +305,24 @@ void bind_quant(py::module_& m) {
       py::arg("real_multiplier"));
 
   m.def(
+      "int8_peak_probe",
+      [](size_t iterations) -> py::object {
+#if defined(EDGEINF_BUILD_AVX2)
+        if (!isa_supported(Isa::kAvx2)) return py::none();
+        uint64_t ops = 0;
+        {
+          py::gil_scoped_release release;
+          ops = qs8::qs8_peak_probe__avx2(iterations);
+        }
+        return py::int_(ops);
+#else
+        (void)iterations;
+        return py::none();
+#endif
+      },
+      py::arg("iterations"), "int8 multiply-add throughput probe (AVX2); returns the operations done, or None");
+
+  m.def(
       "multiply_by_quantized_multiplier",
       [](const py::array& x, int32_t multiplier, int shift) {
         const int32_t* px = checked_data<int32_t>(x, "x");
@@ -411,9 +432,8 @@ void bind_quant(py::module_& m) {
       py::arg("out") = py::none());
 
   py::class_<FullyConnected>(m, "Qs8FullyConnected")
-      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,
-                    int32_t>(),
-           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"),
+      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, int32_t, int32_t, int32_t>(),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
       .def_property_readonly("input_size", &FullyConnected::input_size)

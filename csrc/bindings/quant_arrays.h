@@ -29,6 +29,8 @@ template <>
 inline const char* dtype_name<int32_t>() { return "int32"; }
 template <>
 inline const char* dtype_name<float>() { return "float32"; }
+template <>
+inline const char* dtype_name<double>() { return "float64"; }
 
 // Checks dtype and C-contiguity (and writability when `writable`), returns the data pointer.
 template <class T>

@@ -34,7 +34,7 @@ def model_format(path: Path) -> str:
     suffix = path.suffix.lower()
     if head[4:8] == b"TFL3":
         return "tflite"
-    if head.lstrip().startswith(b"7767517"):
+    if head.lstrip().startswith(b"7767517") or head[:4] == b"\xdd\x85\x76\x00":  # text or binary .param
         return "ncnn"
     if suffix in (".tflite", ".param", ".onnx"):
         return {".tflite": "tflite", ".param": "ncnn", ".onnx": "onnx"}[suffix]
@@ -90,8 +90,10 @@ def check(path: Union[str, os.PathLike], backend: str | None = None, target: str
         from ..formats.ncnn_param import read_ncnn_param
         from .ncnn_check import check_ncnn
 
-        param = read_ncnn_param(path)
-        nodes, backends, facts = check_ncnn(param, pick("ncnn"))
+        ncnn_target = pick("ncnn")
+        names = {e["index"]: name for name, e in tables.ncnn_registry(ncnn_target)["layers"].items()}
+        param = read_ncnn_param(path, layer_names=names)  # names: for binary .param.bin type indices
+        nodes, backends, facts = check_ncnn(param, ncnn_target)
         size = path.stat().st_size + (param.bin_size or 0)
     else:
         from ..formats.onnx import read_onnx

@@ -15,6 +15,21 @@ def layer_status(layer: NcnnLayer, registry: dict, target: tables.Target) -> Nod
     entry = registry["layers"].get(layer.type)
     source = f"probe:ncnn registry {target.label}"
     if entry is None:
+        if layer.type.startswith("#custom"):
+            return NodeStatus(
+                "unsupported",
+                f"custom layer {layer.type[7:]} (binary .param type index with the custom bit): only a program "
+                "that registers it can load this model",
+                "register the layer with ncnn.Net.register_custom_layer before load_param_bin",
+                source,
+            )
+        if layer.type.startswith("#"):
+            return NodeStatus(
+                "unsupported",
+                f"{target.label} has no layer with type index {layer.type[1:]} (load_param_bin fails: 'layer {layer.type[1:]} not exists or registered')",
+                "the file was written by a newer ncnn: upgrade ncnn",
+                source,
+            )
         if layer.type.startswith(_PNNX_PREFIXES):
             return NodeStatus(
                 "unsupported",

@@ -9,6 +9,7 @@ is imported), else the newest table. ``--target`` accepts ``tflite-runtime==2.14
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import re
 from dataclasses import dataclass
@@ -63,8 +64,24 @@ def ncnn_versions() -> list[str]:
     return sorted((m.group(1) for p in TABLE_DIR.glob("ncnn_*.json") if (m := pat.match(p.name))), key=_version_key)
 
 
+@cache
 def installed_version(package: str) -> str | None:
-    """The installed distribution's version, without importing it."""
+    """The installed distribution's version, without importing it.
+
+    Looks for the package with ``find_spec`` (which does not run it) and reads the version
+    from the ``<name>-<version>.dist-info`` folder beside it; ``importlib.metadata`` scans
+    every distribution on the path and costs hundreds of milliseconds on big environments.
+    """
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    locations = list(spec.submodule_search_locations or []) or ([spec.origin] if spec.origin else [])
+    for location in locations:
+        for info in Path(location).parent.glob(f"{package}-*.dist-info"):
+            return info.name[len(package) + 1 : -len(".dist-info")]
     try:
         return importlib.metadata.version(package.replace("_", "-"))
     except importlib.metadata.PackageNotFoundError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 
 from ..formats.tflite import Operator, TfliteModel
 from . import tables
@@ -194,6 +195,14 @@ def runtime_status(op: Operator, resolver: dict, target: tables.Target) -> NodeS
     return NodeStatus("unsupported", reason, "; ".join(hint), source)
 
 
+@lru_cache(maxsize=4096)
+def _delegate_decision(target: tables.Target, op: str, features: tuple) -> NodeStatus:
+    # nodes with the same op and features get the same answer: decide once per check session
+    xtable = tables.xnnpack(target)
+    f = dict(features)
+    return kernel_rejects(xtable, target, op, f) or xnnpack_status(xtable, target, op, f)
+
+
 def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeReport], BackendVerdict, dict]:
     """Per-node statuses for one TFLite target, the backend verdict, and model facts."""
     resolver = tables.resolver(target)
@@ -206,9 +215,7 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
             st = runtime_status(op, resolver, target)
             if st.status == "cpu" and not op.opcode.is_custom:
                 features = node_features(model, sg, op, static)
-                xs = kernel_rejects(xtable, target, op.opcode.name, features) or xnnpack_status(
-                    xtable, target, op.opcode.name, features
-                )
+                xs = _delegate_decision(target, op.opcode.name, tuple(sorted(features.items())))
                 if xs.status == "unsupported":
                     st = xs
                 elif xs.status == "delegated":

@@ -194,12 +194,18 @@ def _lines(text: str):
             yield number, line
 
 
-def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathLike, None] = None) -> NcnnParam:
-    """Parse a .param file and check its .bin.
+def read_ncnn_param(
+    path: Union[str, os.PathLike],
+    bin_path: Union[str, os.PathLike, None] = None,
+    layer_names: dict[int, str] | None = None,
+) -> NcnnParam:
+    """Parse a .param file (text, or the binary .param.bin) and check its .bin.
 
     Args:
-        path: the .param (text) file.
-        bin_path: the weights; default: the same name with ``.bin``.
+        path: the .param (text) or .param.bin (binary) file.
+        bin_path: the weights; default: the same name with ``.bin`` (``x.param.bin`` -> ``x.bin``).
+        layer_names: for binary files, layer type index -> name (the ncnn registry's order);
+            without it a binary file's types read ``#<index>`` and the .bin is not sized.
 
     Raises:
         ModelFileError: bad magic, counts that disagree with the lines, a malformed
@@ -213,10 +219,23 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
         raise ModelFileError(f"{path}: no such file") from None
     except OSError as exc:
         raise ModelFileError(f"{path}: cannot read: {exc}") from None
-    if b"\0" in raw[:4096]:
-        raise ModelFileError(f"{path}: binary data, expected a text .param (binary .param.bin files are not read)")
-    text = raw.decode("utf-8", errors="replace")
     what = path.name
+    if raw[:4] == BINARY_MAGIC:
+        layers, layer_count, blob_count = _parse_binary(raw, what, layer_names or {})
+        input_shapes = _input_shapes(layers)
+        default_bin = (
+            path.with_name(path.name[: -len(".param.bin")] + ".bin")
+            if path.name.endswith(".param.bin")
+            else path.with_suffix(".bin")
+        )
+        return _with_bin(
+            path, what, layers, layer_count, blob_count, input_shapes, Path(bin_path) if bin_path else default_bin
+        )
+    if b"\0" in raw[:4096]:
+        raise ModelFileError(
+            f"{what}: binary data that is neither a text .param nor a binary .param.bin (magic {raw[:4]!r})"
+        )
+    text = raw.decode("utf-8", errors="replace")
     lines = _lines(text)
     number, first = next(lines, (0, ""))
     if first.split()[:1] != [str(MAGIC)]:
@@ -274,6 +293,36 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
         )
 
     bin_file = Path(bin_path) if bin_path is not None else path.with_suffix(".bin")
+    return _with_bin(path, what, layers, layer_count, blob_count, input_shapes, bin_file)
+
+
+def _input_shapes(layers) -> dict[str, tuple[int, ...]]:
+    shapes = {}
+    for layer in layers:
+        if layer.type == "Input":
+            d = layer.get(11, 0)
+            for blob in layer.outputs:
+                shapes[blob] = ((d,) if d else ()) + (layer.get(2, 0), layer.get(1, 0), layer.get(0, 0))
+    return shapes
+
+
+def _with_bin(
+    path: Path, what: str, layers, layer_count: int, blob_count: int, input_shapes, bin_file: Path
+) -> NcnnParam:
+    if any(layer.type.startswith("#") for layer in layers):
+        size = bin_file.stat().st_size if bin_file.is_file() else None
+        note = "layer types of this binary .param are indices: pass layer_names to size the .bin"
+        return NcnnParam(
+            str(path),
+            layer_count,
+            blob_count,
+            tuple(layers),
+            input_shapes,
+            str(bin_file) if size is not None else None,
+            size,
+            None,
+            note,
+        )
     needs_weights = [layer for layer in layers if _loads_weights(layer)]
     if not bin_file.is_file():
         if needs_weights:
@@ -283,7 +332,6 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
                 f"(first: {first_weighted.type} {first_weighted.name}) but {bin_file.name} does not exist"
             )
         return NcnnParam(str(path), layer_count, blob_count, tuple(layers), input_shapes, None, None, 0)
-
     size = bin_file.stat().st_size
     expected, note, per_layer = _walk_bin(bin_file, size, layers, what)
     if expected is not None and expected != size:
@@ -291,6 +339,79 @@ def read_ncnn_param(path: Union[str, os.PathLike], bin_path: Union[str, os.PathL
     return NcnnParam(
         str(path), layer_count, blob_count, tuple(layers), input_shapes, str(bin_file), size, expected, note, per_layer
     )
+
+
+BINARY_MAGIC = struct.pack("<i", MAGIC)
+_CUSTOM_BIT = 1 << 8
+_EOP = -233
+
+
+def _parse_binary(raw: bytes, what: str, names: dict[int, str]):
+    """The binary .param.bin layout (Net::load_param_bin, ParamDict::load_param_bin): int32 magic,
+    layer and blob counts; per layer: type index, bottom and top counts, blob indices; then
+    params as (id, value) pairs until -233, arrays as id -233xx with a length, strings as
+    -234xx with a length and padded bytes. Values are raw 4-byte words (int or float)."""
+    n = len(raw)
+    pos = 0
+
+    def word(where: str) -> int:
+        nonlocal pos
+        if pos + 4 > n:
+            raise ModelFileError(f"{what}: truncated at byte {n} while reading {where} (needs bytes {pos}..{pos + 4})")
+        value = struct.unpack_from("<i", raw, pos)[0]
+        pos += 4
+        return value
+
+    word("the magic")
+    layer_count, blob_count = word("the layer count"), word("the blob count")
+    if layer_count <= 0 or blob_count <= 0:
+        raise ModelFileError(f"{what}: layer count {layer_count} and blob count {blob_count} must be positive")
+    if layer_count > n // 12:
+        raise ModelFileError(f"{what}: {layer_count} layers cannot fit in {n} bytes")
+    layers = []
+    for i in range(layer_count):
+        where = f"layer {i}"
+        typeindex, n_in, n_out = word(where), word(where), word(where)
+        if n_in < 0 or n_out < 0 or pos + 4 * (n_in + n_out) > n:
+            raise ModelFileError(f"{what}: {where} declares {n_in} inputs and {n_out} outputs, past the file's end")
+        blobs = []
+        for _ in range(n_in + n_out):
+            b = word(where)
+            if not 0 <= b < blob_count:
+                raise ModelFileError(f"{what}: {where} blob index {b} out of range 0..{blob_count - 1}")
+            blobs.append(str(b))
+        params: dict[int, ParamValue] = {}
+        pid = word(f"{where} params")
+        while pid != _EOP:
+            is_string, is_array = pid <= -23400, pid <= _ARRAY_BASE
+            key = -pid - 23400 if is_string else (-pid + _ARRAY_BASE if is_array else pid)
+            if not 0 <= key <= MAX_PARAM_ID:
+                raise ModelFileError(f"{what}: {where} param id {key} out of range 0..{MAX_PARAM_ID}")
+            if is_string:
+                length = word(where)
+                if not 0 <= length <= 255 or pos + (length + 3) // 4 * 4 > n:
+                    raise ModelFileError(
+                        f"{what}: {where} param {key} string of {length} bytes is invalid or truncated"
+                    )
+                params[key] = raw[pos : pos + length].split(b"\0")[0].decode("utf-8", "replace")
+                pos += (length + 3) // 4 * 4
+            elif is_array:
+                length = word(where)
+                if length < 0 or pos + 4 * length > n:
+                    raise ModelFileError(
+                        f"{what}: {where} array param {key} of {length} values runs past the file's end"
+                    )
+                params[key] = struct.unpack_from(f"<{length}i", raw, pos)
+                pos += 4 * length
+            else:
+                params[key] = word(where)
+            pid = word(f"{where} params")
+        if typeindex & _CUSTOM_BIT:
+            ltype = f"#custom{typeindex & ~_CUSTOM_BIT}"
+        else:
+            ltype = names.get(typeindex, f"#{typeindex}")
+        layers.append(NcnnLayer(i, ltype, f"layer{i}", tuple(blobs[:n_in]), tuple(blobs[n_in:]), params, 0))
+    return layers, layer_count, blob_count
 
 
 class _Unsized(Exception):

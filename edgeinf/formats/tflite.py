@@ -48,6 +48,13 @@ _NUMPY_DTYPE = {
 PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
 
+def _seq(values) -> tuple:
+    """A scalar vector from the reader (tuple or numpy array) as a tuple of Python numbers."""
+    if values is None:
+        return ()
+    return values if isinstance(values, tuple) else tuple(values.tolist())
+
+
 def _layout() -> dict:
     return load_layout("tflite_layout")
 
@@ -370,7 +377,7 @@ class _Reader:
         tensors = tuple(self.tensor(g, i, rt, spans) for i, rt in enumerate(raw_tensors))
 
         def check_indices(values, where: str, optional: bool) -> tuple[int, ...]:
-            out = tuple(int(v) for v in (values if values is not None else ()))
+            out = _seq(values)
             for k, v in enumerate(out):
                 if not (0 <= v < n or (optional and v == -1)):
                     self.fail(f"subgraph {g} {where}[{k}]: tensor index {v} out of range 0..{n - 1}")
@@ -415,9 +422,9 @@ class _Reader:
         buffer = t.get("buffer")
         if buffer >= len(spans):
             self.fail(f"subgraph {g} tensor {i} {name!r}: buffer index {buffer} out of range 0..{len(spans) - 1}")
-        shape = tuple(int(d) for d in (t.get("shape") if t.get("shape") is not None else ()))
+        shape = _seq(t.get("shape"))
         sig = t.get("shape_signature")
-        signature = None if sig is None else tuple(int(d) for d in sig)
+        signature = None if sig is None else _seq(sig)
         if signature is not None and len(signature) != len(shape):
             self.fail(
                 f"subgraph {g} tensor {i} {name!r}: shape {list(shape)} and shape_signature {list(signature)} differ in rank"
@@ -456,8 +463,8 @@ class _Reader:
         details = q.get("details")
         if (scales is None or len(scales) == 0) and details is None:
             return None  # an empty table: float tensors often carry one
-        scales = () if scales is None else tuple(float(s) for s in scales)
-        zeros = () if zeros is None else tuple(int(z) for z in zeros)
+        scales = _seq(scales)
+        zeros = _seq(zeros)
         qd = q.get("quantized_dimension")
         if zeros and len(zeros) != len(scales):
             self.fail(f"subgraph {g} tensor {i} {name!r}: {len(scales)} scales but {len(zeros)} zero points")
@@ -476,8 +483,8 @@ class _Reader:
             scales=scales,
             zero_points=zeros,
             quantized_dimension=qd,
-            min=() if mins is None else tuple(float(v) for v in mins),
-            max=() if maxs is None else tuple(float(v) for v in maxs),
+            min=_seq(mins),
+            max=_seq(maxs),
             details=None if details is None else details[0],
         )
 
@@ -488,8 +495,8 @@ class _Reader:
         block = s.get("block_map")
         dims = s.get("dim_metadata") or []
         return Sparsity(
-            traversal_order=() if order is None else tuple(int(v) for v in order),
-            block_map=() if block is None else tuple(int(v) for v in block),
+            traversal_order=_seq(order),
+            block_map=_seq(block),
             dim_formats=tuple(self.dim_names.get(d.get("format"), "?") for d in dims),
         )
 

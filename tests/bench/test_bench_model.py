@@ -54,6 +54,20 @@ def test_measure_divides_batches_by_their_size(monkeypatch):
     assert stats.batch == 50 and stats.median_us == pytest.approx(2.0) and stats.max_us == pytest.approx(2.0)
 
 
+def test_compare_takes_its_clock_as_a_parameter():
+    clock = FakeClock()
+
+    def slow():
+        clock.now += 30e-6
+
+    def fast():
+        clock.now += 10e-6
+
+    out = bench.compare({"slow": slow, "fast": fast}, warmup=1, runs=8, rounds=4, clock=clock)
+    assert out["slow"].median_us == pytest.approx(30.0) and out["fast"].median_us == pytest.approx(10.0)
+    assert out["slow"].runs == 8
+
+
 def test_peak_rss_resets_and_sees_a_known_allocation():
     if not bench.reset_peak_rss():
         pytest.fail("this Linux kernel should allow resetting the peak RSS via /proc/self/clear_refs")
@@ -170,7 +184,7 @@ MEMORY_KEYS = {
 def check_schema(doc: dict) -> None:
     assert doc["schema"] == bench.SCHEMA
     assert set(doc) == {"schema", "date", "machine", "versions", "config", "results", "skipped"}
-    assert {"arch", "cpu", "cores_usable", "isa", "os"} <= set(doc["machine"])
+    assert {"arch", "cpu", "cores_usable", "isa", "os", "load_avg_1m"} <= set(doc["machine"])
     assert {"edgeinf", "python", "numpy", "ai-edge-litert"} <= set(doc["versions"])
     for r in doc["results"]:
         assert set(r) == set(RESULT_SCHEMA), f"keys differ: {set(r) ^ set(RESULT_SCHEMA)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 
 import pytest
@@ -196,3 +197,29 @@ def test_this_machine_agrees_with_the_native_cpu_detection():
         pytest.skip(f"no native feature cross-check written for {machine}")
     assert here.cpu_count >= 1
     assert here.as_dict()["board"] == here.key
+
+
+def test_identify_describes_this_machine_for_info_and_records():
+    record = board.identify().describe()
+    assert record == board.detect().as_dict()
+    assert record["summary"].startswith(record["model"] or record["board"])
+    assert set(record) >= {"board", "family", "model", "machine", "cores", "features", "dotprod", "emulated"}
+
+
+def test_edgeinf_info_reports_the_board(model_path, capsys):
+    from edgeinf.cli import main
+
+    assert main(["info", str(model_path("face_detection_short_range")), "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["board"] == board.detect().as_dict()
+    assert main(["info", str(model_path("face_detection_short_range"))]) == 0
+    board_line = [line for line in capsys.readouterr().out.splitlines() if line.startswith("board ")]
+    assert board_line and board_line[0].split(None, 1)[1] == board.detect().summary()
+
+
+def test_benchmark_records_carry_the_board_and_whether_it_was_emulated():
+    from edgeinf import bench
+
+    machine = bench.environment()["machine"]
+    assert machine["board"] == board.detect().as_dict()
+    assert machine["board"]["emulated"] == board.detect().emulated

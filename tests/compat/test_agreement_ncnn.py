@@ -11,6 +11,9 @@ import pytest
 import edgeinf
 from edgeinf.errors import ModelFileError
 
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
+
 
 def _ncnn_runs(worker, param, inputs) -> dict:
     return worker.ask({"kind": "ncnn", "path": str(param), "bin": str(param.with_suffix(".bin")), "inputs": inputs})
@@ -96,3 +99,66 @@ def test_onnx_to_ncnn_verdict_agrees_with_pnnx_and_ncnn(model_path, tmp_path, pn
     assert onnx_report.runnable("ncnn") == runs, (onnx_report.backends["ncnn"].blockers, proc.stderr[-500:])
     if converted:  # and the converted .param's own check agrees too
         assert edgeinf.check(param).runnable("ncnn") == runs
+
+
+def _to_binary(text_param, names: dict[str, int]) -> bytes:
+    """Write a text .param as ncnn's binary .param.bin (what ncnn2mem emits)."""
+    import struct
+
+    from edgeinf.formats.ncnn_param import read_ncnn_param
+
+    p = read_ncnn_param(text_param)
+    blobs = {b: i for i, b in enumerate(p.blobs)}
+    out = [struct.pack("<iii", 7767517, p.layer_count, p.blob_count)]
+    for layer in p.layers:
+        index = names.get(layer.type, 200)
+        out.append(struct.pack("<iii", index, len(layer.inputs), len(layer.outputs)))
+        out += [struct.pack("<i", blobs[b]) for b in layer.inputs + layer.outputs]
+        for pid, value in layer.params.items():
+            if isinstance(value, tuple):
+                out.append(struct.pack("<ii", -23300 - pid, len(value)))
+                out += [struct.pack("<f" if isinstance(v, float) else "<i", v) for v in value]
+            else:
+                out.append(struct.pack("<i", pid) + struct.pack("<f" if isinstance(value, float) else "<i", value))
+        out.append(struct.pack("<i", -233))
+    return b"".join(out)
+
+
+def test_binary_param_agrees(esr, ncnn_worker):
+    from edgeinf.compat import tables
+
+    registry = tables.ncnn_registry(tables.resolve("ncnn"))["layers"]
+    names = {name: e["index"] for name, e in registry.items()}
+    binary = esr.with_name("m.param.bin")
+    binary.write_bytes(_to_binary(esr, names))
+    report = edgeinf.check(binary)
+    assert report.verdict("ncnn") == "YES"
+    assert [n.op for n in report.nodes] == [line.split()[0] for line in esr.read_text().splitlines()[2:]]
+    job = {
+        "kind": "ncnn",
+        "path": str(binary),
+        "bin": str(esr.with_suffix(".bin")),
+        "inputs": {"0": [3, 24, 20]},
+        "binary": True,
+    }
+    assert ncnn_worker.ask(job)["ok"] is True
+    _retype(esr, "PixelShuffle", "NoSuchLayer")
+    binary.write_bytes(_to_binary(esr, names))  # unknown names become type index 200
+    report = edgeinf.check(binary)
+    assert report.verdict("ncnn") == "NO" and "type index 200" in report.problems("ncnn")[0][1].reason
+    assert ncnn_worker.ask(job)["stage"] == "load_param"
+
+
+def test_binary_param_blob_index_out_of_range_is_unreadable(esr):
+    import struct
+
+    data = (
+        struct.pack("<iii", 7767517, 1, 1)
+        + struct.pack("<iii", 16, 0, 1)
+        + struct.pack("<i", 5)
+        + struct.pack("<i", -233)
+    )
+    bad = esr.with_name("bad.param.bin")
+    bad.write_bytes(data)
+    with pytest.raises(ModelFileError, match=r"layer 0 blob index 5 out of range 0..0"):
+        edgeinf.check(bad)

@@ -133,7 +133,7 @@ def test_malformed_param(tmp_path, text, pattern):
 def test_binary_and_missing(tmp_path):
     p = tmp_path / "bin.param"
     p.write_bytes(b"\x7f\x85\x76\x00" + bytes(64))
-    with pytest.raises(ModelFileError, match="binary data, expected a text .param"):
+    with pytest.raises(ModelFileError, match="binary data that is neither a text .param nor a binary .param.bin"):
         read_ncnn_param(p)
     with pytest.raises(ModelFileError, match="no such file"):
         read_ncnn_param(tmp_path / "none.param")

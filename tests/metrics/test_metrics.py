@@ -86,6 +86,23 @@ def test_run_counts_calls_and_stage_times(face, rng):
     assert snap.p50_s <= snap.p95_s <= snap.p99_s
 
 
+def test_the_inline_input_check_refuses_what_validation_refuses(face, rng):
+    # run() checks one array inline (shape, dtype, C strides); anything else takes the explaining path.
+    assert face._fast_input == ((1, 128, 128, 3), np.dtype(np.float32), (196608, 1536, 12, 4))
+    x = rng.uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    assert x.strides == face._fast_input[2]
+    with pytest.raises(edgeinf.InputError, match="C-contiguous"):
+        face.run(np.asfortranarray(x))
+    with pytest.raises(edgeinf.InputError, match="C-contiguous"):
+        face.run(np.ascontiguousarray(x[:, :, :, ::-1].copy())[:, :, :, ::-1])
+    with pytest.raises(edgeinf.InputError, match="expects dtype float32, got float64"):
+        face.run(x.astype(np.float64))
+    with pytest.raises(edgeinf.InputError, match="expects shape"):
+        face.run(x[:, :64])
+    sliced = np.zeros((2, 128, 128, 3), np.float32)[:1]  # C-contiguous, C strides: the inline path
+    np.testing.assert_array_equal(face.run(sliced)["regressors"], face.run(np.zeros_like(x))["regressors"])
+
+
 def test_errors_are_counted_and_do_not_count_as_calls(face):
     face.metrics.reset()
     with pytest.raises(edgeinf.InputError):
@@ -134,6 +151,32 @@ def test_run_image_books_the_conversion_as_preprocessing(face, monkeypatch):
     assert face.metrics.snapshot().errors == 1
     face.invoke()  # a plain invoke afterwards books no stale preprocessing
     assert face.metrics.snapshot().stage_s["preprocess"] == pytest.approx(snap.stage_s["preprocess"])
+
+
+def test_run_image_through_run_books_the_conversion_too(face, monkeypatch):
+    # For inputs with dynamic dimensions the conversion writes a new array and calls run().
+    def convert_then_run(model, frame, color="bgr", **options):
+        time.sleep(0.02)
+        return model.run(np.zeros(model.inputs[0].shape, np.float32))
+
+    def convert_wrongly_then_run(model, frame, color="bgr", **options):
+        return model.run(np.zeros((1, 8, 8, 3), np.float32))
+
+    fake = types.ModuleType("edgeinf.preprocess")
+    fake.run_image = convert_then_run
+    monkeypatch.setitem(sys.modules, "edgeinf.preprocess", fake)
+    face.metrics.reset()
+    face.run_image(np.zeros((4, 4, 3), np.uint8))
+    snap = face.metrics.snapshot()
+    assert snap.calls == 1 and snap.stage_s["preprocess"] >= 0.02
+    fake.run_image = convert_wrongly_then_run
+    with pytest.raises(edgeinf.InputError):
+        face.run_image(np.zeros((4, 4, 3), np.uint8))
+    assert face.metrics.snapshot().errors == 1  # counted once, by run(), not again by run_image
+    time.sleep(0.05)  # a stale start time would add at least this much to the next call's preprocessing
+    face.run(np.zeros((1, 128, 128, 3), np.float32))
+    after = face.metrics.snapshot()
+    assert after.calls == 2 and after.stage_s["preprocess"] - snap.stage_s["preprocess"] < 0.05
 
 
 def test_shared_model_from_threads_loses_no_count(face, rng):

@@ -152,3 +152,18 @@ def test_exporter_serves_render_on_localhost(two_models):
         assert err.value.code == 404
     with pytest.raises(OSError):
         urllib.request.urlopen(exporter.url, timeout=2)  # closed: the port no longer answers
+
+
+def test_metrics_and_abtest_are_reachable_from_a_bare_import():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, edgeinf\n"
+        "assert 'edgeinf.metrics' not in sys.modules and 'edgeinf.model' not in sys.modules\n"
+        "assert edgeinf.metrics.render() == '\\n' or edgeinf.metrics.render().startswith('# HELP')\n"
+        "print(edgeinf.ABTest.__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ABTest"

@@ -39,6 +39,7 @@ DEFAULT_BUILD = REPO / "build" / "arm64"
 CROSS_CC = "aarch64-linux-gnu-gcc"
 CROSS_CXX = "aarch64-linux-gnu-g++"
 CROSS_OBJDUMP = "aarch64-linux-gnu-objdump"
+CROSS_NM = "aarch64-linux-gnu-nm"
 
 # Board profile -> the kernel path run-time dispatch must pick there.
 PROFILES = ("pi3", "pi4", "pi5")
@@ -95,6 +96,15 @@ class Emulator:
         if reason:
             raise EmulationUnavailable(reason)
         return self
+
+    def missing_requirements(self, repo: Path = REPO) -> list[str]:
+        """Requirements from pyproject.toml (guest_requirements.py) with no distribution in the site."""
+        sys.path.insert(0, str(Path(__file__).parent))
+        from guest_requirements import guest_requirements
+
+        installed = {_normalize(p.name.split("-")[0]) for p in self.site.glob("*.dist-info")}
+        wanted = guest_requirements(repo / "pyproject.toml")
+        return [r for r in wanted if _normalize(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) not in installed]
 
     def python_version(self) -> str:
         """``3.11`` for the bookworm sysroot: the version of its ``usr/bin/python3.X``."""
@@ -159,6 +169,10 @@ class Emulator:
         )
 
 
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
@@ -196,27 +210,47 @@ def cross_build(
         wanted = _sources_digest(repo, emulator)
         suffix = emulator.ext_suffix()
         so = lib / "edgeinf" / f"_C{suffix}"
-        if so.exists() and stamp.exists() and stamp.read_text() == wanted:
-            return so, objects
-        shutil.rmtree(lib, ignore_errors=True)
-        shutil.rmtree(objects, ignore_errors=True)
-        env = dict(os.environ)
-        env.update(
-            CC=CROSS_CC,
-            CXX=CROSS_CXX,
-            LDSHARED=f"{CROSS_CXX} -shared",  # not the host's "gcc -shared -L<host libdir> -rpath ..."
-            SETUPTOOLS_EXT_SUFFIX=suffix,
+        if not (so.exists() and stamp.exists() and stamp.read_text() == wanted):
+            _build(emulator, repo, lib, objects, log)
+            stamp.write_text(wanted)
+    if not so.exists():
+        raise RuntimeError(f"cross-build produced no {so}")
+    missing = undefined_own_symbols(so)
+    if missing:
+        # Python extensions link with undefined symbols allowed (libpython's), so a variant
+        # referenced but never compiled (e.g. a family's kernels__neon() without its neon.cc)
+        # would only fail at import on the board. Say so here, by name.
+        raise RuntimeError(
+            f"{so.name} refers to edgeinf functions no compiled file defines: {', '.join(missing)}. "
+            "A kernel family dispatches to an ISA variant whose source file does not exist for this target."
         )
-        include = os.pathsep.join(str(p) for p in emulator.include_dirs())
-        cmd = [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib), "--build-temp", str(objects)]
-        cmd += ["--include-dirs", include]
-        proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=not log, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"cross-build failed ({' '.join(cmd)}):\n{(proc.stderr or '')[-4000:]}")
-        if not so.exists():
-            raise RuntimeError(f"cross-build produced no {so}")
-        stamp.write_text(wanted)
-        return so, objects
+    return so, objects
+
+
+def _build(emulator: Emulator, repo: Path, lib: Path, objects: Path, log: bool) -> None:
+    shutil.rmtree(lib, ignore_errors=True)
+    shutil.rmtree(objects, ignore_errors=True)
+    env = dict(os.environ)
+    env.update(
+        CC=CROSS_CC,
+        CXX=CROSS_CXX,
+        LDSHARED=f"{CROSS_CXX} -shared",  # not the host's "gcc -shared -L<host libdir> -rpath ..."
+        SETUPTOOLS_EXT_SUFFIX=emulator.ext_suffix(),
+    )
+    include = os.pathsep.join(str(p) for p in emulator.include_dirs())
+    cmd = [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(lib), "--build-temp", str(objects)]
+    cmd += ["--include-dirs", include]
+    proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=not log, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cross-build failed ({' '.join(cmd)}):\n{(proc.stderr or '')[-4000:]}")
+
+
+def undefined_own_symbols(so: Path) -> list[str]:
+    """Demangled names of edgeinf:: functions the .so uses but does not define."""
+    nm = subprocess.run(
+        [CROSS_NM, "-D", "-C", "--undefined-only", str(so)], capture_output=True, text=True, check=True
+    ).stdout
+    return sorted({line.split(None, 1)[1] for line in nm.splitlines() if "edgeinf::" in line})
 
 
 def stage(so: Path, dest: Path, repo: Path = REPO) -> Path:

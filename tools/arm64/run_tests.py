@@ -104,6 +104,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", reason)
         return 2
 
+    stale = emulator.missing_requirements()
+    if stale:
+        log.error(
+            "the emulated Python lacks %s (pyproject.toml changed): re-run tools/arm64/setup.sh", ", ".join(stale)
+        )
+        return 2
     models = prefetch_models()
     log.info("models cached on the host: %s", ", ".join(sorted(models)))
     so, _ = emulated.cross_build(emulator, out=args.build)

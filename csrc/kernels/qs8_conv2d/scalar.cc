@@ -30,7 +30,7 @@ void qs8_conv2d__scalar(const GemmWeights& w, const ConvGeometry& g, const int8_
             }
           }
           acc += static_cast<uint32_t>(w.bias()[oc]);
-          o[oc] = requantize_one(static_cast<int32_t>(acc), w.requantization(), oc);
+          o[oc] = w.requantize(static_cast<int32_t>(acc), oc);
         }
       }
     }

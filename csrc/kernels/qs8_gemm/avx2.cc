@@ -76,8 +76,12 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
   const __m256i s0 = load8_i32(rq.right_shift.data() + col0), s1 = load8_i32(rq.right_shift.data() + col0 + 8);
   const __m256i zp = _mm256_set1_epi32(rq.output_zero_point);
   const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
+  const bool in_double = w.requantizes_in_double();
+  const double* ds = w.double_scale() + col0;
   auto store_row = [&](__m256i v0, __m256i v1, int8_t* o) {
-    const __m128i bytes = pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
+    const __m128i bytes =
+        in_double ? pack16(requantize_double(v0, ds, zp, lo, hi), requantize_double(v1, ds + 8, zp, lo, hi))
+                  : pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
     if (ncols == kNr) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
     } else {
@@ -98,6 +102,29 @@ using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const Gem
 constexpr TileFn kTiles[kMr + 1] = {nullptr, &tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>};
 
 }  // namespace
+
+uint64_t qs8_peak_probe__avx2(size_t iterations) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a = _mm256_set1_epi8(3), b0 = _mm256_set1_epi8(1), b1 = _mm256_set1_epi8(2), b2 = _mm256_set1_epi8(3),
+          b3 = _mm256_set1_epi8(4);
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (size_t i = 0; i < iterations; ++i) {
+    // Opaque to the compiler, so the products are not hoisted out of the loop.
+    __asm__ volatile("" : "+x"(a), "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3));
+    c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+    c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+    c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b2), ones));
+    c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b3), ones));
+    c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
+    c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
+    c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(_mm256_maddubs_epi16(b2, a), ones));
+    c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(_mm256_maddubs_epi16(b3, a), ones));
+  }
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                       _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7)));
+  __asm__ volatile("" : : "x"(sum));
+  return static_cast<uint64_t>(iterations) * 8 * 64;  // 32 multiply-adds per VPMADDUBSW
+}
 
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;

@@ -32,9 +32,13 @@ size_t round_up(size_t x, size_t m);
 
 class GemmWeights {
  public:
-  // w is [n][k] row-major; bias may be null (zeros). Throws std::invalid_argument.
+  // w is [n][k] row-major; bias may be null (zeros). With `double_scale` (one factor
+  // per output channel) the accumulators are requantized in double as TFLite's
+  // reference FULLY_CONNECTED does (rq then only supplies the zero point and the
+  // clamp); without it, with rq's fixed-point multipliers as CONV_2D does.
+  // Throws std::invalid_argument.
   GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
-              Requantization rq);
+              Requantization rq, std::vector<double> double_scale = {});
 
   size_t n() const { return n_; }
   size_t k() const { return k_; }
@@ -45,6 +49,13 @@ class GemmWeights {
   // multiply raw int8 activations (NEON), padded to 16 entries.
   const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
   const Requantization& requantization() const { return rq_; }  // padded to 16 channels
+  bool requantizes_in_double() const { return !double_scale_.empty(); }
+  const double* double_scale() const { return double_scale_.data(); }  // padded to 16 channels
+
+  // The requantization of one accumulator of channel c, either way.
+  int8_t requantize(int32_t acc, size_t c) const {
+    return double_scale_.empty() ? requantize_one(acc, rq_, c) : requantize_double(acc, double_scale_[c], rq_);
+  }
 
   // Packed panels for a layout, built on first use (thread-safe) and kept.
   const int8_t* packed(const PackLayout& layout) const;
@@ -55,6 +66,7 @@ class GemmWeights {
   std::vector<int8_t> w_;
   std::vector<int32_t> bias_, bias_zp_;
   Requantization rq_;
+  std::vector<double> double_scale_;
   mutable std::mutex mu_;
   mutable std::vector<std::pair<PackLayout, std::vector<int8_t>>> packs_;
 };
@@ -72,6 +84,11 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+
+// Throughput probe of the CPU's int8 multiply-add units (VPMADDUBSW + VPMADDWD, the
+// usual definition of the AVX2 int8 peak): runs `iterations` rounds of independent
+// chains and returns the number of int8 operations (multiply and add each count one).
+uint64_t qs8_peak_probe__avx2(size_t iterations);
 
 // Copies rows [m0, m0 + rows) of A into a dense buffer of row stride `stride` (>= K),
 // zero-filling the padding columns: the packing step of the SIMD paths.

@@ -23,9 +23,13 @@ inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0
   }
   const int32x4_t zp = vdupq_n_s32(rq.output_zero_point);
   const int32x4_t lo = vdupq_n_s32(rq.act_min), hi = vdupq_n_s32(rq.act_max);
+  const bool in_double = w.requantizes_in_double();
+  const double* ds = w.double_scale() + col0;
   for (int r = 0; r < R; ++r) {
-    const int8x8_t bytes = pack8(requantize(acc[r][0], m[0], l[0], nr[0], zp, lo, hi),
-                                 requantize(acc[r][1], m[1], l[1], nr[1], zp, lo, hi));
+    const int8x8_t bytes =
+        in_double ? pack8(requantize_double(acc[r][0], ds, zp, lo, hi), requantize_double(acc[r][1], ds + 4, zp, lo, hi))
+                  : pack8(requantize(acc[r][0], m[0], l[0], nr[0], zp, lo, hi),
+                          requantize(acc[r][1], m[1], l[1], nr[1], zp, lo, hi));
     int8_t* o = out + r * out_stride + col0;
     if (ncols == 8) {
       vst1_s8(o, bytes);

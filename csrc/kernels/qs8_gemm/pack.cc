@@ -1,4 +1,5 @@
 // Weight preparation shared by every path: validation, bias terms, packed panels.
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -10,8 +11,9 @@ namespace edgeinf::qs8 {
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
-                         Requantization rq)
-    : n_(n), k_(k), input_zero_point_(input_zero_point), w_(w, w + n * k), rq_(std::move(rq)) {
+                         Requantization rq, std::vector<double> double_scale)
+    : n_(n), k_(k), input_zero_point_(input_zero_point), w_(w, w + n * k), rq_(std::move(rq)),
+      double_scale_(std::move(double_scale)) {
   if (n == 0 || k == 0) {
     throw std::invalid_argument("weights must have at least one output channel and one input value, got [" +
                                 std::to_string(n) + ", " + std::to_string(k) + "]");
@@ -35,6 +37,18 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
                                        static_cast<uint32_t>(input_zero_point) * sum);
   }
   rq_.pad_to(padded);
+  if (!double_scale_.empty()) {
+    if (double_scale_.size() != n) {
+      throw std::invalid_argument("expected " + std::to_string(n) + " requantization scales, got " +
+                                  std::to_string(double_scale_.size()));
+    }
+    for (double s : double_scale_) {
+      if (!(s >= 0.0) || !std::isfinite(s)) {
+        throw std::invalid_argument("requantization scale must be finite and >= 0, got " + std::to_string(s));
+      }
+    }
+    double_scale_.resize(padded, 0.0);
+  }
 }
 
 const int8_t* GemmWeights::packed(const PackLayout& layout) const {

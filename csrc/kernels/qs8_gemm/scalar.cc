@@ -19,7 +19,7 @@ void qs8_gemm__scalar(const GemmWeights& w, const GemmRows& a, int8_t* out, size
           acc += static_cast<uint32_t>(static_cast<int32_t>(wc[t * a.seg + i]) * x);
         }
       }
-      out[m * out_stride + c] = requantize_one(static_cast<int32_t>(acc), w.requantization(), c);
+      out[m * out_stride + c] = w.requantize(static_cast<int32_t>(acc), c);
     }
   }
 }

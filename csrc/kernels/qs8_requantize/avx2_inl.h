@@ -41,6 +41,24 @@ static inline __m256i requantize(__m256i acc, __m256i multiplier, __m256i left_s
   return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
 }
 
+// std::round on 4 doubles: truncate, then step away from zero on an (exact) fraction >= 1/2.
+static inline __m256d round_half_away_pd(__m256d x) {
+  const __m256d t = _mm256_round_pd(x, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m256d away = _mm256_cmp_pd(_mm256_andnot_pd(sign, _mm256_sub_pd(x, t)), _mm256_set1_pd(0.5), _CMP_GE_OQ);
+  return _mm256_add_pd(t, _mm256_and_pd(away, _mm256_or_pd(_mm256_set1_pd(1.0), _mm256_and_pd(x, sign))));
+}
+
+// requantize_double of requantize.h on 8 lanes; scale points at 8 doubles. VCVTTPD2DQ
+// gives INT32_MIN out of range, as the scalar conversion on x86.
+static inline __m256i requantize_double(__m256i acc, const double* scale, __m256i zero_point, __m256i lo, __m256i hi) {
+  const __m256d a = round_half_away_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(acc)), _mm256_loadu_pd(scale)));
+  const __m256d b =
+      round_half_away_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(acc, 1)), _mm256_loadu_pd(scale + 4)));
+  const __m256i v = _mm256_add_epi32(_mm256_set_m128i(_mm256_cvttpd_epi32(b), _mm256_cvttpd_epi32(a)), zero_point);
+  return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+}
+
 // Packs 16 int32 lanes already within int8 range to 16 bytes in order.
 static inline __m128i pack16(__m256i a, __m256i b) {
   const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);

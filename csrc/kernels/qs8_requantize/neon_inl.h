@@ -24,6 +24,16 @@ static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_
   return vminq_s32(vmaxq_s32(v, lo), hi);
 }
 
+// requantize_double of requantize.h on 4 lanes; scale points at 4 doubles. FRINTA is
+// std::round; FCVTZS and SQXTN saturate out-of-range values, as the scalar conversion on Arm.
+static inline int32x4_t requantize_double(int32x4_t acc, const double* scale, int32x4_t zero_point, int32x4_t lo,
+                                          int32x4_t hi) {
+  const float64x2_t a = vrndaq_f64(vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(acc))), vld1q_f64(scale)));
+  const float64x2_t b = vrndaq_f64(vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(acc)), vld1q_f64(scale + 2)));
+  const int32x4_t v = vaddq_s32(vcombine_s32(vqmovn_s64(vcvtq_s64_f64(a)), vqmovn_s64(vcvtq_s64_f64(b))), zero_point);
+  return vminq_s32(vmaxq_s32(v, lo), hi);
+}
+
 // 8 int32 lanes already within int8 range to 8 bytes.
 static inline int8x8_t pack8(int32x4_t a, int32x4_t b) { return vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))); }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -98,6 +99,31 @@ void qs8_requantize__scalar(const int32_t* acc, int8_t* out, size_t rows, size_t
 void qs8_requantize__avx2(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq);
 void qs8_requantize__neon(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq);
 void qs8_requantize(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq);
+
+// TFLite's reference FULLY_CONNECTED (since LiteRT 2.0) requantizes in double instead:
+//   out = clamp(int32(round(double(acc) * scale)) + zero_point, min, max)
+// with scale = double(input_scale) * double(weight_scale) / double(output_scale) and
+// round() ties away from zero. The int32 conversion of an out-of-range value is what the
+// CPU's conversion instruction gives (x86: INT32_MIN; Arm: saturation); the addition
+// of the zero point wraps. Spelled out so that scalar and SIMD code agree.
+inline int32_t double_to_int32_like_cpu(double r) {
+  if (r >= -2147483648.0 && r < 2147483648.0) return static_cast<int32_t>(r);
+#if defined(__aarch64__) || defined(__arm__)
+  if (r != r) return 0;
+  return r > 0 ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int32_t>::min();
+#else
+  return std::numeric_limits<int32_t>::min();
+#endif
+}
+
+inline int8_t requantize_double(int32_t acc, double scale, const Requantization& rq) {
+  const double r = std::round(static_cast<double>(acc) * scale);
+  int32_t v = static_cast<int32_t>(static_cast<uint32_t>(double_to_int32_like_cpu(r)) +
+                                   static_cast<uint32_t>(rq.output_zero_point));
+  v = std::max(v, rq.act_min);
+  v = std::min(v, rq.act_max);
+  return static_cast<int8_t>(v);
+}
 
 // Activation clamp in the output's quantized domain, as TFLite's
 // CalculateActivationRangeQuantized computes it (float division, round half away).

@@ -1,0 +1,134 @@
+"""int8 pooling, add, mul, softmax, logistic, quantize and dequantize against TFLite's
+reference kernels (one-op models on LiteRT), on every kernel path of this CPU."""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+import pytest
+from qs8_oracle import (
+    assert_same,
+    binary_model,
+    pool_model,
+    random_scale,
+    random_zero_point,
+    run,
+    run_each_isa,
+    softmax_model,
+    unary_model,
+)
+
+from edgeinf import quant
+
+EMULATED = platform.machine() in ("aarch64", "arm64")
+CASES = 10 if EMULATED else 40
+ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]
+
+
+def _x(rng, shape):
+    return rng.integers(-128, 128, shape, dtype=np.int8)
+
+
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
+@pytest.mark.parametrize("case", range(CASES))
+def test_pooling_matches_tflite_reference(op, case):
+    rng = np.random.default_rng(4000 + case + (0 if op == "MAX_POOL_2D" else 500))
+    pool = tuple(int(v) for v in rng.choice([1, 2, 3, 5], 2))
+    stride = tuple(int(v) for v in rng.choice([1, 2, 3], 2))
+    padding = "same" if rng.random() < 0.5 else "valid"
+    h = int(rng.integers(pool[0], 14 if not EMULATED else 8))
+    w = int(rng.integers(pool[1], 14 if not EMULATED else 8))
+    c = int(rng.choice([1, 3, 8, 16, 17, 33]))
+    q = (random_scale(rng), random_zero_point(rng))
+    act = ACTIVATIONS[case % 4]
+    x = _x(rng, (int(rng.integers(1, 3)), h, w, c))
+    want = run(pool_model(op, x.shape, pool=pool, stride=stride, padding=padding, q=q, activation=act), [x])
+    fn = quant.max_pool if op == "MAX_POOL_2D" else quant.average_pool
+    kw = dict(pool_size=pool, stride=stride, padding=padding, activation=act, scale=q[0], zero_point=q[1])
+    for isa, got in run_each_isa(lambda: fn(x, **kw)).items():
+        assert_same(got, want, f"{op} x={x.shape} pool={pool} stride={stride} {padding} act={act} on {isa}")
+
+
+def test_average_pool_rounds_half_away_from_zero():
+    # Windows of 2 with sums +-1 and +-3: the reference rounds 0.5 to 1 and -0.5 to -1.
+    x = np.array([0, 1, 0, -1, 1, 2, -1, -2], np.int8).reshape(1, 1, 8, 1)
+    want = run(pool_model("AVERAGE_POOL_2D", x.shape, pool=(1, 2), stride=(1, 2), padding="valid", q=(0.1, 0)), [x])
+    assert want.reshape(-1).tolist() == [1, -1, 2, -2]
+    for isa, got in run_each_isa(lambda: quant.average_pool(x, (1, 2))).items():
+        assert_same(got, want, f"average pool ties on {isa}")
+
+
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("case", range(CASES))
+def test_add_mul_match_tflite_reference(op, case):
+    rng = np.random.default_rng(5000 + case + (0 if op == "ADD" else 500))
+    shape = [int(v) for v in rng.integers(1, 9, int(rng.integers(1, 5)))]
+    shape_b = list(shape)
+    if case % 3 == 1:  # broadcast one operand
+        shape_b = [1] * len(shape)
+    elif case % 3 == 2:
+        shape_b[-1] = 1
+    qa, qb = (random_scale(rng), random_zero_point(rng)), (random_scale(rng), random_zero_point(rng))
+    if op == "ADD":
+        qo = (float(np.float32(max(qa[0], qb[0]) * np.exp(rng.uniform(-1.5, 1.0)))), random_zero_point(rng))
+    else:
+        qo = (float(np.float32(qa[0] * qb[0] * 128 * np.exp(rng.uniform(-2.0, 1.0)))), random_zero_point(rng))
+    act = ACTIVATIONS[case % 4]
+    a, b = _x(rng, shape), _x(rng, shape_b)
+    want = run(binary_model(op, a.shape, b.shape, shape, qa=qa, qb=qb, qo=qo, activation=act), [a, b])
+    fn = quant.add if op == "ADD" else quant.mul
+    kw = dict(a_scale=qa[0], a_zero_point=qa[1], b_scale=qb[0], b_zero_point=qb[1], output_scale=qo[0],
+              output_zero_point=qo[1], activation=act)  # fmt: skip
+    for isa, got in run_each_isa(lambda: fn(a, b, **kw)).items():
+        assert_same(got, want, f"{op} a={a.shape} b={b.shape} act={act} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_softmax_matches_tflite_reference(case):
+    rng = np.random.default_rng(6000 + case)
+    rows = int(rng.integers(1, 5))
+    depth = int(rng.choice([1, 2, 5, 10, 16, 100, 300, 1001]))
+    in_q = (random_scale(rng, 0.01, 0.5), random_zero_point(rng))
+    beta = float(np.float32(rng.choice([1.0, 1.0, 0.5, 2.0, 3.7])))
+    x = _x(rng, (rows, depth))
+    if case % 4 == 0:  # many equal maxima and values far below the maximum
+        x[:, ::3] = 127
+    want = run(softmax_model(x.shape, in_q=in_q, beta=beta), [x])
+    for isa, got in run_each_isa(lambda: quant.softmax(x, input_scale=in_q[0], beta=beta)).items():
+        assert_same(got, want, f"softmax {x.shape} scale={in_q[0]} beta={beta} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_logistic_matches_tflite_reference(case):
+    rng = np.random.default_rng(7000 + case)
+    in_q = (random_scale(rng, 0.005, 0.5), random_zero_point(rng))
+    x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)  # every input value
+    x = np.concatenate([x, _x(rng, (1, 256))], axis=1)
+    want = run(unary_model("LOGISTIC", x.shape, in_q=in_q, out_q=quant.SOFTMAX_OUTPUT), [x])
+    for isa, got in run_each_isa(lambda: quant.logistic(x, input_scale=in_q[0], input_zero_point=in_q[1])).items():
+        assert_same(got, want, f"logistic scale={in_q[0]} zp={in_q[1]} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_quantize_matches_tflite_reference(case):
+    rng = np.random.default_rng(8000 + case)
+    q = (random_scale(rng, 1e-3, 1.0), random_zero_point(rng))
+    n = int(rng.choice([1, 7, 16, 33, 1000]))
+    x = (rng.standard_normal(n) * q[0] * 100).astype(np.float32)
+    # exact ties at .5 steps, and values beyond the int8 range
+    x[: n // 4] = ((rng.integers(-300, 300, n // 4) + 0.5) * np.float32(q[0])).astype(np.float32)
+    want = run(unary_model("QUANTIZE", x.shape, in_q=None, out_q=q, in_dtype="float32"), [x])
+    for isa, got in run_each_isa(lambda: quant.quantize(x, q[0], q[1])).items():
+        assert_same(got, want, f"quantize n={n} q={q} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_dequantize_matches_tflite_reference(case):
+    rng = np.random.default_rng(9000 + case)
+    q = (random_scale(rng, 1e-4, 10.0), random_zero_point(rng))
+    x = _x(rng, (int(rng.choice([1, 5, 16, 40])),))
+    want = run(unary_model("DEQUANTIZE", x.shape, in_q=q, out_q=None, out_dtype="float32"), [x])
+    for isa, got in run_each_isa(lambda: quant.dequantize(x, q[0], q[1])).items():
+        assert got.dtype == np.float32
+        assert_same(got.view(np.int32), want.view(np.int32), f"dequantize bits q={q} on {isa}")

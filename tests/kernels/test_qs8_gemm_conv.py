@@ -1,0 +1,154 @@
+"""int8 fully connected / GEMM, conv2d and depthwise conv2d against TFLite's reference kernels.
+
+Each case is a one-op int8 .tflite model with random weights, biases, scales and zero
+points (the int8 edges -128 and 127 included), run by LiteRT's reference kernels; every
+kernel path of this CPU must give exactly the same int8 output.
+"""
+
+from __future__ import annotations
+
+import platform
+
+import numpy as np
+import pytest
+from qs8_oracle import (
+    assert_same,
+    conv_model,
+    dwconv_model,
+    fc_model,
+    random_scale,
+    random_zero_point,
+    run,
+    run_each_isa,
+)
+
+from edgeinf import quant
+
+EMULATED = platform.machine() in ("aarch64", "arm64")
+CASES = 12 if EMULATED else 60
+ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]
+
+
+def _weights(rng, shape):
+    return rng.integers(-128, 128, shape, dtype=np.int8)
+
+
+def _output_scale(rng, in_scale, w_scale, k):
+    # Around the accumulator's spread; a wide random factor makes some cases saturate.
+    spread = float(in_scale) * float(np.max(w_scale)) * 60.0 * np.sqrt(k)
+    return float(np.float32(spread / 127.0 * np.exp(rng.uniform(-2.5, 1.0))))
+
+
+def _weight_scales(rng, n):
+    if rng.random() < 0.5:
+        return random_scale(rng, 1e-3, 0.05)
+    return np.array([random_scale(rng, 1e-3, 0.05) for _ in range(n)], np.float32)
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_fully_connected_matches_tflite_reference(case):
+    rng = np.random.default_rng(1000 + case)
+    m = int(rng.choice([1, 2, 5, 6, 7, 13]))
+    k = int(rng.choice([1, 3, 8, 16, 33, 64, 100]))
+    n = int(rng.choice([1, 7, 8, 15, 16, 17, 40]))
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, n)
+    out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
+    w = _weights(rng, (n, k))
+    bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
+    act = ACTIVATIONS[case % 4]
+    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    model = fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias, activation=act)
+    want = run(model, [x])
+    fc = quant.FullyConnected(
+        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+        output_zero_point=out_q[1], activation=act,
+    )  # fmt: skip
+    for isa, got in run_each_isa(lambda: fc(x)).items():
+        assert_same(got, want, f"FC m={m} k={k} n={n} act={act} on {isa}")
+
+
+def test_fully_connected_saturates_like_tflite():
+    # A huge bias and a small output scale drive every output to the int8 limits.
+    rng = np.random.default_rng(7)
+    m, k, n = 3, 20, 24
+    w = _weights(rng, (n, k))
+    bias = np.where(np.arange(n) % 2 == 0, 2**30, -(2**30)).astype(np.int32)
+    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    in_q, ws, out_q = (0.05, -128), 0.01, (0.001, 127)
+    want = run(fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
+    assert set(np.unique(want)) == {-128, 127}
+    fc = quant.FullyConnected(w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
+                              output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    for isa, got in run_each_isa(lambda: fc(x)).items():
+        assert_same(got, want, f"saturating FC on {isa}")
+
+
+def test_fully_connected_batches_leading_dims():
+    rng = np.random.default_rng(3)
+    w = _weights(rng, (5, 12))
+    fc = quant.FullyConnected(w, None, input_scale=0.02, input_zero_point=3, weight_scale=0.01,
+                              output_scale=0.05, output_zero_point=-1)  # fmt: skip
+    x = rng.integers(-128, 128, (2, 3, 12), dtype=np.int8)
+    assert_same(fc(x), fc(x.reshape(6, 12)).reshape(2, 3, 5), "leading dimensions")
+
+
+def _conv_case(rng, depthwise: bool):
+    b = 1 if rng.random() < 0.7 else 2
+    h, w = (int(v) for v in rng.integers(1, 12 if not EMULATED else 8, 2))
+    c = int(rng.choice([1, 3, 4, 8, 16, 17, 32]))
+    kh, kw = (int(v) for v in rng.choice([1, 2, 3, 5], 2))
+    stride = tuple(int(v) for v in rng.choice([1, 1, 2, 3], 2))
+    dilation = (1, 1) if rng.random() < 0.6 else tuple(int(v) for v in rng.choice([1, 2], 2))
+    padding = "same" if rng.random() < 0.5 else "valid"
+    if padding == "valid":
+        h = max(h, (kh - 1) * dilation[0] + 1)
+        w = max(w, (kw - 1) * dilation[1] + 1)
+    return b, h, w, c, kh, kw, stride, dilation, padding
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_conv2d_matches_tflite_reference(case):
+    rng = np.random.default_rng(2000 + case)
+    b, h, w, c, kh, kw, stride, dilation, padding = _conv_case(rng, False)
+    o = int(rng.choice([1, 4, 8, 16, 19, 32]))
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, o)
+    out_q = (_output_scale(rng, in_q[0], ws, kh * kw * c), random_zero_point(rng))
+    weights = _weights(rng, (o, kh, kw, c))
+    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
+    act = ACTIVATIONS[case % 4]
+    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
+                       out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
+                        input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+                        output_zero_point=out_q[1], activation=act)  # fmt: skip
+    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} act={act}"
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"{what} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_depthwise_conv2d_matches_tflite_reference(case):
+    rng = np.random.default_rng(3000 + case)
+    b, h, w, c, kh, kw, stride, dilation, padding = _conv_case(rng, True)
+    multiplier = 1 if rng.random() < 0.75 else int(rng.choice([2, 3]))
+    oc = c * multiplier
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, oc)
+    out_q = (_output_scale(rng, in_q[0], ws, kh * kw), random_zero_point(rng))
+    weights = _weights(rng, (1, kh, kw, oc))
+    bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
+    act = ACTIVATIONS[case % 4]
+    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    model = dwconv_model(x.shape, weights, bias, multiplier=multiplier, stride=stride, dilation=dilation,
+                         padding=padding, in_q=in_q, out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
+    want = run(model, [x])
+    dw = quant.DepthwiseConv2D(weights, bias, depth_multiplier=multiplier, stride=stride, padding=padding,
+                               dilation=dilation, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
+                               output_scale=out_q[0], output_zero_point=out_q[1], activation=act)  # fmt: skip
+    what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} act={act}"
+    for isa, got in run_each_isa(lambda: dw(x)).items():
+        assert_same(got, want, f"{what} on {isa}")

@@ -1,0 +1,232 @@
+"""Fixed-point building blocks of edgeinf.quant against independent Python big-integer
+implementations of gemmlowp / TFLite semantics; every kernel path against the scalar one
+on edge values (INT32 extremes, ties, vector tails); bad input raising ValueError."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from qs8_oracle import assert_same, run_each_isa
+
+from edgeinf import _C, quant
+from edgeinf.errors import InputError
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def py_quantize_multiplier(real: float) -> tuple[int, int]:
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    scaled = q * 2**31
+    fixed = int(math.floor(scaled + 0.5)) if scaled >= 0 else -int(math.floor(-scaled + 0.5))
+    if fixed == 2**31:
+        fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return fixed, shift
+
+
+def wrap32(v: int) -> int:
+    return (v + 2**31) % 2**32 - 2**31
+
+
+def py_srdhm(a: int, b: int) -> int:
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    nudge = 2**30 if ab >= 0 else 1 - 2**30
+    return int((ab + nudge) / 2**31) if abs(ab) < 2**52 else math.trunc((ab + nudge) / 2**31)
+
+
+def py_srdhm_exact(a: int, b: int) -> int:
+    if a == b == INT32_MIN:
+        return INT32_MAX
+    ab = a * b
+    nudge = 2**30 if ab >= 0 else 1 - 2**30
+    num = ab + nudge
+    q = abs(num) // 2**31  # C division truncates toward zero
+    return q if num >= 0 else -q
+
+
+def py_rdbpot(x: int, e: int) -> int:
+    mask = (1 << e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> e) + (1 if remainder > threshold else 0)
+
+
+def py_mbqm(x: int, m: int, shift: int) -> int:
+    left, right = max(shift, 0), max(-shift, 0)
+    return py_rdbpot(py_srdhm_exact(wrap32(x << left), m), right)
+
+
+def test_quantize_multiplier_matches_tflite_definition():
+    rng = np.random.default_rng(1)
+    values = [0.0, 1.0, 0.5, 2.0**-31, 2.0**-32, 0.99999999999, 1 - 2.0**-33, 3.0, 2.0**29, 1e-12]
+    values += list(np.exp(rng.uniform(-25, 10, 2000)))
+    for v in values:
+        assert quant.quantize_multiplier(float(v)) == py_quantize_multiplier(float(v)), v
+
+
+def test_multiply_by_quantized_multiplier_matches_gemmlowp_semantics():
+    rng = np.random.default_rng(2)
+    xs = np.concatenate(
+        [rng.integers(INT32_MIN, INT32_MAX, 3000, dtype=np.int64),
+         [INT32_MIN, INT32_MAX, 0, 1, -1, 2**30, -(2**30), 3 * 2**29, -3 * 2**29]]
+    ).astype(np.int32)  # fmt: skip
+    for _ in range(60):
+        m = int(rng.integers(2**30, 2**31))
+        shift = int(rng.integers(-31, 31))
+        got = quant.multiply_by_quantized_multiplier(xs, m, shift)
+        want = np.array([py_mbqm(int(x), m, shift) for x in xs], np.int64).astype(np.int32)
+        assert_same(got, want, f"MBQM m={m} shift={shift}")
+
+
+def test_double_rounding_of_tflite():
+    # multiplier 2^30 (0.5) and shift -1 divide by 4 in two rounded steps: x / 2 rounds
+    # ties toward +inf, the shift rounds ties away from zero. So 2 -> 1 -> 1 and
+    # -2 -> -1 -> -1, and 1 -> 1 (0.5 up) -> 1 (0.5 away): 0.25 becomes 1, as in TFLite.
+    x = np.array([2, -2, 6, -6, 1, -1, 3, -3], np.int32)
+    got = quant.multiply_by_quantized_multiplier(x, 2**30, -1)
+    assert got.tolist() == [1, -1, 2, -2, 1, 0, 1, -1]
+
+
+@pytest.mark.parametrize("channels", [1, 7, 8, 15, 16, 17, 31, 33, 64])
+def test_requantize_every_path_equals_scalar_on_edge_values(channels):
+    rng = np.random.default_rng(100 + channels)
+    acc = rng.integers(INT32_MIN, INT32_MAX, (5, channels), dtype=np.int64).astype(np.int32)
+    acc[0, :] = INT32_MIN
+    acc[1, :] = INT32_MAX
+    acc[2, :] = rng.integers(-1000, 1000, channels)
+    mult = rng.integers(2**30, 2**31, channels).astype(np.int32)
+    shift = rng.integers(-31, 31, channels).astype(np.int32)
+    zp, lo, hi = int(rng.integers(-128, 128)), -100, 120
+    want = np.empty_like(acc, dtype=np.int8)
+    for c in range(channels):
+        for r in range(acc.shape[0]):
+            v = py_mbqm(int(acc[r, c]), int(mult[c]), int(shift[c])) + zp
+            want[r, c] = min(max(v, lo), hi)
+    for isa, got in run_each_isa(lambda: quant.requantize(acc, mult, shift, zp, lo, hi)).items():
+        assert_same(got, want, f"requantize {channels} channels on {isa}")
+
+
+def test_activation_ranges():
+    assert quant.activation_range("none", 0.1, 5) == (-128, 127)
+    assert quant.activation_range("relu", 0.1, 5) == (5, 127)
+    assert quant.activation_range("relu6", 0.1, -128) == (-128, -68)
+    assert quant.activation_range("relu_n1_to_1", 0.01, 0) == (-100, 100)
+
+
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 100])
+def test_quantize_dequantize_round_trip_and_per_channel(n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((3, n)).astype(np.float32)
+    scales = np.array([0.01, 0.02, 0.05], np.float32)
+    zps = [0, -128, 127]
+    q = quant.quantize(x, scales, zps, axis=0)
+    for c in range(3):
+        assert_same(q[c], quant.quantize(np.ascontiguousarray(x[c]), scales[c], zps[c]), f"channel {c}")
+        back = quant.dequantize(q[c], scales[c], zps[c])
+        inside = (q[c] > -128) & (q[c] < 127)
+        assert np.all(np.abs(back - x[c])[inside] <= scales[c] / 2 * (1 + 1e-6))
+    assert quant.quantize(np.array([np.nan, np.inf, -np.inf], np.float32), 0.1, 3).tolist() == [3, 127, -128]
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def _fc(**over):
+    kw = dict(input_scale=0.1, input_zero_point=0, weight_scale=0.01, output_scale=0.2, output_zero_point=0)
+    kw.update(over)
+    w = over.pop("weights", np.ones((4, 3), np.int8))
+    kw.pop("weights", None)
+    return quant.FullyConnected(w, **kw)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(input_scale=0.0), "positive and finite"),
+        (dict(input_scale=float("nan")), "positive and finite"),
+        (dict(output_scale=-1.0), "positive and finite"),
+        (dict(weight_scale=float("inf")), "positive and finite"),
+        (dict(weight_scale=[0.1, 0.2]), "expected 1 or 4 scales"),
+        (dict(input_zero_point=128), r"\[-128, 127\], got 128"),
+        (dict(output_zero_point=-129), r"\[-128, 127\], got -129"),
+        (dict(activation="tanh"), "activation must be one of"),
+        (dict(weights=np.ones((4, 3), np.float32)), "expected dtype int8, got float32"),
+        (dict(weights=np.ones((4, 3, 1), np.int8)), r"expected \[N, K\]"),
+    ],
+)
+def test_fully_connected_rejects_bad_parameters(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        _fc(**kwargs)
+
+
+def test_operators_reject_bad_arrays():
+    fc = _fc()
+    with pytest.raises(InputError, match="expected dtype int8, got int16"):
+        fc(np.zeros((2, 3), np.int16))
+    with pytest.raises(ValueError, match=r"last dimension of 3 .* got shape \(2, 4\)"):
+        fc(np.zeros((2, 4), np.int8))
+    with pytest.raises(ValueError, match=r"out: expected shape \(2, 4\), got \(2, 5\)"):
+        fc(np.zeros((2, 3), np.int8), out=np.zeros((2, 5), np.int8))
+    ro = np.zeros((2, 4), np.int8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        fc(np.zeros((2, 3), np.int8), out=ro)
+    with pytest.raises(ValueError, match="bias: expected shape"):
+        quant.FullyConnected(np.ones((4, 3), np.int8), np.zeros(5, np.int32), input_scale=0.1, input_zero_point=0,
+                             weight_scale=0.1, output_scale=0.1, output_zero_point=0)  # fmt: skip
+    conv = quant.Conv2D(np.ones((2, 3, 3, 4), np.int8), input_scale=0.1, input_zero_point=0, weight_scale=0.1,
+                        output_scale=0.1, output_zero_point=0, padding="valid")  # fmt: skip
+    with pytest.raises(ValueError, match="expected 4 channels"):
+        conv(np.zeros((1, 5, 5, 3), np.int8))
+    with pytest.raises(ValueError, match="shift must be in"):  # a scale ratio of 1e12 has no Q31 multiplier
+        quant.Conv2D(np.ones((2, 1, 1, 4), np.int8), input_scale=1.0, input_zero_point=0, weight_scale=1.0,
+                     output_scale=1e-12, output_zero_point=0)  # fmt: skip
+    with pytest.raises(ValueError, match="smaller than the filter extent"):
+        conv(np.zeros((1, 2, 5, 4), np.int8))
+    with pytest.raises(ValueError, match="NHWC"):
+        conv(np.zeros((5, 5, 4), np.int8))
+    with pytest.raises(ValueError, match="padding must be"):
+        quant.max_pool(np.zeros((1, 4, 4, 1), np.int8), 2, padding="full")
+    with pytest.raises(ValueError, match="do not broadcast"):
+        quant.add(np.zeros(3, np.int8), np.zeros(4, np.int8), a_scale=0.1, a_zero_point=0, b_scale=0.1,
+                  b_zero_point=0, output_scale=0.1, output_zero_point=0)  # fmt: skip
+    with pytest.raises(ValueError, match="too small"):
+        quant.add(np.zeros(3, np.int8), np.zeros(3, np.int8), a_scale=1.0, a_zero_point=0, b_scale=1.0,
+                  b_zero_point=0, output_scale=1e-7, output_zero_point=0)  # fmt: skip
+    with pytest.raises(ValueError, match="beta"):
+        quant.softmax(np.zeros((1, 3), np.int8), input_scale=0.1, beta=0.0)
+    with pytest.raises(ValueError, match="expected dtype float32"):
+        quant.quantize(np.zeros(3, np.float64), 0.1, 0)
+
+
+def test_native_layer_validates_before_touching_memory():
+    # The private module is the last line of defence: wrong dtypes, layouts and shapes
+    # raise ValueError there too, never crash.
+    w = np.ones((4, 3), np.int8)
+    fc = _C.Qs8FullyConnected(w, None, 0, np.array([0.5]), 0, -128, 127)
+    with pytest.raises(ValueError, match="expected dtype int8, got float64"):
+        fc.run(np.zeros((2, 3)), None)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        fc.run(np.zeros((3, 2), np.int8).T, None)
+    with pytest.raises(ValueError, match="scale must be finite"):
+        _C.Qs8FullyConnected(w, None, 0, np.array([np.nan]), 0, -128, 127)
+    with pytest.raises(ValueError, match="activation range"):
+        _C.Qs8FullyConnected(w, None, 0, np.array([0.5]), 0, 10, -10)
+    with pytest.raises(ValueError, match="zero point"):
+        _C.Qs8FullyConnected(w, None, 200, np.array([0.5]), 0, -128, 127)
+    with pytest.raises(ValueError, match="empty window"):
+        _C.average_pool(np.zeros((1, 2, 2, 1), np.int8), 1, 1, 1, 1, 4, 4, 3, 3, -128, 127, None)
+    with pytest.raises(ValueError, match="strides and dilations"):
+        _C.max_pool(np.zeros((1, 2, 2, 1), np.int8), 1, 1, 0, 1, 1, 1, 0, 0, -128, 127, None)
+    with pytest.raises(ValueError, match="shift must be in"):
+        _C.requantize(np.zeros(4, np.int32), np.array([1 << 30], np.int32), np.array([40], np.int32), 0, -128, 127)
+    with pytest.raises(ValueError, match="equal shapes"):
+        _C.mul(np.zeros(3, np.int8), np.zeros(4, np.int8), 0, 0, 1 << 30, 0, 0, -128, 127, None)
