@@ -1,15 +1,18 @@
 """The image-to-tensor reference: its documented arithmetic, and its agreement with OpenCV.
 
 Tolerances (docs/preprocess.md): packed formats agree with cv2.resize within 1 level
-(bilinear: the 7-bit column weights; area: the 11-bit box weights); nearest picks exactly
-floor((x + 0.5) * in / out); YUV sources agree within 2 levels with OpenCV resizing the
-planes (chroma repeated over its 2x2 block, as cvtColor does) followed by the documented
-BT.601 formula within 2.5 levels (OpenCV rounds the resized planes to 8 bits), and with cvtColor-then-resize on a natural photo within 2 levels for
-99.5 % of the values (they differ where OpenCV clamps out-of-gamut source pixels before
-interpolating, up to 24 levels at saturated colour edges).
+(bilinear: the 7-bit column weights; area: the 11-bit box weights; OpenCV's own aarch64
+build adds a level at rare pixels); nearest picks exactly floor((x + 0.5) * in / out);
+YUV sources agree within 2.5 levels with OpenCV resizing the planes (chroma repeated over
+its 2x2 block, as cvtColor does) followed by the documented BT.601 formula (OpenCV rounds
+the resized planes to 8 bits), and with cvtColor-then-resize on a natural photo within 2
+levels for 99.5 % of the values (they differ where OpenCV clamps out-of-gamut source
+pixels before interpolating, up to 24 levels at saturated colour edges).
 """
 
 from __future__ import annotations
+
+import platform
 
 import cv2
 import numpy as np
@@ -18,6 +21,10 @@ from preprocess_helpers import first_mismatch, make_frame, pipeline
 
 from edgeinf.preprocess import Letterbox, Pipeline, frame_size
 from edgeinf.types import Layout, Quantization, TensorSpec
+
+# OpenCV's aarch64 build rounds a few resized pixels a level away from its x86 build
+# (seen on the emulated Pi): one more level of slack against OpenCV off x86.
+CV_SLACK = 0 if platform.machine() in ("x86_64", "AMD64") else 1
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +102,7 @@ def test_bilinear_matches_documented_fixed_point(photo, dtype, size, roi):
 def test_bilinear_within_one_level_of_cv2_resize(photo, size):
     got = convert(photo, "bgr", *size, channel_order="bgr")
     want = cv2.resize(photo, size, interpolation=cv2.INTER_LINEAR)
-    msg = first_mismatch(got, want, tol=1)
+    msg = first_mismatch(got, want, tol=1 + CV_SLACK)
     assert not msg, msg
 
 
@@ -103,7 +110,7 @@ def test_bilinear_within_one_level_of_cv2_resize(photo, size):
 def test_area_within_one_level_of_cv2_inter_area(photo, size):
     got = convert(photo, "bgr", *size, channel_order="bgr", resize="area")
     want = cv2.resize(photo, size, interpolation=cv2.INTER_AREA)
-    msg = first_mismatch(got, want, tol=1)
+    msg = first_mismatch(got, want, tol=1 + CV_SLACK)
     assert not msg, msg
 
 
@@ -179,7 +186,7 @@ def test_yuv_matches_cv2_resized_planes_then_bt601(photo, color, yuv_range, size
     small = cv2.resize(yuv444, size, interpolation=cv2.INTER_LINEAR)
     want = bt601(small[..., 0], small[..., 1], small[..., 2], yuv_range == "limited")
     got = convert(frames[color], color, *size, dtype="float32", yuv_range=yuv_range)
-    msg = first_mismatch(got, want, tol=2.5)  # OpenCV's planes are rounded to 8 bits; 2.018 * U
+    msg = first_mismatch(got, want, tol=2.5 + 2.018 * CV_SLACK)  # OpenCV rounds the planes to 8 bits; B = 2.018 U
     assert not msg, msg
 
 
@@ -190,13 +197,13 @@ def test_yuv_close_to_cv2_cvtcolor_then_resize(photo, color):
     got = convert(frames[color], color, 224, 224)
     diff = np.abs(got.astype(int) - want)
     assert (diff <= 2).mean() >= 0.995, f"only {(diff <= 2).mean():.4f} within 2 levels"
-    assert diff.max() <= 24, first_mismatch(got, want, tol=24)
+    assert diff.max() <= 24 + CV_SLACK, first_mismatch(got, want, tol=24 + CV_SLACK)
 
 
 def test_gray_output_from_bgr_matches_cv2_luma(photo):
     want = cv2.resize(cv2.cvtColor(photo, cv2.COLOR_BGR2GRAY), (97, 65), interpolation=cv2.INTER_LINEAR)
     got = convert(photo, "bgr", 97, 65, channels=1)[..., 0]
-    msg = first_mismatch(got, want, tol=1)
+    msg = first_mismatch(got, want, tol=1 + CV_SLACK)
     assert not msg, msg
 
 
@@ -207,7 +214,8 @@ def test_gray_source_fills_three_channels(rng):
         got = convert(frame, "gray", 30, 20, layout=layout)
         planes = got if layout == "NCHW" else np.moveaxis(got, -1, 0)
         for c in range(3):
-            assert not first_mismatch(planes[c], want, tol=1), first_mismatch(planes[c], want, tol=1)
+            msg = first_mismatch(planes[c], want, tol=1 + CV_SLACK)
+            assert not msg, msg
 
 
 @pytest.mark.parametrize("color", ["rgba", "bgra", "rgb"])
@@ -225,7 +233,7 @@ def test_float_normalization_per_channel(photo):
     rgb = cv2.resize(photo, (224, 224), interpolation=cv2.INTER_LINEAR)[..., ::-1].astype(np.float64)
     want = (rgb - np.array(mean)) / np.array(std)
     # OpenCV rounds its resized pixels to 8 bits, edgeinf does not: 1.5 levels apart at most
-    msg = first_mismatch(got, want, tol=1.5 / 57.12)
+    msg = first_mismatch(got, want, tol=(1.5 + CV_SLACK) / 57.12)
     assert not msg, msg
 
 
@@ -233,7 +241,8 @@ def test_quantized_output_uses_scale_and_zero_point(photo):
     got = convert(photo, "bgr", 64, 64, dtype="int8", mean=127.5, std=127.5, scale=1 / 128, zero_point=-5)
     rgb = cv2.resize(photo, (64, 64), interpolation=cv2.INTER_LINEAR)[..., ::-1].astype(np.float64)
     want = np.clip(np.rint((rgb - 127.5) / 127.5 * 128 - 5), -128, 127)
-    assert not first_mismatch(got, want, tol=2)
+    msg = first_mismatch(got, want, tol=2 + CV_SLACK)
+    assert not msg, msg
     assert got.min() >= -128 and got.max() <= 127
 
 
@@ -241,7 +250,8 @@ def test_default_quantized_inputs_take_raw_pixels(photo):
     u8 = convert(photo, "bgr", 64, 64, dtype="uint8", scale=0.5, zero_point=7)
     i8 = convert(photo, "bgr", 64, 64, dtype="int8", scale=0.5, zero_point=7)
     want = cv2.resize(photo, (64, 64), interpolation=cv2.INTER_LINEAR)[..., ::-1]
-    assert not first_mismatch(u8, want, tol=1)
+    msg = first_mismatch(u8, want, tol=1 + CV_SLACK)
+    assert not msg, msg
     assert np.array_equal(i8.astype(int), u8.astype(int) - 128)
 
 
@@ -298,11 +308,14 @@ def test_one_pixel_image_fills_the_output(rng):
         assert (got == [30, 20, 10]).all(), resize
 
 
-def test_threads_give_the_same_result(rng):
-    frame = make_frame(rng, "bgr", 300, 200)
-    a = convert(frame, "bgr", 150, 120, dtype="float32", std=255.0)
-    b = convert(frame, "bgr", 150, 120, dtype="float32", std=255.0, threads=2)
-    assert not first_mismatch(a, b)
+@pytest.mark.parametrize("resize", ["bilinear", "nearest", "area"])
+@pytest.mark.parametrize("color", ["bgr", "nv12"])
+def test_threads_give_the_same_result(rng, resize, color):
+    frame = make_frame(rng, color, 300, 200)
+    for size in [(150, 120), (64, 37), (400, 300)]:
+        a = convert(frame, color, *size, dtype="float32", std=255.0, resize=resize)
+        b = convert(frame, color, *size, dtype="float32", std=255.0, resize=resize, threads=2)
+        assert not first_mismatch(a, b), (size, first_mismatch(a, b))
 
 
 def test_pipeline_writes_into_model_like_buffers(rng):
