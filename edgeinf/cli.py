@@ -78,7 +78,7 @@ def _spec_dict(spec) -> dict:
 def _board_facts() -> dict:
     from .board import detect
 
-    return {"board": detect().summary()}
+    return {"board": detect().as_dict()}  # the text view prints its "summary"
 
 
 def _add_demo(sub) -> None:
