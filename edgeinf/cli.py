@@ -78,6 +78,13 @@ def _spec_dict(spec) -> dict:
     }
 
 
+<<<<<<< HEAD
+=======
+def _board_facts() -> dict:
+    from .board import detect
+
+    return {"board": detect().as_dict()}  # the text view prints its "summary"
+>>>>>>> arm64
 
 
 def _add_demo(sub) -> None:

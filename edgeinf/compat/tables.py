@@ -160,7 +160,14 @@ def resolve(backend: str, target: str | None = None) -> Target:
     for package in TFLITE_PACKAGES:
         if installed_version(package) is not None and versions("tflite", package):
             return _pick(package, "tflite", versions("tflite", package), None)
-    return _pick("ai_edge_litert", "tflite", versions("tflite", "ai_edge_litert"), None)
+    # Nothing installed: check against what this board and Python typically run (edgeinf.board).
+    from ..board import default_target
+
+    hint = default_target(installed={})
+    chosen = _pick(_normalise(hint.runtime), "tflite", versions("tflite", _normalise(hint.runtime)), None)
+    return Target(
+        chosen.backend, chosen.package, chosen.version, f"{chosen.note}; this board runs {hint.spec}: {hint.reason}"
+    )
 
 
 def all_targets() -> list[str]:
