@@ -78,15 +78,6 @@ def _spec_dict(spec) -> dict:
     }
 
 
-<<<<<<< HEAD
-=======
-def _board_facts() -> dict:
-    from .board import detect
-
-    return {"board": detect().as_dict()}  # the text view prints its "summary"
->>>>>>> arm64
-
-
 def _add_demo(sub) -> None:
     p = sub.add_parser(
         "demo", help="detect faces in a real photo with MediaPipe BlazeFace and write an annotated image"
