@@ -157,9 +157,9 @@ class TargetHint:
     reason: str
 
     @property
-    def key(self) -> str:
-        """``runtime-version`` (``tflite-runtime-2.14.0``), or just the runtime when no version is known."""
-        return f"{self.runtime}-{self.version}" if self.version else self.runtime
+    def spec(self) -> str:
+        """As ``edgeinf check --target`` takes it: ``tflite-runtime==2.14.0``, or ``ai-edge-litert``."""
+        return f"{self.runtime}=={self.version}" if self.version else self.runtime
 
 
 def _read_text(path: Path) -> str:

@@ -8,7 +8,6 @@ is imported), else the newest table. ``--target`` accepts ``tflite-runtime==2.14
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import re
@@ -82,9 +81,11 @@ def installed_version(package: str) -> str | None:
     for location in locations:
         for info in Path(location).parent.glob(f"{package}-*.dist-info"):
             return info.name[len(package) + 1 : -len(".dist-info")]
+    from importlib import metadata  # slow to import (~0.2 s): only when the dist-info is elsewhere
+
     try:
-        return importlib.metadata.version(package.replace("_", "-"))
-    except importlib.metadata.PackageNotFoundError:
+        return metadata.version(package.replace("_", "-"))
+    except metadata.PackageNotFoundError:
         return None
 
 
@@ -159,7 +160,14 @@ def resolve(backend: str, target: str | None = None) -> Target:
     for package in TFLITE_PACKAGES:
         if installed_version(package) is not None and versions("tflite", package):
             return _pick(package, "tflite", versions("tflite", package), None)
-    return _pick("ai_edge_litert", "tflite", versions("tflite", "ai_edge_litert"), None)
+    # Nothing installed: check against what this board and Python typically run (edgeinf.board).
+    from ..board import default_target
+
+    hint = default_target(installed={})
+    chosen = _pick(_normalise(hint.runtime), "tflite", versions("tflite", _normalise(hint.runtime)), None)
+    return Target(
+        chosen.backend, chosen.package, chosen.version, f"{chosen.note}; this board runs {hint.spec}: {hint.reason}"
+    )
 
 
 def all_targets() -> list[str]:

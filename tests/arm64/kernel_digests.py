@@ -78,6 +78,100 @@ for _dtype in ("int8", "uint8", "float32"):
         )
 
 
+# int8 operators (csrc/kernels/qs8_*): exact by construction. Inputs span the int8 extremes,
+# zero points at both ends, and K/C/width values off the 8/16-lane and 4-deep dot-product
+# blocking, so the tails of every vector path are in the digest.
+
+
+def _int8(rng: np.random.Generator, shape) -> np.ndarray:
+    x = rng.integers(-128, 128, shape, dtype=np.int8)
+    x.flat[:2] = (-128, 127)
+    return x
+
+
+def _bias(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(-(2**16), 2**16, n, dtype=np.int32)
+
+
+@case("qs8/fully_connected")
+def _fully_connected(rng):
+    from edgeinf import quant
+
+    outputs = []
+    for n, k, rows, zp, act in (
+        (37, 83, 5, -128, "none"),
+        (16, 64, 3, 127, "relu6"),
+        (1, 1, 1, 0, "relu"),
+        (9, 257, 4, 3, "none"),
+    ):
+        weights = _int8(rng, (n, k))
+        layer = quant.FullyConnected(
+            weights, _bias(rng, n), input_scale=0.05, input_zero_point=zp, weight_scale=rng.uniform(0.001, 0.02, n),
+            output_scale=0.9, output_zero_point=-5, activation=act,
+        )  # fmt: skip
+        outputs.append(layer(_int8(rng, (rows, k))))
+    return outputs
+
+
+@case("qs8/conv2d")
+def _conv2d(rng):
+    from edgeinf import quant
+
+    outputs = []
+    for o, kh, kw, i, stride, padding, dilation in (
+        (19, 3, 3, 13, 1, "same", 1),
+        (8, 1, 1, 32, 2, "valid", 1),
+        (5, 3, 2, 3, (2, 1), "same", 2),
+    ):
+        layer = quant.Conv2D(
+            _int8(rng, (o, kh, kw, i)), _bias(rng, o), stride=stride, padding=padding, dilation=dilation,
+            input_scale=0.02, input_zero_point=-7, weight_scale=rng.uniform(0.002, 0.02, o), output_scale=0.3,
+            output_zero_point=4, activation="relu6",
+        )  # fmt: skip
+        outputs.append(layer(_int8(rng, (2, 11, 9, i))))
+    return outputs
+
+
+@case("qs8/depthwise_conv2d")
+def _depthwise(rng):
+    from edgeinf import quant
+
+    outputs = []
+    for c, mult, stride, padding in ((17, 1, 1, "same"), (8, 2, 2, "valid"), (3, 3, 1, "same")):
+        layer = quant.DepthwiseConv2D(
+            _int8(rng, (1, 3, 3, c * mult)), _bias(rng, c * mult), depth_multiplier=mult, stride=stride,
+            padding=padding, input_scale=0.02, input_zero_point=127, weight_scale=rng.uniform(0.002, 0.02, c * mult),
+            output_scale=0.25, output_zero_point=-128,
+        )  # fmt: skip
+        outputs.append(layer(_int8(rng, (1, 13, 10, c))))
+    return outputs
+
+
+@case("qs8/requantize_pool_elementwise")
+def _weightless(rng):
+    from edgeinf import quant
+
+    acc = rng.integers(-(2**31), 2**31, (7, 35), dtype=np.int64).astype(np.int32)
+    acc.flat[:2] = (-(2**31), 2**31 - 1)
+    multipliers, shifts = rng.integers(2**30, 2**31, 35).astype(np.int32), rng.integers(-12, 3, 35).astype(np.int32)
+    x = _int8(rng, (1, 9, 11, 19))
+    a, b = _int8(rng, (3, 37)), _int8(rng, (3, 37))
+    return [
+        quant.requantize(acc, multipliers, shifts, -3),
+        quant.max_pool(x, 3, 2, "same"),
+        quant.average_pool(x, (2, 3), 1, "valid"),
+        quant.add(
+            a, b, a_scale=0.1, a_zero_point=-128, b_scale=0.07, b_zero_point=5, output_scale=0.2, output_zero_point=0
+        ),
+        quant.mul(
+            a, b, a_scale=0.1, a_zero_point=3, b_scale=0.07, b_zero_point=-2, output_scale=0.5, output_zero_point=1
+        ),
+        quant.softmax(_int8(rng, (4, 33)), input_scale=0.1),
+        quant.logistic(_int8(rng, (3, 41)), input_scale=0.06, input_zero_point=-9),
+        quant.quantize(rng.uniform(-20, 20, (3, 29)).astype(np.float32), 0.125, -1),
+    ]
+
+
 # -- digests ---------------------------------------------------------------------------------
 
 

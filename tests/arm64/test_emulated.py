@@ -86,14 +86,16 @@ def test_setup_py_cross_builds_an_aarch64_extension_beside_the_x86_one(arm_build
 
 def test_only_neondot_objects_hold_instructions_an_a53_or_a72_lacks(arm_build):
     _, objects = arm_build
-    offenders = {}
+    offenders, dot_objects = {}, {}
     for obj in sorted(objects.rglob("*.o")):
-        if obj.stem == "neondot" or obj.stem.endswith("__neondot"):
-            continue
         found = emulated.instructions_beyond_armv8_0(emulated.objdump(obj))
-        if found:
+        if obj.stem == "neondot" or obj.stem.endswith("__neondot"):
+            dot_objects[str(obj.relative_to(objects))] = [line for line in found if "dot\t" in line]
+        elif found:
             offenders[str(obj.relative_to(objects))] = found[:3]
     assert not offenders, f"Armv8.2+ instructions outside neondot files: {offenders}"
+    # and the neondot files were compiled with their flag: they do use the dot product
+    assert all(dot_objects.values()), f"neondot objects without SDOT/UDOT: {dot_objects}"
 
 
 def test_the_instruction_check_sees_a_dot_product(tmp_path):

@@ -88,7 +88,7 @@ def test_32bit_pi_os_reports_armv7_and_targets_tflite_runtime(tmp_path):
     found = board.detect(root)
     assert (found.key, found.machine) == ("pi4", "armv7l")
     hint = board.default_target(found, installed={}, python_version=(3, 11))
-    assert (hint.runtime, hint.version, hint.key) == ("tflite-runtime", "2.14.0", "tflite-runtime-2.14.0")
+    assert (hint.runtime, hint.version, hint.spec) == ("tflite-runtime", "2.14.0", "tflite-runtime==2.14.0")
 
 
 @pytest.mark.parametrize(
@@ -132,18 +132,18 @@ def test_jetpack5_python38_targets_tflite_runtime_213(tmp_path):
         tegra="# R35 (release), REVISION: 3.1, GCID: 32827747, BOARD: t186ref, EABI: aarch64, DATE: Sun Mar 19 15:19:21 UTC 2023",
     )
     hint = board.default_target(board.detect(root), installed={}, python_version=(3, 8))
-    assert hint.key == "tflite-runtime-2.13.0"
+    assert hint.spec == "tflite-runtime==2.13.0"
     assert "R35.3.1" in hint.reason
 
 
 def test_installed_runtime_wins_over_board_default(tmp_path):
     pi5 = board.detect(make_root(tmp_path, model="Raspberry Pi 5 Model B", cpuinfo=arm_cpuinfo("0xd0b", PI5_FEATURES)))
-    assert board.default_target(pi5, installed={"tflite-runtime": "2.14.0"}).key == "tflite-runtime-2.14.0"
+    assert board.default_target(pi5, installed={"tflite-runtime": "2.14.0"}).spec == "tflite-runtime==2.14.0"
     both = {"tflite-runtime": "2.14.0", "ai-edge-litert": "2.3.0"}
-    assert board.default_target(pi5, installed=both).key == "ai-edge-litert-2.3.0"
-    assert board.default_target(pi5, installed={}, python_version=(3, 9)).key == "ai-edge-litert-2.1.0"
+    assert board.default_target(pi5, installed=both).spec == "ai-edge-litert==2.3.0"
+    assert board.default_target(pi5, installed={}, python_version=(3, 9)).spec == "ai-edge-litert==2.1.0"
     latest = board.default_target(pi5, installed={}, python_version=(3, 11))
-    assert (latest.runtime, latest.version, latest.key) == ("ai-edge-litert", None, "ai-edge-litert")
+    assert (latest.runtime, latest.version, latest.spec) == ("ai-edge-litert", None, "ai-edge-litert")
 
 
 def test_generic_x86(tmp_path):
@@ -223,3 +223,23 @@ def test_benchmark_records_carry_the_board_and_whether_it_was_emulated():
     machine = bench.environment()["machine"]
     assert machine["board"] == board.detect().as_dict()
     assert machine["board"]["emulated"] == board.detect().emulated
+
+
+def test_check_target_strings_of_the_hint_are_understood_by_the_checker():
+    tables = pytest.importorskip("edgeinf.compat.tables")
+    target = tables.resolve("tflite", board.TargetHint("tflite-runtime", "2.14.0", "").spec)
+    assert (target.package, target.version) == ("tflite_runtime", "2.14.0")
+    assert tables.resolve("tflite", board.TargetHint("ai-edge-litert", None, "").spec).package == "ai_edge_litert"
+
+
+def test_check_defaults_to_what_the_board_runs_when_no_runtime_is_installed(tmp_path, monkeypatch):
+    tables = pytest.importorskip("edgeinf.compat.tables")
+    features = "half thumb fastmult vfp edsp neon vfpv3 tls vfpv4 idiva idivt vfpd32 lpae evtstrm crc32"
+    pi4_32bit = board.detect(
+        make_root(tmp_path, model="Raspberry Pi 4 Model B Rev 1.4", cpuinfo=arm_cpuinfo("0xd08", features, arch="7"))
+    )
+    monkeypatch.setattr(board, "detect", lambda *a, **k: pi4_32bit)
+    monkeypatch.setattr(tables, "installed_version", lambda package: None)
+    target = tables.resolve("tflite")
+    assert (target.package, target.version) == ("tflite_runtime", "2.14.0")
+    assert "no 32-bit ARM wheels" in target.note

@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         "--subset",
         choices=("ci", "full", "arm"),
         default="ci",
-        help="ci: whole suite on pi5, kernel-running tests on pi3/pi4; full: whole suite everywhere; "
+        help="ci: the suite but the file fuzzers on pi5, kernel-running tests on pi3/pi4; "
+        "full: the whole (non-slow) suite everywhere; "
         "arm: tests/arm64 and tests/board only",
     )
     parser.add_argument("--home", type=Path, default=emulated.DEFAULT_HOME, help="the emulated Python ($A of setup.sh)")
@@ -104,6 +105,12 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", reason)
         return 2
 
+    stale = emulator.missing_requirements()
+    if stale:
+        log.error(
+            "the emulated Python lacks %s (pyproject.toml changed): re-run tools/arm64/setup.sh", ", ".join(stale)
+        )
+        return 2
     models = prefetch_models()
     log.info("models cached on the host: %s", ", ".join(sorted(models)))
     so, _ = emulated.cross_build(emulator, out=args.build)
@@ -116,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, bool] = {}
     for profile in profiles:
         paths = pytest_paths(args.subset, profile, stage)
-        results[f"{profile} pytest"] = run_pytest(emulator, profile, stage, paths, digests, args.pytest_args)
+        extra = list(emulated.CI_PYTEST_ARGS[profile]) if args.subset == "ci" else []
+        results[f"{profile} pytest"] = run_pytest(emulator, profile, stage, paths, digests, extra + args.pytest_args)
     commands = emulated.cli_commands(stage)
     if "pi5" in profiles and not args.no_cli:
         if "check" in commands:
