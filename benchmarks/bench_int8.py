@@ -491,8 +491,17 @@ def main(argv=None) -> int:
     print("\n'edgeinf x' = contender's median time / edgeinf's: how many times faster edgeinf is (>1 = faster);")
     print("'(min)' = the same ratio of the fastest calls, steadier when other processes share the cores.")
     print("GOPS and %peak are from the median. Load average at the end:", os.getloadavg())
-    if args.json:
-        args.json.write_text(json.dumps({"info": info, "results": results}, indent=2))
+    if args.json:  # the contract of tools/bench_report.py: benchmark, title, date, machine, versions, rows
+        from edgeinf.bench import environment
+
+        doc = {
+            "benchmark": "int8",
+            "title": "int8 kernels vs XNNPACK, TFLite built-in, ONNX Runtime, numpy (1 thread)",
+            **environment(),
+            "int8": info,
+            "rows": results,
+        }
+        args.json.write_text(json.dumps(doc, indent=2, default=str))
     return 0
 
 
