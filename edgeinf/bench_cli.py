@@ -91,7 +91,8 @@ def add_parser(subparsers) -> None:
         "--image-range",
         choices=sorted(bench.IMAGE_RANGES),
         default="-1,1",
-        help="value range of float image inputs (default -1,1)",
+        metavar="RANGE",
+        help="value range of float image inputs: -1,1 (default), 0,1 or 0,255",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--shape", type=_int_list, help="the first input's shape for dynamic dimensions, e.g. 1,3,64,64")
@@ -100,7 +101,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (to stdout without FILE)")
     p.add_argument("--plot", metavar="FILE.png", help="draw latency distributions and the thread sweep")
     progress = p.add_mutually_exclusive_group()
-    progress.add_argument("--progress", dest="progress", action="store_true", default=None, help="always show")
+    progress.add_argument(
+        "--progress", dest="progress", action="store_true", default=None, help="always draw a progress bar on stderr"
+    )
     progress.add_argument("--no-progress", dest="progress", action="store_false", help="never show a progress bar")
     p.set_defaults(func=run)
 

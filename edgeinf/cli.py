@@ -44,7 +44,10 @@ def _info(args) -> int:
             "inputs": [_spec_dict(s) for s in model.inputs],
             "outputs": [_spec_dict(s) for s in model.outputs],
         }
-    facts.update(_board_facts())
+    from .board import detect
+
+    board = detect()
+    facts["board"] = board.as_dict()
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
@@ -55,7 +58,7 @@ def _info(args) -> int:
             for spec in value:
                 print(f"  {spec['describe']}")
         elif key == "board":
-            print(f"{key:<{width}}  {value['summary']}")
+            print(f"{key:<{width}}  {board.summary()}")
         else:
             print(f"{key:<{width}}  {value}")
     return 0
@@ -73,12 +76,6 @@ def _spec_dict(spec) -> dict:
         else {"scales": list(q.scales), "zero_points": list(q.zero_points), "axis": q.axis},
         "describe": spec.describe(),
     }
-
-
-def _board_facts() -> dict:
-    from .board import detect
-
-    return {"board": detect().as_dict()}  # the text view prints its "summary"
 
 
 def _add_demo(sub) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .preprocess import pipeline_for
+
 
 @dataclass(frozen=True)
 class BlazeFaceConfig:
@@ -137,8 +139,11 @@ class Letterbox:
 
 
 def letterbox_rgb(image: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
-    """Fit an RGB uint8 image into size x size keeping its aspect ratio; float32 in [-1, 1]."""
-    from PIL import Image  # the demo extra; the native preprocessing replaces this path
+    """Fit an RGB uint8 image into size x size keeping its aspect ratio; float32 in [-1, 1].
+
+    The plain Pillow + numpy way, kept as the reference the native path is compared with.
+    """
+    from PIL import Image
 
     h, w = image.shape[:2]
     scale = size / max(h, w)
@@ -149,6 +154,21 @@ def letterbox_rgb(image: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
     canvas[pad_y : pad_y + nh, pad_x : pad_x + nw] = resized
     # Padding is black, as MediaPipe pads: it becomes -1 after normalization.
     return canvas / 127.5 - 1.0, Letterbox(scale, pad_x, pad_y, size)
+
+
+def _native_decoder(config: BlazeFaceConfig):
+    """The C++ decoder (edgeinf.postprocess) for a variant; same anchors as `ssd_anchors`."""
+    from . import postprocess
+
+    size = config.input_size
+    anchors = postprocess.AnchorOptions(
+        input_size=(size, size),
+        strides=config.strides,
+        interpolated_scale_aspect_ratio=1.0 if config.interpolated_anchor else 0.0,
+    )
+    return postprocess.BlazeFaceDecoder(
+        anchors, score_threshold=config.min_score, iou_threshold=config.iou_threshold, weighted=True
+    )
 
 
 class FaceDetector:
@@ -176,24 +196,50 @@ class FaceDetector:
         self.model = model
         self.config = config or VARIANTS.get(Path(model.path).stem, SHORT_RANGE)
         self.anchors = ssd_anchors(self.config)
+        self._decoder = _native_decoder(self.config)
+        self._quantization = {}
+        for spec in model.outputs:
+            if spec.quantization is not None and not spec.quantization.per_channel:
+                key = "box_quantization" if spec.shape[-1] == 16 else "score_quantization"
+                self._quantization[key] = (spec.quantization.scale, spec.quantization.zero_point)
         size = self.config.input_size
         if tuple(model.inputs[0].shape) != (1, size, size, 3):
             raise ValueError(
                 f"a BlazeFace model with a 1x{size}x{size}x3 input was expected, got {model.inputs[0].shape}"
             )
 
-    def detect(self, rgb: np.ndarray) -> list[Face]:
-        """Faces in an HxWx3 uint8 RGB image, best first."""
-        if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8:
-            raise ValueError(f"expected an HxWx3 uint8 RGB image, got shape {rgb.shape} dtype {rgb.dtype}")
-        tensor, letterbox = letterbox_rgb(rgb, self.config.input_size)
-        outputs = self.model.run(tensor[np.newaxis])
+    def detect(self, frame: np.ndarray, color: str = "rgb") -> list[Face]:
+        """Faces in a camera frame or photo, best first, in the frame's pixels.
+
+        Args:
+            frame: a uint8 image in format ``color`` (rgb, bgr, rgba, bgra, gray, nv12,
+                nv21, i420, yuyv; see `edgeinf.preprocess`).
+            color: the frame's format.
+        """
+        if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
+            raise ValueError(
+                f"expected a uint8 image array, got {type(frame).__name__} of dtype {getattr(frame, 'dtype', None)}"
+            )
+        if color in ("rgb", "bgr") and (frame.ndim != 3 or frame.shape[2] != 3):
+            raise ValueError(f"expected an HxWx3 uint8 {color.upper()} image, got shape {frame.shape}")
+        # One native pass into the input tensor: letterbox with black padding (as MediaPipe pads),
+        # area resampling (a photo or frame is several times larger than 128 px: plain bilinear
+        # would alias), normalization to [-1, 1].
+        options = {"letterbox": True, "mean": 127.5, "std": 127.5, "pad": 0.0, "resize": "area"}
+        outputs = self.model.run_image(frame, color=color, **options)
+        letterbox = pipeline_for(self.model, frame, color, **options).last_letterbox
         regressors, logits = self._split(outputs)
-        boxes, keypoints, scores = decode(regressors, logits, self.anchors, self.config)
+        # Native decode + weighted NMS (edgeinf.postprocess); int8 outputs stay int8.
+        quantization = {
+            k: v for k, v in self._quantization.items() if (regressors if k[0] == "b" else logits).dtype == np.int8
+        }
+        found = self._decoder(regressors, logits, **quantization)
         faces = []
-        for box, kps, score in weighted_nms(boxes, keypoints, scores, self.config.iou_threshold):
-            corners = letterbox.to_image(box.reshape(2, 2)).reshape(4)
-            faces.append(Face(tuple(float(v) for v in corners), score, letterbox.to_image(kps)))
+        for box, kps, score in zip(found.boxes, found.keypoints, found.scores):
+            corners = letterbox.to_source(box, normalized=True)
+            faces.append(
+                Face(tuple(float(v) for v in corners), float(score), letterbox.to_source(kps, normalized=True))
+            )
         return faces
 
     def _split(self, outputs: dict[str, np.ndarray]):

@@ -202,6 +202,15 @@ class Model:
         self.outputs: tuple[TensorSpec, ...] = self._backend.outputs
         self._input_names = {spec.name: i for i, spec in enumerate(self.inputs)}
         self._output_names = tuple(spec.name for spec in self.outputs)
+        # Shape, dtype and C-contiguous strides of a static single input, for run()'s inline check.
+        self._fast_input = None
+        if len(self.inputs) == 1 and all(d > 0 for d in self.inputs[0].shape):
+            spec = self.inputs[0]
+            strides, step = [], spec.dtype.itemsize
+            for d in reversed(spec.shape):
+                strides.append(step)
+                step *= d
+            self._fast_input = (spec.shape, spec.dtype, tuple(reversed(strides)))
 
     # -- facts ---------------------------------------------------------------------
     @property
@@ -250,15 +259,20 @@ class Model:
         """
         try:
             # One array for a one-input model is the common case: skip the general arrangement.
-            single = inputs.__class__ is np.ndarray and len(self.inputs) == 1
+            fast = self._fast_input
+            single = fast is not None and inputs.__class__ is np.ndarray
             arrays = (inputs,) if single else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
                 if self._images_active:  # a run_image in progress (run() serves dynamic-shape inputs)
                     start = self._image_start(start)
                 backend = self._backend or self._live()
-                spec = self.inputs[0] if single else None
-                if single and inputs.shape == spec.shape and inputs.dtype == spec.dtype and inputs.flags.c_contiguous:
+                if (
+                    single
+                    and inputs.shape == fast[0]
+                    and (inputs.dtype is fast[1] or inputs.dtype == fast[1])
+                    and inputs.strides == fast[2]  # the C-contiguous strides of that shape
+                ):
                     backend.set_input(0, inputs)  # what _validate accepts first, checked inline
                 else:
                     for i, array in enumerate(arrays):

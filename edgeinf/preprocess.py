@@ -242,9 +242,11 @@ class Pipeline:
         if layout not in (Layout.NHWC, Layout.NCHW):
             layout = Layout.NHWC if shape[2] in (1, 3) else Layout.NCHW
         channels, height, width = (shape[2], shape[0], shape[1]) if layout == Layout.NHWC else shape
+        if channels < 0:  # a fully dynamic input (NCNN's Input without sizes): an image has 3
+            channels = 3
         if size is not None:
             width, height = (int(v) for v in size)
-        if width <= 0 or height <= 0:
+        if width < 0 or height < 0:
             raise ValueError(f"input {spec.name!r} has a dynamic size {spec.shape}: pass size=(width, height)")
         dtype = np.dtype(spec.dtype)
         if dtype not in _DTYPES:
@@ -282,7 +284,7 @@ class Pipeline:
         return self._entry(frame, roi)[0]
 
     def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox]:
-        key = (frame.shape, None if roi is None else tuple(roi))
+        key = (getattr(frame, "shape", None), None if roi is None else tuple(roi))
         entry = self._plans.get(key)
         if entry is not None:
             return entry
@@ -409,9 +411,12 @@ def run_image(
     >>> outputs = run_image(model, frame, color="bgr", mean=127.5, std=127.5)  # doctest: +SKIP
     """
     pipe = pipeline_for(model, frame, color, **options)
+    if any(d < 0 for d in model.inputs[0].shape):  # dynamic input (NCNN): fix it to the pipeline's size
+        model.resize_input(0, pipe.output_shape)
     buf = model.input_buffer(0)
     if tuple(buf.shape) == pipe.output_shape or buf.shape == pipe.output_shape[1:]:
         pipe(frame, buf, roi)
+        del buf  # TFLite refuses to invoke while a view of its input memory is alive
         return model.invoke()
     # The runtime's buffer does not have the static shape (dynamic input): convert, then run.
     out = pipe.new_output()

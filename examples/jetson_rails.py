@@ -74,6 +74,14 @@ def read_rails(root: Path) -> tuple[dict[str, float], str]:
 
 
 def board_total_mw(rails: dict[str, float]) -> tuple[float, str]:
+    """The board's input power and the rule used: `edgeinf.power`'s per-board rule when installed."""
+    try:
+        from edgeinf.power.sensors.jetson import choose_total
+    except ImportError:
+        choose_total = None
+    rule = choose_total(list(rails)) if choose_total else None
+    if rule is not None:
+        return sum(rails[name] for name in rule.rails), " + ".join(rule.rails)
     for name in INPUT_RAILS:
         if name in rails:
             return rails[name], name

@@ -4,15 +4,21 @@ Frames come from the Pi camera (picamera2) when it is there, else from an OpenCV
 else from a folder of images (or one image), looped: ``--source auto`` tries them in that
 order, so the same script runs on a Pi, a laptop and a CI machine.
 
-The power budget is held by duty cycling: after each frame the loop rests long enough
-that the average power stays under ``--budget-mw``. Average power is
-``idle + (active - idle) x duty``, so the allowed duty is
-``(budget - idle) / (active - idle)``. When a power sensor is found (`edgeinf.power`,
-when installed), its readings correct the active-power estimate each frame (closed
-loop); otherwise the declared ``--idle-mw`` / ``--active-mw`` are used as they are.
+The power budget (``--budget-mw``) is held by one of two policies:
+
+* ``scheduler`` (default when `edgeinf.power` is installed): the variants are profiled
+  first (latency and energy per inference, measured with the board's power sensor when
+  `edgeinf.power` finds one, else estimated from CPU time), then `edgeinf.power.Scheduler`
+  picks, every control period, the variant and the frame rate the budget allows; frames
+  above that rate are dropped, as a camera overwrites an unserved frame.
+* ``duty``: the first variant on every frame, then a rest long enough that the average
+  power stays under the budget. Average power is ``idle + (active - idle) x duty``, so the
+  allowed duty is ``(budget - idle) / (active - idle)``; a power sensor's readings correct
+  the active-power estimate each frame (closed loop).
 
     python examples/pi_camera_loop.py --budget-mw 2500                 # on a Pi 5
     python examples/pi_camera_loop.py --source folder --frames 20      # anywhere
+    python examples/pi_camera_loop.py --policy duty --variants face_detection_short_range
     python examples/pi_camera_loop.py --metrics-port 9464              # Prometheus on localhost
 
 Prints one line per frame and a summary; ``--json`` prints the summary as JSON.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -66,15 +73,23 @@ def opencv_frames(index: int = 0) -> Iterator[np.ndarray]:
 
 
 def folder_frames(path: Path) -> Iterator[np.ndarray]:
-    """Every image of a folder (or one image), in name order, looped forever."""
+    """Every image of a folder (or one image), in name order, looped forever.
+
+    Raises:
+        FileNotFoundError: no image there (at once, not at the first frame).
+    """
     from PIL import Image
 
     files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise FileNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {path}")
     images = [np.asarray(Image.open(f).convert("RGB")) for f in files]
-    while True:
-        yield from images
+
+    def loop():
+        while True:
+            yield from images
+
+    return loop()
 
 
 def _opencv_camera_works(index: int) -> bool:
@@ -167,20 +182,105 @@ class DutyCycleBudget:
         return self.energy_mj / total if total > 0 else float("nan")
 
 
-def power_sensor(root: str = "/") -> tuple[Callable[[], float | None] | None, str]:
-    """The board's total power from `edgeinf.power` when it is installed and finds a sensor."""
+def power_sensor(root: str = "/"):
+    """The board's total power sensor from `edgeinf.power` (None when none is found), and its name."""
     try:
         from edgeinf import power
     except ImportError:
-        return None, "none (edgeinf.power not installed): declared idle/active power"
+        return None, "none (edgeinf.power not installed)"
     try:
         total = power.discover(root, vcgencmd=None).total
     except Exception as exc:  # a sensor layer failure must not stop the camera loop
         log.warning("power sensor discovery failed: %s", exc)
         total = None
     if total is None:
-        return None, "none found: declared idle/active power"
-    return (lambda: total.read().power_mw), getattr(total, "name", "power sensor")
+        return None, "none found"
+    return total, getattr(total, "name", "power sensor")
+
+
+class DutyCyclePolicy:
+    """One variant, every frame, then a rest that holds the budget (`DutyCycleBudget`)."""
+
+    name = "duty"
+
+    def __init__(self, variant: str, budget: DutyCycleBudget):
+        self.variant = variant
+        self.budget = budget
+
+    def choose(self, now: float) -> str | None:
+        return self.variant
+
+    def done(self, variant: str, busy_s: float) -> float:
+        return self.budget.frame_done(busy_s)
+
+    def skipped(self) -> None:  # never skips
+        pass
+
+    def summary(self) -> dict:
+        return {
+            "duty": self.budget.duty,
+            "average_mw_estimated": self.budget.average_mw,
+            "active_mw_estimate": self.budget.active_mw,
+        }
+
+
+class SchedulerPolicy:
+    """`edgeinf.power.Scheduler`: per control period, a variant and an admission rate for the budget.
+
+    The variants are profiled first (latency and energy per inference; measured with the
+    sensor when there is one, else estimated from CPU time). Frames the admission rate
+    does not let through are dropped, as a camera overwrites an unserved frame.
+    """
+
+    name = "scheduler"
+
+    def __init__(self, variants: dict, budget_mw: float, sensor, threads: int, clock=time.monotonic):
+        from edgeinf import power
+
+        quality = {name: (1.0 if i == 0 else 0.9) for i, name in enumerate(variants)}  # the first is preferred
+        self.profile = power.profile(variants, threads=(threads,), sensor=sensor, quality=quality, runs=10)
+        self.scheduler = power.Scheduler(budget_mw / 1000.0, profile=self.profile, sensor=sensor, clock=clock)
+        self.clock = clock
+        self._next_step = -math.inf
+
+    def choose(self, now: float) -> str | None:
+        sched = self.scheduler
+        if now >= self._next_step:
+            sched.step(now)
+            self._next_step = now + sched.control_period_s
+        sched.record_arrivals(1)
+        if sched.admit(now):
+            return sched.decision.config.variant
+        return None
+
+    def done(self, variant: str, busy_s: float) -> float:
+        self.scheduler.record(busy_s)
+        return 0.0
+
+    def skipped(self) -> None:
+        self.scheduler.record_drops(1)
+
+    def summary(self) -> dict:
+        self.scheduler.step(self.clock())
+        report = self.scheduler.report()
+        return {
+            "profile_estimated": self.profile.estimated,
+            "profile": {
+                e.config.variant: {"latency_ms": e.latency_ms, "power_mw": e.power_mw} for e in self.profile.entries
+            },
+            "scheduler": {
+                k: getattr(report, k)
+                for k in ("served", "dropped", "mean_power_w", "windows", "windows_over_budget", "config_seconds")
+            },
+        }
+
+
+def scheduler_available() -> bool:
+    try:
+        from edgeinf.power import Scheduler, profile  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 # -- the loop -----------------------------------------------------------------------------------------
@@ -191,12 +291,26 @@ def main(argv=None) -> int:
     parser.add_argument("--source", choices=("auto", "picamera", "opencv", "folder"), default="auto")
     parser.add_argument("--folder", type=Path, help="images to loop over (default: the Grace Hopper photo)")
     parser.add_argument("--camera", type=int, default=0, help="OpenCV camera index")
-    parser.add_argument("--frames", type=int, default=100, help="frames to process (0: run until interrupted)")
-    parser.add_argument("--model", default="face_detection_short_range", help="BlazeFace manifest name or path")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--fps", type=float, default=15.0, help="frame rate of a folder source (cameras pace themselves)"
+    )
+    parser.add_argument("--frames", type=int, default=100, help="frames to take (0: run until interrupted)")
+    parser.add_argument(
+        "--variants",
+        default="face_detection_full_range,face_detection_short_range",
+        help="BlazeFace manifest names or paths, most capable first (the duty policy runs the first)",
+    )
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--policy",
+        choices=("auto", "scheduler", "duty"),
+        default="auto",
+        help="scheduler: edgeinf.power picks variant and rate; duty: one variant, rest between frames "
+        "(auto: the scheduler when edgeinf.power has it)",
+    )
     parser.add_argument("--budget-mw", type=float, default=3000.0, help="average power budget (mW)")
-    parser.add_argument("--idle-mw", type=float, default=2000.0, help="board power at rest (mW; Pi 5 ~2 W)")
-    parser.add_argument("--active-mw", type=float, default=5000.0, help="board power while detecting (mW)")
+    parser.add_argument("--idle-mw", type=float, default=2000.0, help="duty policy: board power at rest (mW)")
+    parser.add_argument("--active-mw", type=float, default=5000.0, help="duty policy: board power while detecting")
     parser.add_argument("--power-root", default="/", help="sysfs root for power sensors (a fake tree in tests)")
     parser.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on 127.0.0.1:PORT")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -207,56 +321,85 @@ def main(argv=None) -> int:
     from edgeinf import zoo
     from edgeinf.face import FaceDetector
 
-    model = args.model if args.model in zoo.names() else Path(args.model)
-    detector = FaceDetector(model, num_threads=args.threads)
+    paths = {v: (zoo.path(v) if v in zoo.names() else Path(v)) for v in args.variants.split(",")}
     name, frames = open_source(args.source, args.folder, args.camera)
     sensor, sensor_name = power_sensor(args.power_root)
-    budget = DutyCycleBudget(args.budget_mw, args.idle_mw, args.active_mw, sensor=sensor)
+    policy_name = args.policy if args.policy != "auto" else ("scheduler" if scheduler_available() else "duty")
+    if policy_name == "scheduler":
+        policy = SchedulerPolicy(paths, args.budget_mw, sensor, args.threads)
+    else:
+        reading = (lambda: sensor.read().power_mw) if sensor is not None else None
+        budget = DutyCycleBudget(args.budget_mw, args.idle_mw, args.active_mw, sensor=reading)
+        first = next(iter(paths))
+        policy = DutyCyclePolicy(first, budget)
+        paths = {first: paths[first]}
+    detectors = {v: FaceDetector(p, num_threads=args.threads) for v, p in paths.items()}
     exporter = edgeinf.metrics.serve(args.metrics_port) if args.metrics_port is not None else None
-    faces_seen = []
+    processed: list[tuple[str, int]] = []
+    taken = 0
+    paced = name.startswith("images")
     start = time.monotonic()
     try:
         for n, rgb in enumerate(frames):
             if args.frames and n >= args.frames:
                 break
+            if paced:  # a folder stands in for a camera: frames arrive at --fps
+                time.sleep(max(0.0, start + n / args.fps - time.monotonic()))
+            taken += 1
+            variant = policy.choose(time.monotonic())
+            if variant is None:
+                policy.skipped()
+                continue
             t0 = time.perf_counter()
-            faces = detector.detect(rgb)
+            faces = detectors[variant].detect(rgb)
             busy = time.perf_counter() - t0
-            rest = budget.frame_done(busy)
-            faces_seen.append(len(faces))
+            rest = policy.done(variant, busy)
+            processed.append((variant, len(faces)))
             if not args.quiet and not args.json:
                 best = f" best {faces[0].score:.2f} at {tuple(round(v) for v in faces[0].box)}" if faces else ""
-                print(f"frame {n:4d}  {len(faces)} face(s){best}  {busy * 1e3:6.2f} ms busy, {rest * 1e3:6.2f} ms rest")
+                print(
+                    f"frame {n:4d}  {variant}: {len(faces)} face(s){best}  {busy * 1e3:6.2f} ms busy, "
+                    f"{rest * 1e3:6.2f} ms rest"
+                )
     except KeyboardInterrupt:
         pass
     finally:
         if exporter is not None:
             exporter.close()
     wall = time.monotonic() - start
-    snap = detector.model.metrics.snapshot()
+    latency = [d.model.metrics.snapshot() for d in detectors.values()]
     summary = {
         "source": name,
+        "policy": policy.name,
         "power_sensor": sensor_name,
-        "frames": len(faces_seen),
-        "frames_with_faces": sum(1 for f in faces_seen if f),
-        "fps": len(faces_seen) / wall if wall > 0 else 0.0,
         "budget_mw": args.budget_mw,
-        "duty": budget.duty,
-        "average_mw_estimated": budget.average_mw,
-        "active_mw_estimate": budget.active_mw,
-        "inference_p50_ms": snap.p50_s * 1e3,
-        "inference_p95_ms": snap.p95_s * 1e3,
-        "model": str(detector.model.path.name),
+        "frames": taken,
+        "processed": len(processed),
+        "dropped": taken - len(processed),
+        "frames_with_faces": sum(1 for _, f in processed if f),
+        "variants_used": {v: sum(1 for u, _ in processed if u == v) for v in detectors},
+        "fps_processed": len(processed) / wall if wall > 0 else 0.0,
+        "inference_p50_ms": {v: s.p50_s * 1e3 for v, s in zip(detectors, latency)},
+        **policy.summary(),
     }
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(json.dumps(_json_safe(summary), indent=2, default=str))
     else:
         print(
-            f"{summary['frames']} frames from {name}: {summary['frames_with_faces']} with faces, "
-            f"{summary['fps']:.1f} fps, duty {budget.duty:.2f}, ~{budget.average_mw:.0f} mW average "
-            f"(budget {args.budget_mw:.0f} mW; sensor: {sensor_name}); inference p50 {summary['inference_p50_ms']:.2f} ms"
+            f"{taken} frames from {name}: {len(processed)} processed ({summary['frames_with_faces']} with faces), "
+            f"{summary['dropped']} dropped, {summary['fps_processed']:.1f} fps; policy {policy.name}, budget "
+            f"{args.budget_mw:.0f} mW, sensor: {sensor_name}; variants {summary['variants_used']}"
         )
-    return 0 if faces_seen else 1
+    return 0 if processed else 1
+
+
+def _json_safe(value):
+    """NaN (a percentile before any call, a mean over no window) as null: strict JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    return value
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -58,8 +59,10 @@ def run_one(script: Path, quick: bool, timeout_s: float) -> dict:
         target = Path(tmp) / "out.json"
         command = [sys.executable, str(script), "--json", str(target)] + (["--quick"] if quick else [])
         log.info("running %s", " ".join(command[1:]))
+        # The benchmarks import edgeinf from this checkout (built in place), as `PYTHONPATH=. python ...` does.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         try:
-            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s)
+            done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             return failed(script, f"timed out after {timeout_s:.0f} s")
         if done.returncode != 0 or not target.exists():
@@ -69,6 +72,17 @@ def run_one(script: Path, quick: bool, timeout_s: float) -> dict:
             return json.loads(target.read_text())
         except json.JSONDecodeError as exc:
             return failed(script, f"wrote invalid JSON: {exc}")
+
+
+def summary_line(script: Path) -> str:
+    """The first line of a benchmark's docstring (the title of one that does not give its own)."""
+    import ast
+
+    try:
+        doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+    except SyntaxError:
+        doc = ""
+    return doc.strip().splitlines()[0] if doc.strip() else script.name
 
 
 def failed(script: Path, why: str) -> dict:
@@ -82,6 +96,8 @@ def cell(value) -> str:
         return "yes" if value else "**no**"
     if isinstance(value, float):
         return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(cell(v) for v in value)
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
@@ -115,24 +131,45 @@ def rows_of(doc: dict) -> tuple[list[dict], bool]:
     """The doc's rows, or its figures flattened when it does not keep the rows contract."""
     if isinstance(doc.get("rows"), list) and doc["rows"]:
         return doc["rows"], True
-    skip = {"benchmark", "title", "date", "machine", "versions", "meta", "quick", "error", "rows"}
+    skip = {"benchmark", "title", "date", "machine", "versions", "meta", "env", "quick", "error", "rows"}
     pairs = [(k, v) for k, v in flatten({k: v for k, v in doc.items() if k not in skip}) if v not in (None, "")]
-    return [{"figure": k, "value": v} for k, v in pairs[:MAX_FLAT_ROWS]], False
+    rows = [{"figure": k, "value": v} for k, v in pairs[:MAX_FLAT_ROWS]]
+    if len(pairs) > MAX_FLAT_ROWS:
+        rows.append({"figure": f"... {len(pairs) - MAX_FLAT_ROWS} more in benchmarks/results/", "value": ""})
+    return rows, False
+
+
+def _context(doc: dict) -> dict:
+    """Date, machine and versions wherever a benchmark put them (top level, ``meta`` or ``env``)."""
+    found: dict = {"versions": {}}
+    for source in (doc.get("env"), doc.get("meta"), doc):
+        if not isinstance(source, dict):
+            continue
+        for key in ("date", "machine"):
+            if source.get(key) and key not in found:
+                found[key] = source[key]
+        if isinstance(source.get("versions"), dict):
+            found["versions"].update(source["versions"])
+        for key in ("edgeinf", "python", "numpy", "ai-edge-litert", "ncnn", "opencv", "pillow"):
+            if isinstance(source.get(key), str):
+                found["versions"].setdefault(key, source[key])
+    return found
 
 
 def environment_line(doc: dict) -> str:
-    meta = doc.get("meta") if isinstance(doc.get("meta"), dict) else {}
-    m = doc.get("machine") or meta.get("machine") or {}
-    v = doc.get("versions") or meta.get("versions") or {}
+    context = _context(doc)
+    m = context.get("machine") or {}
     if not isinstance(m, dict):
-        m = {"cpu": str(m)}
-    versions = ", ".join(f"{k} {val}" for k, val in v.items() if val)
+        m = {"arch": str(m)}
+    versions = ", ".join(f"{k} {val}" for k, val in context["versions"].items() if val)
     load = f", load average {m['load_avg_1m']}" if m.get("load_avg_1m") is not None else ""
-    machine = (
-        f"{m.get('cpu', '?')} ({m.get('arch', '?')}, {m.get('isa', '?')}, {m.get('cores_usable', '?')} usable cores"
-        f"{load})"
+    details = ", ".join(
+        str(part)
+        for part in (m.get("arch"), m.get("isa"), m.get("cores_usable") and f"{m['cores_usable']} usable cores")
+        if part
     )
-    return f"{doc.get('date') or meta.get('date') or 'undated'} on {machine}; {versions}"
+    machine = f"{m.get('cpu') or m.get('arch') or 'an unnamed machine'} ({details}{load})"
+    return f"{context.get('date') or 'undated'} on {machine}; {versions or 'versions not recorded'}"
 
 
 def render(docs: list[dict]) -> str:
@@ -181,10 +218,14 @@ def main(argv=None) -> int:
         kept = (args.source or RESULTS) / f"{name}.json"
         if name in wanted and args.source is None:
             doc = run_one(script, args.quick, args.timeout)
+            doc.setdefault("benchmark", name)
+            doc.setdefault("title", summary_line(script))
             if not doc.get("error"):
                 (RESULTS / f"{name}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
         elif kept.exists():
             doc = json.loads(kept.read_text())
+            doc.setdefault("benchmark", name)
+            doc.setdefault("title", summary_line(script))
         else:
             doc = failed(script, "not run yet")
         docs.append(doc)

@@ -24,6 +24,9 @@ fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[dev]"
+# pnnx's converter binary (ONNX -> NCNN) for the compatibility tests; --no-deps: its torch
+# dependency is only for PyTorch input, and the ONNX path does not need it.
+.venv/bin/python -m pip install -q --no-deps "pnnx==20261020"
 
 [ -x .venv-legacy/bin/python ] || "$PY" -m venv .venv-legacy
 .venv-legacy/bin/python -m pip install -q "numpy<2" "tflite-runtime==2.14.0" "flatbuffers>=23.5" "pillow>=9"

@@ -7,6 +7,7 @@ namespace edgeinf::bindings {
 
 void bind_cpu(pybind11::module_& m);
 void bind_quant(pybind11::module_& m);
+void bind_postprocess(pybind11::module_& m);
 void bind_preprocess(pybind11::module_& m);
 
 }  // namespace edgeinf::bindings

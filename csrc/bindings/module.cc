@@ -5,5 +5,6 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "edgeinf native kernels (private; use edgeinf.kernels, edgeinf.preprocess, edgeinf.quant)";
   edgeinf::bindings::bind_cpu(m);
   edgeinf::bindings::bind_quant(m);
+  edgeinf::bindings::bind_postprocess(m);
   edgeinf::bindings::bind_preprocess(m);
 }

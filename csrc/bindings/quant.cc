@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../dispatch.h"
 #include "../kernels/qs8_binary/binary.h"
 #include "../kernels/qs8_conv2d/conv2d.h"
 #include "../kernels/qs8_dwconv2d/dwconv2d.h"
@@ -302,6 +303,24 @@ void bind_quant(py::module_& m) {
         return py::make_tuple(q.multiplier, q.shift);
       },
       py::arg("real_multiplier"));
+
+  m.def(
+      "int8_peak_probe",
+      [](size_t iterations) -> py::object {
+#if defined(EDGEINF_BUILD_AVX2)
+        if (!isa_supported(Isa::kAvx2)) return py::none();
+        uint64_t ops = 0;
+        {
+          py::gil_scoped_release release;
+          ops = qs8::qs8_peak_probe__avx2(iterations);
+        }
+        return py::int_(ops);
+#else
+        (void)iterations;
+        return py::none();
+#endif
+      },
+      py::arg("iterations"), "int8 multiply-add throughput probe (AVX2); returns the operations done, or None");
 
   m.def(
       "multiply_by_quantized_multiplier",

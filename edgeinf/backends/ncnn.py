@@ -110,11 +110,14 @@ class NCNNBackend(Backend):
 
     def invoke(self) -> list[np.ndarray]:
         extractor = self._net.create_extractor()
-        mats = []  # ncnn.Mat may refer to the array's memory: keep both alive until extraction ends
+        mats = []
         for spec, array in zip(self.inputs, self._buffers):
             if array is None:
                 raise RuntimeFailure(f"input {spec.name!r} was never set")
-            mat = self._ncnn.Mat(array.reshape(array.shape[1:]))
+            # ncnn.Mat(array) wraps the array's memory; a first layer that works in place
+            # (ReLU, Split) would then write into the caller's array, and on this ncnn it
+            # crashes in extract(). The clone is ncnn's own copy, alive until extraction ends.
+            mat = self._ncnn.Mat(array.reshape(array.shape[1:])).clone()
             mats.append(mat)
             if extractor.input(spec.name, mat) != 0:
                 raise RuntimeFailure(f"ncnn rejected input {spec.name!r} of shape {list(array.shape)}")

@@ -8,6 +8,7 @@ truncated, unknown kind) or the arguments are wrong.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 EXIT_RUNS, EXIT_DOES_NOT_RUN, EXIT_UNREADABLE = 0, 1, 2
@@ -51,7 +52,11 @@ def run(args) -> int:
     except (ValueError, BackendUnavailableError) as exc:
         _error(args, "usage", str(exc))
         return EXIT_UNREADABLE
-    print(report.to_json() if args.json else report.to_text())
+    try:
+        print(report.to_json() if args.json else report.to_text())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `edgeinf check m.tflite | head`: the reader left, the verdict still counts
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     checked = [b for b in report.backends if args.backend is None or b == args.backend]
     return EXIT_RUNS if all(report.runnable(b) for b in checked) else EXIT_DOES_NOT_RUN
 

@@ -222,14 +222,14 @@ class CompatReport:
         for name, b in self.backends.items():
             via = f" via {b.via}" if b.via else ""
             dl = ""
-            if b.delegate:
+            if b.delegate and b.runnable:
                 dl = f", {b.delegate}: {len(b.partitions)} partition(s), {b.transitions} CPU/delegate transition(s)"
             counts = ", ".join(f"{v} {k}" for k, v in b.counts.items() if v)
             lines.append(f"{name:<8} {b.verdict:<8} on {b.target}{via}{dl}  [{counts}]")
             if b.note:
                 lines.append(f"         note: {b.note}")
-            for blocker in b.blockers:
-                lines.append(f"         blocker: {blocker}")
+            if b.blockers:
+                lines.append(f"         {len(b.blockers)} node(s) cannot run: see the findings below")
         lines.append("")
         summary = self.op_summary()
         backends = list(self.backends)

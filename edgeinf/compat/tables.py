@@ -8,7 +8,6 @@ is imported), else the newest table. ``--target`` accepts ``tflite-runtime==2.14
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import json
 import re
@@ -82,9 +81,11 @@ def installed_version(package: str) -> str | None:
     for location in locations:
         for info in Path(location).parent.glob(f"{package}-*.dist-info"):
             return info.name[len(package) + 1 : -len(".dist-info")]
+    from importlib import metadata  # slow to import (~0.2 s): only when the dist-info is elsewhere
+
     try:
-        return importlib.metadata.version(package.replace("_", "-"))
-    except importlib.metadata.PackageNotFoundError:
+        return metadata.version(package.replace("_", "-"))
+    except metadata.PackageNotFoundError:
         return None
 
 

@@ -93,3 +93,20 @@ def test_report_lists_figures_of_a_benchmark_without_rows():
     assert "its figures are listed as they are" in text
     assert "| cases.bgr.median_us | 78.5 |" in text and "| cases.bgr.runs | 1, 2, 3 |" in text
     assert "Measured 2026-01-02 on" in text and "numpy 2.4" in text
+
+
+def test_report_finds_context_in_env_or_meta_and_names_untitled_benchmarks(tmp_path, monkeypatch):
+    tool = load_tool()
+    bench_dir = tmp_path / "benchmarks"
+    (bench_dir / "results").mkdir(parents=True)
+    (bench_dir / "bench_old.py").write_text('"""Old style: its own JSON layout.\n\nMore."""\n')
+    doc = {"rows": [{"model": "m", "check_warm": [0.5, 0.25]}], "env": {"numpy": "2.4", "date": "D", "machine": "x"}}
+    (bench_dir / "results" / "old.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(tool, "BENCHMARKS", bench_dir)
+    monkeypatch.setattr(tool, "RESULTS", bench_dir / "results")
+    out = tmp_path / "README.md"
+    assert tool.main(["--out", str(out), "--from", str(bench_dir / "results")]) == 0
+    text = out.read_text()
+    assert "## old: Old style: its own JSON layout." in text
+    assert "Measured D on x (x); numpy 2.4." in text
+    assert "| m | 0.5, 0.25 |" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -10,21 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from compat_env import legacy_python, need  # noqa: E402
 from runtime_worker import RuntimeWorker  # noqa: E402
-
-
-def legacy_python() -> str | None:
-    """The numpy<2 interpreter with tflite-runtime 2.14 (.ci/run makes .venv-legacy)."""
-    explicit = os.environ.get("EDGEINF_LEGACY_PYTHON")
-    candidate = Path(explicit) if explicit else ROOT / ".venv-legacy" / "bin" / "python"
-    return str(candidate) if candidate.exists() else None
-
-
-def _need(what: str, hint: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must provide {what}: {hint}")
-    pytest.skip(f"no {what}: {hint}")
 
 
 @pytest.fixture(scope="session")
@@ -38,7 +26,7 @@ def litert_worker():
 def legacy_worker():
     python = legacy_python()
     if python is None:
-        _need("the tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
+        need("the tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
     with RuntimeWorker(python, "tflite_runtime", timeout_s=120) as w:
         yield w
 
@@ -62,5 +50,5 @@ def pnnx_binary():
 
     spec = importlib.util.find_spec("pnnx")
     if spec is None or not spec.submodule_search_locations:
-        _need("pnnx", "pip install --no-deps pnnx==20261020 (the ONNX -> ncnn converter binary)")
+        need("pnnx", "pip install --no-deps pnnx==20261020 (the ONNX -> ncnn converter binary)")
     return str(Path(next(iter(spec.submodule_search_locations))) / "pnnx")

@@ -11,6 +11,9 @@ import pytest
 import edgeinf
 from edgeinf.errors import ModelFileError
 
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
+
 
 def _ncnn_runs(worker, param, inputs) -> dict:
     return worker.ask({"kind": "ncnn", "path": str(param), "bin": str(param.with_suffix(".bin")), "inputs": inputs})

@@ -22,6 +22,9 @@ from edgeinf.compat import tables
 from edgeinf.formats.tflite import read_tflite
 from edgeinf.formats.tflite_writer import set_op_version
 
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
+
 TARGETS = {
     "ai-edge-litert==2.3.0": "tflite_ai_edge_litert_2.3.0",
     "tflite-runtime==2.14.0": "tflite_tflite_runtime_2.14.0",

@@ -14,6 +14,9 @@ from runtime_worker import delegate_partitions
 import edgeinf
 from edgeinf.formats.tflite_writer import insert_custom_op, make_dim_dynamic, set_op_version
 
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
+
 TARGETS = ["ai-edge-litert==2.3.0", "tflite-runtime==2.14.0"]
 REAL = ["face_detection_short_range", "face_detection_full_range", "face_detection_full_range_sparse", "face_landmark"]
 

@@ -46,8 +46,15 @@ def test_target_errors(backend, spec, pattern):
 
 
 def test_default_target_is_the_installed_runtime():
+    installed = tables.installed_version("ai_edge_litert")
+    if installed is None:
+        pytest.skip("ai-edge-litert is not installed")
     t = tables.resolve("tflite")
-    assert (t.package, t.version) == ("ai_edge_litert", tables.installed_version("ai_edge_litert")) and t.note is None
+    assert t.package == "ai_edge_litert"
+    if installed in tables.versions("tflite", "ai_edge_litert"):
+        assert t.version == installed and t.note is None
+    else:  # e.g. another build on a board: the nearest table, and the report says so
+        assert f"ai_edge_litert {installed} is installed but edgeinf has no table for it" in t.note
 
 
 def test_report_api_and_views(model_path):

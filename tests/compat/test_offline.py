@@ -10,9 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import legacy_python
+from compat_env import legacy_python
 
 ROOT = Path(__file__).resolve().parents[2]
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
 
 
 def _run(python: str, code: str, *args) -> dict:

@@ -37,28 +37,46 @@ def jetson():
 # -- Raspberry Pi camera loop ---------------------------------------------------------------------
 
 
-def test_camera_loop_on_the_real_photo(pi_loop, capsys, tmp_path):
-    code = pi_loop.main(["--source", "auto", "--frames", "4", "--json", "--power-root", str(tmp_path)])
+def test_camera_loop_under_the_power_scheduler(pi_loop, capsys, tmp_path):
+    code = pi_loop.main(["--source", "auto", "--frames", "10", "--fps", "40", "--json", "--power-root", str(tmp_path)])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0
     assert summary["source"].startswith("images in ")  # no picamera2, no camera: the folder fallback
-    assert summary["frames"] == 4 and summary["frames_with_faces"] == 4  # Grace Hopper's face, every frame
-    assert summary["power_sensor"].startswith("none")
+    assert summary["policy"] == "scheduler" and summary["power_sensor"] == "none found"
+    assert summary["profile_estimated"] is True  # no sensor: energy estimated from CPU time
+    assert set(summary["profile"]) == {"face_detection_full_range", "face_detection_short_range"}
+    assert summary["frames"] == 10 and summary["processed"] + summary["dropped"] == 10
+    assert summary["processed"] >= 1 and summary["scheduler"]["served"] == summary["processed"]
+    assert sum(summary["variants_used"].values()) == summary["processed"]
+    assert summary["frames_with_faces"] == summary["processed"]  # Grace Hopper's face, found by either variant
+
+
+def test_camera_loop_duty_policy_holds_the_average(pi_loop, capsys, tmp_path):
+    args = ["--source", "auto", "--frames", "4", "--fps", "100", "--json", "--power-root", str(tmp_path)]
+    code = pi_loop.main([*args, "--policy", "duty", "--variants", "face_detection_short_range"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["policy"] == "duty"
+    assert summary["processed"] == 4 and summary["frames_with_faces"] == 4 and summary["dropped"] == 0
     assert summary["duty"] == pytest.approx((3000 - 2000) / (5000 - 2000))
     assert summary["average_mw_estimated"] == pytest.approx(3000.0)  # rests exactly enough
-    assert summary["inference_p50_ms"] > 0
 
 
 def test_camera_loop_closes_the_loop_on_a_power_sensor(pi_loop, capsys, tmp_path):
     # A board whose only power sensor is an INA219 reading 4.5 W (hwmon power1_input is in µW).
     write(tmp_path / "sys/class/hwmon/hwmon2/name", "ina219")
     write(tmp_path / "sys/class/hwmon/hwmon2/power1_input", "4500000")
-    code = pi_loop.main(["--source", "folder", "--frames", "3", "--json", "--power-root", str(tmp_path)])
+    args = ["--source", "folder", "--frames", "3", "--fps", "100", "--json", "--power-root", str(tmp_path)]
+    code = pi_loop.main([*args, "--policy", "duty"])
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and "ina219" in summary["power_sensor"]
     # Each frame moves the active-power estimate a fifth of the way to the reading.
     assert summary["active_mw_estimate"] == pytest.approx(4500 + (5000 - 4500) * 0.8**3)
     assert summary["duty"] == pytest.approx((3000 - 2000) / (summary["active_mw_estimate"] - 2000))
+    # The scheduler profiles with the same sensor: measured, not estimated.
+    code = pi_loop.main([*args, "--policy", "scheduler", "--budget-mw", "6000"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["profile_estimated"] is False
+    assert all(p["power_mw"] == pytest.approx(4500.0) for p in summary["profile"].values())
 
 
 def test_camera_loop_on_a_folder_with_per_frame_lines(pi_loop, capsys, tmp_path, model_path):
@@ -69,12 +87,13 @@ def test_camera_loop_on_a_folder_with_per_frame_lines(pi_loop, capsys, tmp_path,
     shutil.copy(model_path("grace_hopper"), tmp_path / "a.jpg")
     Image.new("RGB", (320, 240), (90, 90, 90)).save(tmp_path / "b.png")  # a blank frame: no face
     (tmp_path / "notes.txt").write_text("not an image")
-    code = pi_loop.main(["--source", "folder", "--folder", str(tmp_path), "--frames", "4", "--budget-mw", "5000"])
+    args = ["--source", "folder", "--folder", str(tmp_path), "--frames", "4", "--fps", "100", "--budget-mw", "5000"]
+    code = pi_loop.main([*args, "--policy", "duty", "--variants", "face_detection_short_range"])
     out = capsys.readouterr().out.splitlines()
     assert code == 0
     frames = [line for line in out if line.startswith("frame")]
-    assert [line.split()[2] for line in frames] == ["1", "0", "1", "0"]  # faces per frame, a.jpg then b.png
-    assert "2 with faces" in out[-1] and "duty 1.00" in out[-1]
+    assert [line.split()[3] for line in frames] == ["1", "0", "1", "0"]  # faces per frame, a.jpg then b.png
+    assert "4 processed (2 with faces), 0 dropped" in out[-1]
 
 
 def test_camera_loop_serves_metrics(pi_loop, capsys):
@@ -83,7 +102,8 @@ def test_camera_loop_serves_metrics(pi_loop, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    assert pi_loop.main(["--source", "folder", "--frames", "2", "--quiet", "--metrics-port", str(port)]) == 0
+    args = ["--source", "folder", "--frames", "2", "--fps", "100", "--quiet", "--policy", "duty"]
+    assert pi_loop.main([*args, "--metrics-port", str(port)]) == 0
 
 
 def test_camera_loop_refuses_an_empty_folder(pi_loop, tmp_path):
@@ -156,6 +176,9 @@ def test_rails_of_both_driver_layouts(jetson, orin_tree, nano_tree):
     assert nano == {"POM_5V_IN": 3621.0, "POM_5V_GPU": 80.0, "POM_5V_CPU": 640.0}
     assert jetson.board_total_mw(nano) == (3621.0, "POM_5V_IN")
     assert jetson.board_total_mw({"GPU": 100.0, "CPU": 250.0}) == (350.0, "CPU + GPU")
+    # AGX Orin has no input rail: compute is GPU_SOC + CPU_CV; the 5 V I/O rail is not part of it.
+    orin_agx = {"VDD_GPU_SOC": 3000.0, "VDD_CPU_CV": 1500.0, "VIN_SYS_5V0": 2500.0}
+    assert jetson.board_total_mw(orin_agx) == (4500.0, "VDD_GPU_SOC + VDD_CPU_CV")
 
 
 def test_choice_follows_the_budget(jetson):

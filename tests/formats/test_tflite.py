@@ -230,24 +230,28 @@ def _read_or_error(data: bytes) -> None:
 _FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(st.binary(max_size=4096))
 def test_fuzz_random_bytes(data):
     _read_or_error(data)
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(st.binary(min_size=8, max_size=2048))
 def test_fuzz_random_bytes_with_identifier(data):
     _read_or_error(data[:4] + b"TFL3" + data[8:])
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(cut=st.integers(min_value=0, max_value=229031))
 def test_fuzz_truncations(face_bytes, cut):
     _read_or_error(face_bytes[:cut])
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(flips=st.lists(st.tuples(st.integers(0, 229031), st.integers(0, 7)), min_size=1, max_size=8))
 def test_fuzz_bit_flips(face_bytes, flips):
@@ -257,6 +261,7 @@ def test_fuzz_bit_flips(face_bytes, flips):
     _read_or_error(bytes(data))
 
 
+@pytest.mark.slow
 @_FUZZ
 @given(flips=st.lists(st.tuples(st.integers(0, 20000), st.integers(0, 255)), min_size=1, max_size=4))
 def test_fuzz_header_region_bytes(face_bytes, flips):

@@ -19,7 +19,6 @@ from preprocess_helpers import first_mismatch, make_frame, pipeline
 from edgeinf import kernels
 
 SIMD = [isa for isa in kernels.supported_isas() if isa != "scalar"]
-EMULATED = platform.machine() not in ("x86_64", "AMD64") and "qemu" in platform.platform().lower()
 EXAMPLES = 40 if platform.machine() == "aarch64" else 300
 COLORS = ["rgb", "bgr", "rgba", "bgra", "gray", "nv12", "nv21", "i420", "yuyv"]
 # widths around the vector widths, and plain odd ones

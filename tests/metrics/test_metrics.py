@@ -86,6 +86,23 @@ def test_run_counts_calls_and_stage_times(face, rng):
     assert snap.p50_s <= snap.p95_s <= snap.p99_s
 
 
+def test_the_inline_input_check_refuses_what_validation_refuses(face, rng):
+    # run() checks one array inline (shape, dtype, C strides); anything else takes the explaining path.
+    assert face._fast_input == ((1, 128, 128, 3), np.dtype(np.float32), (196608, 1536, 12, 4))
+    x = rng.uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    assert x.strides == face._fast_input[2]
+    with pytest.raises(edgeinf.InputError, match="C-contiguous"):
+        face.run(np.asfortranarray(x))
+    with pytest.raises(edgeinf.InputError, match="C-contiguous"):
+        face.run(np.ascontiguousarray(x[:, :, :, ::-1].copy())[:, :, :, ::-1])
+    with pytest.raises(edgeinf.InputError, match="expects dtype float32, got float64"):
+        face.run(x.astype(np.float64))
+    with pytest.raises(edgeinf.InputError, match="expects shape"):
+        face.run(x[:, :64])
+    sliced = np.zeros((2, 128, 128, 3), np.float32)[:1]  # C-contiguous, C strides: the inline path
+    np.testing.assert_array_equal(face.run(sliced)["regressors"], face.run(np.zeros_like(x))["regressors"])
+
+
 def test_errors_are_counted_and_do_not_count_as_calls(face):
     face.metrics.reset()
     with pytest.raises(edgeinf.InputError):

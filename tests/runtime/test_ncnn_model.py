@@ -74,3 +74,17 @@ def test_input_buffer_after_resize(sr_path, rng):
         buffer = model.input_buffer(0)
         buffer[...] = chw
         np.testing.assert_array_equal(model.invoke()["output"], model.run(chw)["output"])
+
+
+def test_an_in_place_first_layer_leaves_the_callers_array_alone(tmp_path, rng):
+    # ReLU works in place in ncnn: fed the caller's memory directly, it would overwrite it.
+    param = tmp_path / "relu.param"
+    param.write_text("7767517\n2 2\nInput input 0 1 data 0=5 1=4 2=2\nReLU relu 1 1 data out\n")
+    (tmp_path / "relu.bin").write_bytes(b"")
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    before = x.copy()
+    with edgeinf.load(param, num_threads=1) as model:
+        assert model.inputs[0].shape == (1, 2, 4, 5)
+        out = model.run(x)["out"]
+    np.testing.assert_array_equal(x, before)
+    np.testing.assert_array_equal(out, np.maximum(before, 0))

@@ -31,13 +31,17 @@ class DwWeights {
   const int8_t* weights() const { return w_.data(); }       // [taps][channels]
   const int16_t* weights16() const { return w16_.data(); }  // [taps][padded_channels], zero padded
   const int32_t* bias() const { return bias_.data(); }      // [padded_channels]
+  // Taps in pairs for VPMADDWD, per block of 16 channels in the order AVX2's unpack
+  // gives: [pair][block][lanes 0-3, 8-11 | 4-7, 12-15 as (tap 2p, tap 2p+1)], 32 int16 per
+  // half; an odd last tap is paired with zeros.
+  const int16_t* tap_pairs16() const { return pairs16_.data(); }
   const Requantization& requantization() const { return rq_; }
 
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
   std::vector<int8_t> w_;
-  std::vector<int16_t> w16_;
+  std::vector<int16_t> w16_, pairs16_;
   std::vector<int32_t> bias_;
   Requantization rq_;
 };

@@ -27,6 +27,22 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   for (size_t t = 0; t < taps; ++t) {
     for (size_t c = 0; c < channels; ++c) w16_[t * padded_ + c] = w_[t * channels + c];
   }
+  const size_t pairs = (taps + 1) / 2, blocks = padded_ / 16;
+  pairs16_.assign(pairs * blocks * 32, 0);
+  for (size_t p = 0; p < pairs; ++p) {
+    for (size_t b = 0; b < blocks; ++b) {
+      int16_t* dst = pairs16_.data() + (p * blocks + b) * 32;
+      for (size_t i = 0; i < 16; ++i) {
+        // unpacklo of a 256-bit register holds channels 0-3 and 8-11, unpackhi 4-7 and 12-15
+        const size_t half = (i % 8) / 4, lane = (i / 8) * 4 + i % 4;
+        const size_t c = b * 16 + i;
+        for (size_t j = 0; j < 2; ++j) {
+          const size_t t = 2 * p + j;
+          dst[half * 16 + lane * 2 + j] = (t < taps && c < channels) ? w_[t * channels + c] : 0;
+        }
+      }
+    }
+  }
   bias_.assign(padded_, 0);
   for (size_t c = 0; c < channels; ++c) bias_[c] = bias ? bias[c] : 0;
   rq_.pad_to(padded_);

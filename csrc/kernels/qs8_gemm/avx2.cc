@@ -46,7 +46,8 @@ void convert_row(const int8_t* const* segs, size_t taps, size_t seg, int32_t zer
 // registers; rows beyond R compile away.
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-template <int R>
+// Wide: the panel holds int16 pairs (plain loads); else int8 pairs sign-extended here.
+template <int R, bool kWide>
 void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
           size_t ncols, int8_t* out, size_t out_stride) {
   using namespace avx2;
@@ -57,10 +58,18 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
 #undef EDGEINF_INIT
+#pragma GCC unroll 2
   for (size_t p = 0; p < kpairs; ++p) {
-    const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-    const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
-    b += 32;
+    __m256i b0, b1;
+    if constexpr (kWide) {
+      b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+      b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+      b += 64;
+    } else {
+      b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+      b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+      b += 32;
+    }
 #define EDGEINF_STEP(r)                                                \
   if constexpr (R > r) {                                               \
     const __m256i av = _mm256_set1_epi32(load_pair(a##r + 2 * p));     \
@@ -99,13 +108,43 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
 
 using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
                         size_t);
-constexpr TileFn kTiles[kMr + 1] = {nullptr, &tile<1>, &tile<2>, &tile<3>, &tile<4>, &tile<5>, &tile<6>};
+constexpr TileFn kTiles[kMr + 1] = {nullptr,           &tile<1, false>, &tile<2, false>, &tile<3, false>,
+                                    &tile<4, false>, &tile<5, false>, &tile<6, false>};
+constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<2, true>, &tile<3, true>,
+                                        &tile<4, true>, &tile<5, true>, &tile<6, true>};
+// Below this many rows the weights are streamed once or twice: int8 panels halve the
+// memory traffic; above it, int16 panels save the sign extension in the loop.
+constexpr size_t kWideMinRows = 4 * kMr;
 
 }  // namespace
 
+uint64_t qs8_peak_probe__avx2(size_t iterations) {
+  // Six independent chains, few enough registers that nothing spills to the stack.
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i a = _mm256_set1_epi8(3), b0 = _mm256_set1_epi8(1), b1 = _mm256_set1_epi8(2);
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  for (size_t i = 0; i < iterations; ++i) {
+    // Opaque to the compiler, so the products are not hoisted out of the loop.
+    __asm__ volatile("" : "+x"(a), "+x"(b0), "+x"(b1));
+    c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
+    c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
+    c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
+    c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
+    c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, b1), ones));
+    c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, b0), ones));
+  }
+  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
+                                       _mm256_add_epi32(c4, c5));
+  __asm__ volatile("" : : "x"(sum));
+  return static_cast<uint64_t>(iterations) * 6 * 64;  // 32 multiply-adds per VPMADDUBSW
+}
+
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;
-  const int8_t* packed = w.packed(kAvx2Layout);
+  const bool wide = a.m >= kWideMinRows;
+  const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
+  const TileFn* tiles = wide ? kWideTiles : kTiles;
+  const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
   const size_t blocks = (n + kNr - 1) / kNr;
   // Rows converted per block: the int16 block stays within about 192 KB (L2).
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
@@ -117,11 +156,11 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
       convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf.data() + r * kp, kp);
     }
     for (size_t j = 0; j < blocks; ++j) {
-      const int8_t* panel = packed + j * kp * kNr;
+      const int8_t* panel = packed + j * panel_bytes;
       const size_t ncols = std::min(kNr, n - j * kNr);
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kpairs, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
+        tiles[height](kpairs, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
                        out_stride);
       }
     }

@@ -20,13 +20,18 @@ namespace edgeinf::qs8 {
 
 // Weight layouts of the SIMD paths: [n/nr][kpad/kq][nr columns][kq values of K], zero
 // padded, with K padded to a multiple of kpad; mr is the matching tile height.
+// `wide` panels hold int16 (sign-extended once at packing) instead of int8.
 struct PackLayout {
   size_t nr, kq, kpad, mr;
-  bool operator==(const PackLayout& o) const { return nr == o.nr && kq == o.kq && kpad == o.kpad; }
+  bool wide = false;
+  bool operator==(const PackLayout& o) const {
+    return nr == o.nr && kq == o.kq && kpad == o.kpad && wide == o.wide;
+  }
 };
-inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};    // pairs of K, sign-extended to int16 in the kernel
-inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};     // pairs of K for VMULL + VPADAL
-inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};  // quads of K for SDOT; A rows read 16 at a time
+inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};          // pairs of K, sign-extended in the kernel (few rows)
+inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K as int16 (many rows)
+inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};           // pairs of K for VMULL + VPADAL
+inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};        // quads of K for SDOT; A rows read 16 at a time
 
 size_t round_up(size_t x, size_t m);
 
@@ -84,6 +89,11 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+
+// Throughput probe of the CPU's int8 multiply-add units (VPMADDUBSW + VPMADDWD, the
+// usual definition of the AVX2 int8 peak): runs `iterations` rounds of independent
+// chains and returns the number of int8 operations (multiply and add each count one).
+uint64_t qs8_peak_probe__avx2(size_t iterations);
 
 // Copies rows [m0, m0 + rows) of A into a dense buffer of row stride `stride` (>= K),
 // zero-filling the padding columns: the packing step of the SIMD paths.

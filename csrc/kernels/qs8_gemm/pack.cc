@@ -59,15 +59,22 @@ const int8_t* GemmWeights::packed(const PackLayout& layout) const {
   const size_t kq = layout.kq;
   const size_t kp = round_up(k_, layout.kpad);
   const size_t blocks = round_up(n_, layout.nr) / layout.nr;
-  std::vector<int8_t> out(blocks * kp * layout.nr, 0);
-  int8_t* dst = out.data();
+  const size_t elem = layout.wide ? sizeof(int16_t) : sizeof(int8_t);
+  std::vector<int8_t> out(blocks * kp * layout.nr * elem, 0);
+  size_t i = 0;
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t k0 = 0; k0 < kp; k0 += kq) {
       for (size_t c = 0; c < layout.nr; ++c) {
         const size_t col = b * layout.nr + c;
-        for (size_t q = 0; q < kq; ++q) {
+        for (size_t q = 0; q < kq; ++q, ++i) {
           const size_t kk = k0 + q;
-          *dst++ = (col < n_ && kk < k_) ? w_[col * k_ + kk] : 0;
+          const int8_t v = (col < n_ && kk < k_) ? w_[col * k_ + kk] : 0;
+          if (layout.wide) {
+            const int16_t v16 = v;
+            std::memcpy(out.data() + 2 * i, &v16, sizeof(v16));
+          } else {
+            out[i] = v;
+          }
         }
       }
     }

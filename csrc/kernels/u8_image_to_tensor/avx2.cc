@@ -203,14 +203,16 @@ inline __m256 to_float(const int16_t* v) {
 
 // Writes 24 results: floats as they are, integers clamped, rounded half to even (the
 // default MXCSR mode, as nearbyint) and packed.
-inline void store24(const __m256 x[3], OutType type, const __m256 lo, const __m256 hi, void* out, int i) {
+inline void store24(const __m256 x[3], OutType type, bool saturating, const __m256 lo, const __m256 hi, void* out,
+                    int i) {
   if (type == OutType::kFloat32) {
     float* o = static_cast<float*>(out) + i;
     for (int k = 0; k < 3; ++k) _mm256_storeu_ps(o + 8 * k, x[k]);
     return;
   }
   __m256i q[3];
-  for (int k = 0; k < 3; ++k) q[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
+  for (int k = 0; k < 3; ++k)
+    q[k] = _mm256_cvtps_epi32(saturating ? x[k] : _mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
   const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[2]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i bytes = type == OutType::kInt8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b);
@@ -227,7 +229,7 @@ void affine(const int16_t* v, int n, const Stage& st, void* out) {
   for (; i + 24 <= n; i += 24) {
     __m256 x[3];
     for (int k = 0; k < 3; ++k) x[k] = _mm256_add_ps(_mm256_mul_ps(to_float(v + i + 8 * k), s.v[k]), b.v[k]);
-    store24(x, st.type, lo, hi, out, i);
+    store24(x, st.type, st.saturating, lo, hi, out, i);
   }
   s16_affine__scalar(v, i, n, st, out);
 }
@@ -235,13 +237,11 @@ void affine(const int16_t* v, int n, const Stage& st, void* out) {
 // Three 8-element groups of one value per pixel repeated x3 (v0 v0 v0 v1 v1 v1 v2 v2 | ...),
 // from 8 pixels' values: 24 interleaved elements.
 inline void expand3(const int16_t* v, __m256 f[3]) {
-  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v));
-  const __m128i s0 = _mm_setr_epi8(0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5);
-  const __m128i s1 = _mm_setr_epi8(4, 5, 6, 7, 6, 7, 6, 7, 8, 9, 8, 9, 8, 9, 10, 11);
-  const __m128i s2 = _mm_setr_epi8(10, 11, 10, 11, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15);
-  f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_shuffle_epi8(x, s0)));
-  f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_shuffle_epi8(x, s1)));
-  f[2] = _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_shuffle_epi8(x, s2)));
+  // convert once, then repeat in the float domain (exact either way)
+  const __m256 x = to_float(v);
+  f[0] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(0, 0, 0, 1, 1, 1, 2, 2));
+  f[1] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(2, 3, 3, 3, 4, 4, 4, 5));
+  f[2] = _mm256_permutevar8x32_ps(x, _mm256_setr_epi32(5, 5, 6, 6, 6, 7, 7, 7));
 }
 
 void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
@@ -272,7 +272,7 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
       t = _mm256_min_ps(_mm256_max_ps(t, zero), top);
       x[k] = _mm256_add_ps(_mm256_mul_ps(t, s.v[k]), b.v[k]);
     }
-    store24(x, st.type, lo, hi, out, i);
+    store24(x, st.type, st.saturating, lo, hi, out, i);
   }
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }

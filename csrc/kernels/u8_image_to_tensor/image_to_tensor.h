@@ -79,6 +79,9 @@ struct Stage {
   OutType type = OutType::kFloat32;
   float qmin = 0, qmax = 0;
   bool expand = false;  // matrix inputs hold one value per pixel; output i reads input i / 3
+  // [qmin, qmax] is the whole int8/uint8 range and every value fits int32: rounding to int32
+  // then saturating to 8 bits equals the reference's clamp-then-round (SIMD may skip the clamp)
+  bool saturating = false;
   // ch's constants repeated over 24 elements (a multiple of both periods) for SIMD paths:
   // rows k0, k1, k2, k3, scale, bias
   float pattern[6][24] = {};

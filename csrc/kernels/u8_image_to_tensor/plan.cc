@@ -405,6 +405,15 @@ Plan build_plan(const PlanRequest& r) {
     st.qmin = r.qmin;
     st.qmax = r.qmax;
     st.expand = p.expand && !r.nchw;
+    const bool full_range = (r.out_type == OutType::kInt8 && r.qmin == -128 && r.qmax == 127) ||
+                            (r.out_type == OutType::kUInt8 && r.qmin == 0 && r.qmax == 255);
+    double bound = 0;  // largest |value| before quantization
+    for (int c = 0; c < st.period; ++c) {
+      const Channel& ch = st.ch[c];
+      const double in = p.matrix ? 255.0 : 32767.0;  // matrix: clamped levels; affine: 1/128 units
+      bound = std::max(bound, in * std::fabs(ch.scale) + std::fabs(ch.bias));
+    }
+    st.saturating = full_range && bound < 1e9;
     for (int j = 0; j < 24; ++j) {
       const Channel& ch = st.ch[j % st.period];
       const float row[6] = {ch.k0, ch.k1, ch.k2, ch.k3, ch.scale, ch.bias};

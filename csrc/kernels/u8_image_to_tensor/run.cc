@@ -31,9 +31,12 @@ int element_size(OutType t) { return t == OutType::kFloat32 ? 4 : 1; }
 
 // Row buffers of one pass: two horizontally resampled source rows (tagged by source row)
 // and the vertically blended row.
+constexpr int kPrefetchRows = 4;
+
 struct PassRows {
   std::vector<int16_t> h[2], v;
   int tag[2] = {-1, -1};
+  int next_prefetch = -1;  // first output row whose source rows are not prefetched yet
   int plane_stride = 0;
 };
 
@@ -97,8 +100,8 @@ class RowRunner {
     return r.h[slot].data();
   }
 
-  // The next output row's source rows come from L3 or DRAM; the hardware prefetchers do
-  // not follow the jumps between rows, so ask for them one output row ahead.
+  // Source rows come from L3 or DRAM; the hardware prefetchers do not follow the jumps
+  // between rows, so ask for the rows of the output rows ahead.
   void prefetch_rows(const HPass& pass, const VTable& t, int cy) const {
     if (pass.offset.empty()) return;
     const int begin = pass.offset.front(), end = pass.offset.back() + kWindow;
@@ -114,7 +117,11 @@ class RowRunner {
     const int row0 = t.row0[cy], b1 = t.b1[cy];
     PassRows& r = ws_.pass[pi];
     if (t.disjoint) {  // each source row serves this output row only: resample straight into v
-      if (cy + 1 < static_cast<int>(t.row0.size())) prefetch_rows(pass, t, cy + 1);
+      // keep kPrefetchRows output rows of source rows in flight: a camera frame arrives cold
+      int& next = ws_.pass[pi].next_prefetch;
+      if (next < cy) next = cy;
+      const int last = std::min(cy + kPrefetchRows, static_cast<int>(t.row0.size()) - 1);
+      for (; next <= last; ++next) prefetch_rows(pass, t, next);
       const uint8_t* src0 = plane_row(pass.plane, row0);
       if (b1 == 0)
         k_.hresample(pass, src0, p_.dst_w, r.v.data(), r.plane_stride);

@@ -13,6 +13,9 @@ import pytest
 
 from edgeinf.formats.tflite_writer import insert_custom_op, set_op_version, unpack
 
+# runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

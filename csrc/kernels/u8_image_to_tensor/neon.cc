@@ -1,0 +1,258 @@
+// NEON image-to-tensor row primitives (aarch64); bit-exact with scalar.cc. Built only
+// for aarch64, where NEON is baseline. No fused multiply-add: the float stage must round
+// like the scalar reference (vmulq + vaddq, and -ffp-contract=off).
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "image_to_tensor.h"
+
+namespace edgeinf::preprocess {
+namespace {
+
+// Tap pairs: UMULL/UMLAL of u8 pixels by u8 weights (w0 + w1 = 128): exact in u16,
+// at most 255 * 128 = 32640, so the same bits read as int16.
+inline int16x8_t taps(uint8x8_t p0, uint8x8_t p1, uint8x8_t w0, uint8x8_t w1) {
+  return vreinterpretq_s16_u16(vmlal_u8(vmull_u8(p0, w0), p1, w1));
+}
+
+// h0 + ((h1 - h0) * b1 + 2^14) >> 15: SQRDMULH is (2*d*b + 2^15) >> 16, the same value
+// (no saturation: b1 < 2^15 and |d| <= 32640).
+inline int16x8_t blend(int16x8_t h0, int16x8_t h1, int16x8_t b) {
+  return vaddq_s16(h0, vqrdmulhq_s16(vsubq_s16(h1, h0), b));
+}
+
+inline uint8x16_t load4x4(const uint8_t* row, const int32_t* o) {
+  uint32_t v[4];
+  for (int k = 0; k < 4; ++k) std::memcpy(&v[k], row + o[k], 4);
+  return vreinterpretq_u8_u32(vld1q_u32(v));
+}
+
+// One or two planar channels from a 4-byte window per pixel: 8 pixels per step.
+template <bool kTwoRows>
+int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                 int plane_stride) {
+  const int nch = pass.nch;
+  uint8x8_t idx0[2], idx1[2];
+  for (int c = 0; c < nch; ++c) {
+    uint8_t a[8], b[8];
+    for (int p = 0; p < 8; ++p) {
+      a[p] = static_cast<uint8_t>(4 * p + pass.i0[c]);
+      b[p] = static_cast<uint8_t>(4 * p + pass.i1[c]);
+    }
+    idx0[c] = vld1_u8(a);
+    idx1[c] = vld1_u8(b);
+  }
+  const int16x8_t bv = vdupq_n_s16(static_cast<int16_t>(b1));
+  const int32_t* offsets = pass.offset.data();
+  const uint16_t* wpairs = pass.wpair.data();
+  int x = 0;
+  for (; x + 8 <= end; x += 8) {
+    const uint8x8x2_t w = vld2_u8(reinterpret_cast<const uint8_t*>(wpairs + x));  // w0 x8, w1 x8
+    const int32_t* o = offsets + x;
+    const uint8x16x2_t t0 = {{load4x4(row0, o), load4x4(row0, o + 4)}};
+    uint8x16x2_t t1 = t0;
+    if (kTwoRows) t1 = {{load4x4(row1, o), load4x4(row1, o + 4)}};
+    for (int c = 0; c < nch; ++c) {
+      int16x8_t h = taps(vqtbl2_u8(t0, idx0[c]), vqtbl2_u8(t0, idx1[c]), w.val[0], w.val[1]);
+      if (kTwoRows) h = blend(h, taps(vqtbl2_u8(t1, idx0[c]), vqtbl2_u8(t1, idx1[c]), w.val[0], w.val[1]), bv);
+      vst1q_s16(out + c * plane_stride + x, h);
+    }
+  }
+  return x;
+}
+
+inline uint8x16x4_t load8x8(const uint8_t* row, const int32_t* o) {
+  uint8x16x4_t t;
+  for (int k = 0; k < 4; ++k) t.val[k] = vcombine_u8(vld1_u8(row + o[2 * k]), vld1_u8(row + o[2 * k + 1]));
+  return t;
+}
+
+// One to three channels from an 8-byte window per pixel: 8 pixels per step. Channels come
+// out planar; ST2/ST3 interleave them for an interleaved row.
+template <bool kTwoRows>
+int hresample_8b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                 int plane_stride) {
+  const int nch = pass.nch;
+  uint8x8_t idx0[3], idx1[3];
+  for (int c = 0; c < nch; ++c) {
+    uint8_t a[8], b[8];
+    for (int p = 0; p < 8; ++p) {
+      a[p] = static_cast<uint8_t>(8 * p + pass.i0[c]);
+      b[p] = static_cast<uint8_t>(8 * p + pass.i1[c]);
+    }
+    idx0[c] = vld1_u8(a);
+    idx1[c] = vld1_u8(b);
+  }
+  const int16x8_t bv = vdupq_n_s16(static_cast<int16_t>(b1));
+  const int32_t* offsets = pass.offset.data();
+  const uint16_t* wpairs = pass.wpair.data();
+  int x = 0;
+  for (; x + 8 <= end; x += 8) {
+    const uint8x8x2_t w = vld2_u8(reinterpret_cast<const uint8_t*>(wpairs + x));
+    const uint8x16x4_t t0 = load8x8(row0, offsets + x);
+    uint8x16x4_t t1 = t0;
+    if (kTwoRows) t1 = load8x8(row1, offsets + x);
+    int16x8_t h[3];
+    for (int c = 0; c < nch; ++c) {
+      h[c] = taps(vqtbl4_u8(t0, idx0[c]), vqtbl4_u8(t0, idx1[c]), w.val[0], w.val[1]);
+      if (kTwoRows) h[c] = blend(h[c], taps(vqtbl4_u8(t1, idx0[c]), vqtbl4_u8(t1, idx1[c]), w.val[0], w.val[1]), bv);
+    }
+    if (pass.planar || nch == 1) {
+      for (int c = 0; c < nch; ++c) vst1q_s16(out + c * plane_stride + x, h[c]);
+    } else if (nch == 3) {
+      vst3q_s16(out + 3 * x, (int16x8x3_t{{h[0], h[1], h[2]}}));
+    } else {
+      vst2q_s16(out + 2 * x, (int16x8x2_t{{h[0], h[1]}}));
+    }
+  }
+  return x;
+}
+
+template <bool kTwoRows>
+int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                   int plane_stride) {
+  const bool window4 =
+      pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
+  if (window4) return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  return hresample_8b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+}
+
+void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
+  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride);
+  u8_hresample__scalar(pass, row, x, n, out, plane_stride);
+}
+
+void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+            int plane_stride) {
+  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride);
+  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
+}
+
+void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
+  const int16x8_t b = vdupq_n_s16(static_cast<int16_t>(b1));
+  int i = 0;
+  for (; i + 8 <= n; i += 8) vst1q_s16(out + i, blend(vld1q_s16(h0 + i), vld1q_s16(h1 + i), b));
+  s16_vblend__scalar(h0, h1, b1, i, n, out);
+}
+
+void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
+  const int32x4_t wv = vdupq_n_s32(w);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const int16x8_t p = vreinterpretq_s16_u16(vmovl_u8(vld1_u8(row + i)));
+    int32x4_t lo = vmulq_s32(vmovl_s16(vget_low_s16(p)), wv);
+    int32x4_t hi = vmulq_s32(vmovl_s16(vget_high_s16(p)), wv);
+    if (!init) {
+      lo = vaddq_s32(lo, vld1q_s32(acc + i));
+      hi = vaddq_s32(hi, vld1q_s32(acc + i + 4));
+    }
+    vst1q_s32(acc + i, lo);
+    vst1q_s32(acc + i + 4, hi);
+  }
+  u8_accumulate__scalar(row, i, n, w, acc, init);
+}
+
+// 24-element blocks, as the stage's pattern rows: 6 vectors of 4 lanes.
+struct Pattern {
+  float32x4_t v[6];
+};
+
+inline Pattern pattern(const Stage& st, int row) {
+  Pattern p;
+  for (int k = 0; k < 6; ++k) p.v[k] = vld1q_f32(st.pattern[row] + 4 * k);
+  return p;
+}
+
+inline void to_float8(int16x8_t v, float32x4_t* f) {
+  f[0] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(v)));
+  f[1] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(v)));
+}
+
+// Writes 24 results: floats as they are; integers clamped (FMAX/FMIN, as the scalar
+// ternaries), rounded half to even (FCVTNS, as nearbyint) and narrowed.
+inline void store24(const float32x4_t* x, const Stage& st, void* out, int i) {
+  if (st.type == OutType::kFloat32) {
+    float* o = static_cast<float*>(out) + i;
+    for (int k = 0; k < 6; ++k) vst1q_f32(o + 4 * k, x[k]);
+    return;
+  }
+  const float32x4_t lo = vdupq_n_f32(st.qmin), hi = vdupq_n_f32(st.qmax);
+  int16x8_t q16[3];
+  for (int k = 0; k < 3; ++k) {
+    const int32x4_t a = vcvtnq_s32_f32(vminq_f32(vmaxq_f32(x[2 * k], lo), hi));
+    const int32x4_t b = vcvtnq_s32_f32(vminq_f32(vmaxq_f32(x[2 * k + 1], lo), hi));
+    q16[k] = vcombine_s16(vqmovn_s32(a), vqmovn_s32(b));
+  }
+  if (st.type == OutType::kInt8) {
+    int8_t* o = static_cast<int8_t*>(out) + i;
+    vst1q_s8(o, vcombine_s8(vqmovn_s16(q16[0]), vqmovn_s16(q16[1])));
+    vst1_s8(o + 16, vqmovn_s16(q16[2]));
+  } else {
+    uint8_t* o = static_cast<uint8_t*>(out) + i;
+    vst1q_u8(o, vcombine_u8(vqmovun_s16(q16[0]), vqmovun_s16(q16[1])));
+    vst1_u8(o + 16, vqmovun_s16(q16[2]));
+  }
+}
+
+void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  const Pattern s = pattern(st, 4), b = pattern(st, 5);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    float32x4_t x[6];
+    for (int k = 0; k < 3; ++k) to_float8(vld1q_s16(v + i + 8 * k), x + 2 * k);
+    for (int k = 0; k < 6; ++k) x[k] = vaddq_f32(vmulq_f32(x[k], s.v[k]), b.v[k]);
+    store24(x, st, out, i);
+  }
+  s16_affine__scalar(v, i, n, st, out);
+}
+
+// 24 interleaved elements from 8 pixels' values: each value repeated x3.
+inline void expand3(const int16_t* v, float32x4_t* f) {
+  static const uint8_t kCtl[3][16] = {{0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 4, 5, 4, 5},
+                                      {4, 5, 6, 7, 6, 7, 6, 7, 8, 9, 8, 9, 8, 9, 10, 11},
+                                      {10, 11, 10, 11, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15}};
+  const uint8x16_t x = vreinterpretq_u8_s16(vld1q_s16(v));
+  for (int k = 0; k < 3; ++k) to_float8(vreinterpretq_s16_u8(vqtbl1q_u8(x, vld1q_u8(kCtl[k]))), f + 2 * k);
+}
+
+void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
+  const Pattern k0 = pattern(st, 0), k1 = pattern(st, 1), k2 = pattern(st, 2), k3 = pattern(st, 3);
+  const Pattern s = pattern(st, 4), b = pattern(st, 5);
+  const float32x4_t zero = vdupq_n_f32(0.0f), top = vdupq_n_f32(255.0f);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    float32x4_t f0[6], f1[6], f2[6];
+    if (st.expand) {
+      expand3(a0 + i / 3, f0);
+      expand3(a1 + i / 3, f1);
+      expand3(a2 + i / 3, f2);
+    } else {
+      for (int k = 0; k < 3; ++k) {
+        to_float8(vld1q_s16(a0 + i + 8 * k), f0 + 2 * k);
+        to_float8(vld1q_s16(a1 + i + 8 * k), f1 + 2 * k);
+        to_float8(vld1q_s16(a2 + i + 8 * k), f2 + 2 * k);
+      }
+    }
+    float32x4_t x[6];
+    for (int k = 0; k < 6; ++k) {
+      float32x4_t t = vaddq_f32(k0.v[k], vmulq_f32(k1.v[k], f0[k]));
+      t = vaddq_f32(t, vmulq_f32(k2.v[k], f1[k]));
+      t = vaddq_f32(t, vmulq_f32(k3.v[k], f2[k]));
+      t = vminq_f32(vmaxq_f32(t, zero), top);
+      x[k] = vaddq_f32(vmulq_f32(t, s.v[k]), b.v[k]);
+    }
+    store24(x, st, out, i);
+  }
+  s16_matrix__scalar(a0, a1, a2, i, n, st, out);
+}
+
+}  // namespace
+
+const Kernels& kernels__neon() {
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  return k;
+}
+
+}  // namespace edgeinf::preprocess

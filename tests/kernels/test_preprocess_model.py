@@ -1,0 +1,86 @@
+"""run_image: a frame converted straight into a real model's input buffer, TFLite and NCNN."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+import edgeinf
+from edgeinf import preprocess
+
+
+@pytest.fixture(scope="module")
+def photo(model_path):
+    return cv2.imread(str(model_path("grace_hopper")))
+
+
+def test_tflite_run_image_equals_run_on_the_converted_tensor(model_path, photo):
+    pytest.importorskip("ai_edge_litert")
+    with edgeinf.load(model_path("face_detection_short_range"), backend="tflite") as model:
+        options = dict(mean=127.5, std=127.5, letterbox=True)
+        got = preprocess.run_image(model, photo, color="bgr", **options)
+        pipe = preprocess.pipeline_for(model, photo, "bgr", **options)
+        tensor = pipe.new_output()
+        pipe(photo, tensor)
+        want = model.run(tensor)
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        # the short-range face detector finds Grace Hopper's face: some anchor's logit is positive
+        assert got["classificators"].max() > 0
+        lb = pipe.last_letterbox
+        assert lb.content_h == 128 and lb.content_w == 109  # 512x600 kept its aspect ratio
+
+
+def test_tflite_model_method_and_pipeline_cache(model_path, photo):
+    pytest.importorskip("ai_edge_litert")
+    with edgeinf.load(model_path("face_detection_short_range"), backend="tflite") as model:
+        a = model.run_image(photo, color="bgr", mean=127.5, std=127.5)
+        first = preprocess.pipeline_for(model, photo, "bgr", mean=127.5, std=127.5)
+        b = model.run_image(photo, color="bgr", mean=127.5, std=127.5)
+        assert preprocess.pipeline_for(model, photo, "bgr", mean=127.5, std=127.5) is first
+        np.testing.assert_array_equal(a["regressors"], b["regressors"])
+        small = np.ascontiguousarray(photo[:300, :256])
+        model.run_image(small, color="bgr", mean=127.5, std=127.5)
+        assert preprocess.pipeline_for(model, small, "bgr", mean=127.5, std=127.5) is not first
+
+
+def test_ncnn_dynamic_input_run_image(model_path, photo):
+    pytest.importorskip("ncnn")
+    with edgeinf.load(model_path("realesr_animevideov3_x2"), backend="ncnn") as model:
+        got = model.run_image(photo, color="bgr", size=(24, 16), std=255.0)
+        (name,) = got
+        assert got[name].shape == (1, 3, 32, 48)  # the x2 upscaler doubles the 24x16 input
+        pipe = preprocess.Pipeline.for_input(model.inputs[0], color="bgr", std=255.0)
+        tensor = pipe.new_output()
+        pipe(photo, tensor)
+        np.testing.assert_array_equal(model.run(tensor)[name], got[name])
+
+
+class FakeModel:
+    """The duck type run_image needs: inputs, input_buffer, invoke."""
+
+    def __init__(self, spec):
+        self.inputs = (spec,)
+        self.buffer = np.zeros(spec.shape, spec.dtype)
+        self.seen = []
+
+    def input_buffer(self, i=0):
+        return self.buffer
+
+    def invoke(self):
+        self.seen.append(self.buffer.copy())
+        return {"out": self.buffer.sum(keepdims=True)}
+
+
+def test_run_image_writes_the_input_buffer(rng):
+    from preprocess_helpers import make_frame, spec_for
+
+    spec = spec_for(20, 10, 3, "int8", "NCHW", scale=1 / 128, zero_point=0)
+    model = FakeModel(spec)
+    frame = make_frame(rng, "nv21", 40, 20)
+    preprocess.run_image(model, frame, color="nv21", mean=128.0, std=128.0)
+    want = preprocess.Pipeline.for_input(spec, color="nv21", mean=128.0, std=128.0)
+    out = want.new_output()
+    want(frame, out)
+    np.testing.assert_array_equal(model.seen[-1], out)
