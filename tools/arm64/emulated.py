@@ -145,6 +145,11 @@ class Emulator:
         env.pop("LD_PRELOAD", None)
         env.pop("VIRTUAL_ENV", None)
         env["PI"] = profile
+        legacy = self.home / "bin" / "python3-legacy"  # tflite-runtime 2.14 with numpy<2 (setup.sh 5b)
+        if legacy.exists():
+            env["EDGEINF_LEGACY_PYTHON"] = str(legacy)
+        else:
+            env.pop("EDGEINF_LEGACY_PYTHON", None)  # the host's x86 .venv-legacy is no ARM runtime
         env["PYTHONPATH"] = os.pathsep.join(str(p) for p in [*pythonpath, self.site])
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # the stage is shared by the three profiles
         env.update(extra or {})
