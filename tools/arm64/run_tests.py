@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = list(emulated.CI_PYTEST_ARGS[profile]) if args.subset == "ci" else []
         results[f"{profile} pytest"] = run_pytest(emulator, profile, stage, paths, digests, extra + args.pytest_args)
     commands = emulated.cli_commands(stage)
+    log.info("CLI on the emulated Pi 5: any time these commands print is qemu's, not a Raspberry Pi's")
     if "pi5" in profiles and not args.no_cli:
         if "check" in commands:
             model = str(models["face_detection_short_range"])

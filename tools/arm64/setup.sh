@@ -103,9 +103,29 @@ mapfile -t REQS < <($PY "$HERE/guest_requirements.py")
 PIPARGS=($PLAT --only-binary=:all: --python-version "$PYVER" --implementation cp)
 $PY -m pip download -q -d "$A/wheels" "${PIPARGS[@]}" "${REQS[@]}"
 rm -rf "$A/site.new" "$A/site.old"
-$PY -m pip install -q --target "$A/site.new" "${PIPARGS[@]}" --no-index --find-links "$A/wheels" "${REQS[@]}"
+$PY -m pip install -q --no-warn-conflicts --target "$A/site.new" "${PIPARGS[@]}" --no-index --find-links "$A/wheels" "${REQS[@]}"
+# what tools/test.sh installs beside the extras: pnnx's converter binary (--no-deps: its torch
+# dependency is not needed to run the binary)
+$PY -m pip download -q -d "$A/wheels" "${PIPARGS[@]}" --no-deps "pnnx==20261020"
+$PY -m pip install -q --no-warn-conflicts --target "$A/site.new" "${PIPARGS[@]}" --no-index --find-links "$A/wheels" --no-deps "pnnx==20261020"
 [ -d "$A/site" ] && mv "$A/site" "$A/site.old"  # swap, so a run using the old site is not broken midway
 mv "$A/site.new" "$A/site"; rm -rf "$A/site.old"
+
+# 5b. the tflite-runtime 2.14 environment (it needs numpy<2, so a site of its own, as .venv-legacy
+#     on the host) and its interpreter, which drops the main site from PYTHONPATH
+LEGACY=("numpy<2" "tflite-runtime==2.14.0" "flatbuffers>=23.5" "pillow>=9")
+$PY -m pip download -q -d "$A/wheels-legacy" "${PIPARGS[@]}" "${LEGACY[@]}"
+rm -rf "$A/site-legacy.new"
+$PY -m pip install -q --no-warn-conflicts --target "$A/site-legacy.new" "${PIPARGS[@]}" --no-index --find-links "$A/wheels-legacy" "${LEGACY[@]}"
+rm -rf "$A/site-legacy"; mv "$A/site-legacy.new" "$A/site-legacy"
+cat > "$A/bin/python3-legacy" <<LEGACY_EOF
+#!/bin/sh
+# aarch64 CPython $PYVER with tflite-runtime 2.14 and numpy<2 (EDGEINF_LEGACY_PYTHON on the emulated Pi)
+P=""
+IFS=:; for d in \${PYTHONPATH:-}; do [ "\$d" = "$A/site" ] || P="\${P:+\$P:}\$d"; done; unset IFS
+PYTHONPATH="\${P:+\$P:}$A/site-legacy" exec "$A/bin/python$PYVER" "\$@"
+LEGACY_EOF
+chmod +x "$A/bin/python3-legacy"
 # pybind11's headers for cross-building (arch-independent)
 $PY -m pip download -q --no-deps --only-binary=:all: -d "$A/tools" pybind11
 rm -rf "$A/tools/pybind11"; unzip -qo "$(ls "$A"/tools/pybind11-*.whl | sort -V | tail -1)" -d "$A/tools/pybind11"
@@ -115,3 +135,5 @@ for pi in pi3 pi4 pi5; do
   PI=$pi PYTHONPATH="$A/site" "$A/bin/python3" -c \
     'import os, platform, numpy, ai_edge_litert, ncnn; print("OK", os.environ["PI"], platform.machine(), numpy.__version__)'
 done
+PI=pi4 PYTHONPATH="$A/site" "$A/bin/python3-legacy" -c \
+  'import numpy, tflite_runtime.interpreter; print("OK legacy", numpy.__version__)'
