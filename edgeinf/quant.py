@@ -523,6 +523,18 @@ def _broadcast(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
+def _binary_params(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point):
+    """Validated scales and zero points of a two-input op: (sa, sb, so, za, zb, zo)."""
+    return (
+        _scale(a_scale, "a"),
+        _scale(b_scale, "b"),
+        _scale(output_scale, "output"),
+        _zero_point(a_zero_point, "a"),
+        _zero_point(b_zero_point, "b"),
+        _zero_point(output_zero_point, "output"),
+    )
+
+
 def add(
     a: np.ndarray,
     b: np.ndarray,
@@ -543,11 +555,8 @@ def add(
     [15]
     """
     a, b = _broadcast(a, b)
-    sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = (
-        _zero_point(a_zero_point, "a"),
-        _zero_point(b_zero_point, "b"),
-        _zero_point(output_zero_point, "output"),
+    sa, sb, so, za, zb, zo = _binary_params(
+        a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point
     )
     left_shift = 20
     twice_max = 2.0 * max(sa, sb)
@@ -583,11 +592,8 @@ def mul(
     [20]
     """
     a, b = _broadcast(a, b)
-    sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
-    za, zb, zo = (
-        _zero_point(a_zero_point, "a"),
-        _zero_point(b_zero_point, "b"),
-        _zero_point(output_zero_point, "output"),
+    sa, sb, so, za, zb, zo = _binary_params(
+        a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point
     )
     # TFLite multiplies and divides the three scales in float32 before widening.
     real = float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(so))
