@@ -1,10 +1,11 @@
 // AVX2 depthwise conv2d: 16 channels per step, two filter taps per VPMADDWD.
 //
-// Each output pixel gets a list of tap pointers (a row of zero points for padded taps,
-// which adds (zp - zp) * w = 0 like the reference's skipped taps). The int16 values
-// (a - zero_point) of two taps are interleaved and multiplied with interleaved weights;
-// |a - zp| <= 255 and |w| <= 128 keep each pair sum exact in int32. A depth multiplier
-// above 1 runs the scalar reference.
+// Each output pixel gets a list of tap pointers (a row of zero points for padded taps).
+// Raw int8 inputs of two taps are interleaved as int16 and multiplied with interleaved
+// weights (a pair sum is at most 2 * 128 * 128, exact in int32); the zero point enters
+// as bias - zp * sum(w), so a padded tap adds zp * w - zp * w = 0 like the reference's
+// skipped tap, and the total equals the reference accumulator modulo 2^32. A depth
+// multiplier above 1 runs the scalar reference.
 #include <immintrin.h>
 
 #include <vector>
@@ -20,7 +21,6 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
   const size_t C = g.in_c, full = C / 16 * 16, blocks = w.padded_channels() / 16;
   const size_t taps = g.k_h * g.k_w, pairs = (taps + 1) / 2;
   const Requantization& rq = w.requantization();
-  const __m256i zp_in = _mm256_set1_epi16(static_cast<int16_t>(w.input_zero_point()));
   const __m256i zp_out = _mm256_set1_epi32(rq.output_zero_point);
   const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
   const std::vector<int8_t> padding(C + 16, static_cast<int8_t>(w.input_zero_point()));
@@ -44,18 +44,18 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
           __m256i acc_lo = _mm256_setzero_si256(), acc_hi = _mm256_setzero_si256();
           const int16_t* wp = w.tap_pairs16() + block * 32;
           for (size_t p = 0; p < pairs; ++p, wp += blocks * 32) {
-            const __m256i a0 = _mm256_sub_epi16(
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p] + c0))), zp_in);
-            const __m256i a1 = _mm256_sub_epi16(
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p + 1] + c0))), zp_in);
+            const __m256i a0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p] + c0)));
+            const __m256i a1 =
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p + 1] + c0)));
             acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1),
                                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
             acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, a1),
                                                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 16))));
           }
           // lanes [0-3 | 8-11] and [4-7 | 12-15] back to channel order
-          const __m256i s0 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x20), load8_i32(w.bias() + c0));
-          const __m256i s1 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x31), load8_i32(w.bias() + c0 + 8));
+          const int32_t* start = w.bias_minus_zero_point_terms() + c0;
+          const __m256i s0 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x20), load8_i32(start));
+          const __m256i s1 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x31), load8_i32(start + 8));
           const __m256i v0 = requantize(s0, load8_i32(rq.multiplier.data() + c0), load8_i32(rq.left_shift.data() + c0),
                                         load8_i32(rq.right_shift.data() + c0), zp_out, lo, hi);
           const __m256i v1 =

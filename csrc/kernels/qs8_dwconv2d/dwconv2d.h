@@ -31,6 +31,9 @@ class DwWeights {
   const int8_t* weights() const { return w_.data(); }       // [taps][channels]
   const int16_t* weights16() const { return w16_.data(); }  // [taps][padded_channels], zero padded
   const int32_t* bias() const { return bias_.data(); }      // [padded_channels]
+  // bias[c] - input_zero_point * sum over taps of w[t][c] (wrapping): the start value of
+  // paths that multiply raw int8 inputs, padded taps reading zero points.
+  const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
   // Taps in pairs for VPMADDWD, per block of 16 channels in the order AVX2's unpack
   // gives: [pair][block][lanes 0-3, 8-11 | 4-7, 12-15 as (tap 2p, tap 2p+1)], 32 int16 per
   // half; an odd last tap is paired with zeros.
@@ -42,7 +45,7 @@ class DwWeights {
   int32_t input_zero_point_;
   std::vector<int8_t> w_;
   std::vector<int16_t> w16_, pairs16_;
-  std::vector<int32_t> bias_;
+  std::vector<int32_t> bias_, bias_zp_;
   Requantization rq_;
 };
 

@@ -44,7 +44,13 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
     }
   }
   bias_.assign(padded_, 0);
-  for (size_t c = 0; c < channels; ++c) bias_[c] = bias ? bias[c] : 0;
+  bias_zp_.assign(padded_, 0);
+  for (size_t c = 0; c < channels; ++c) {
+    bias_[c] = bias ? bias[c] : 0;
+    uint32_t sum = 0;
+    for (size_t t = 0; t < taps; ++t) sum += static_cast<uint32_t>(static_cast<int32_t>(w_[t * channels + c]));
+    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
+  }
   rq_.pad_to(padded_);
 }
 

@@ -46,15 +46,18 @@ void convert_row(const int8_t* const* segs, size_t taps, size_t seg, int32_t zer
 // registers; rows beyond R compile away.
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
+// One slice of K for a tile: the accumulators start from the bias (`first`) or from
+// `partial` ([R][16] int32), and end requantized into `out` (`last`) or back in `partial`.
 // Wide: the panel holds int16 pairs (plain loads); else int8 pairs sign-extended here.
 template <int R, bool kWide>
 void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
-          size_t ncols, int8_t* out, size_t out_stride) {
+          size_t ncols, int8_t* out, size_t out_stride, int32_t* partial, bool first, bool last) {
   using namespace avx2;
   const __m256i bias0 = load8_i32(w.bias() + col0), bias1 = load8_i32(w.bias() + col0 + 8);
-#define EDGEINF_INIT(r)                                  \
-  __m256i c##r##0 = bias0, c##r##1 = bias1;              \
-  const int16_t* a##r = a + (R > r ? r : 0) * a_stride;  \
+#define EDGEINF_INIT(r)                                                        \
+  __m256i c##r##0 = first ? bias0 : load8_i32(partial + 16 * (R > r ? r : 0)); \
+  __m256i c##r##1 = first ? bias1 : load8_i32(partial + 16 * (R > r ? r : 0) + 8); \
+  const int16_t* a##r = a + (R > r ? r : 0) * a_stride;                        \
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
 #undef EDGEINF_INIT
@@ -78,6 +81,16 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
   }
     EDGEINF_ROWS(EDGEINF_STEP)
 #undef EDGEINF_STEP
+  }
+  if (!last) {
+#define EDGEINF_SAVE(r)                                                                        \
+  if constexpr (R > r) {                                                                       \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(partial + 16 * r), c##r##0);                \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(partial + 16 * r + 8), c##r##1);            \
+  }
+    EDGEINF_ROWS(EDGEINF_SAVE)
+#undef EDGEINF_SAVE
+    return;
   }
   const Requantization& rq = w.requantization();
   const __m256i m0 = load8_i32(rq.multiplier.data() + col0), m1 = load8_i32(rq.multiplier.data() + col0 + 8);
@@ -107,7 +120,7 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
 #undef EDGEINF_ROWS
 
 using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
-                        size_t);
+                        size_t, int32_t*, bool, bool);
 constexpr TileFn kTiles[kMr + 1] = {nullptr,           &tile<1, false>, &tile<2, false>, &tile<3, false>,
                                     &tile<4, false>, &tile<5, false>, &tile<6, false>};
 constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<2, true>, &tile<3, true>,
@@ -115,6 +128,9 @@ constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<
 // Below this many rows the weights are streamed once or twice: int8 panels halve the
 // memory traffic; above it, int16 panels save the sign extension in the loop.
 constexpr size_t kWideMinRows = 4 * kMr;
+// Pairs of K per slice: 16 columns x 512 values of int16 weights (16 KB) plus a 6-row
+// A tile (6 KB) fit in a 32 KB L1 data cache.
+constexpr size_t kSlicePairs = 256;
 
 }  // namespace
 
@@ -150,6 +166,7 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
   const size_t mc = std::min(fit, round_up(a.m, kMr));
   std::vector<int16_t> abuf(mc * kp);
+  std::vector<int32_t> partial(mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     for (size_t r = 0; r < rows; ++r) {
@@ -158,10 +175,19 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
     for (size_t j = 0; j < blocks; ++j) {
       const int8_t* panel = packed + j * panel_bytes;
       const size_t ncols = std::min(kNr, n - j * kNr);
-      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-        const size_t height = std::min(kMr, rows - r0);
-        tiles[height](kpairs, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
-                       out_stride);
+      // Slices of K keep a weight slice and an A tile in L1 together; partial sums wait
+      // in int32 between slices.
+      // (Few rows stream the weights once: no slicing.)
+      const size_t slice = wide ? kSlicePairs : kpairs;
+      for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
+        const size_t count = std::min(slice, kpairs - k0);
+        const bool first = k0 == 0, last = k0 + count == kpairs;
+        const int8_t* slice = panel + k0 * 2 * kNr * (wide ? 2 : 1);
+        for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+          const size_t height = std::min(kMr, rows - r0);
+          tiles[height](count, abuf.data() + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
+                        out + (m0 + r0) * out_stride, out_stride, partial.data() + r0 * kNr, first, last);
+        }
       }
     }
   }
