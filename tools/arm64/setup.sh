@@ -110,6 +110,9 @@ $PY -m pip download -q -d "$A/wheels" "${PIPARGS[@]}" --no-deps "pnnx==20261020"
 $PY -m pip install -q --no-warn-conflicts --target "$A/site.new" "${PIPARGS[@]}" --no-index --find-links "$A/wheels" --no-deps "pnnx==20261020"
 [ -d "$A/site" ] && mv "$A/site" "$A/site.old"  # swap, so a run using the old site is not broken midway
 mv "$A/site.new" "$A/site"; rm -rf "$A/site.old"
+# the site is the interpreter's own, as on a board: found without PYTHONPATH (tests that start a
+# child with PYTHONPATH=<repo> rely on that)
+echo "$A/site" > "$A/root/usr/local/lib/python$PYVER/dist-packages/edgeinf-arm64-site.pth"
 
 # 5b. the tflite-runtime 2.14 environment (it needs numpy<2, so a site of its own, as .venv-legacy
 #     on the host) and its interpreter, which drops the main site from PYTHONPATH
@@ -123,7 +126,8 @@ cat > "$A/bin/python3-legacy" <<LEGACY_EOF
 # aarch64 CPython $PYVER with tflite-runtime 2.14 and numpy<2 (EDGEINF_LEGACY_PYTHON on the emulated Pi)
 P=""
 IFS=:; for d in \${PYTHONPATH:-}; do [ "\$d" = "$A/site" ] || P="\${P:+\$P:}\$d"; done; unset IFS
-PYTHONPATH="\${P:+\$P:}$A/site-legacy" exec "$A/bin/python$PYVER" "\$@"
+# -S: no site module, so the main site's .pth (numpy 2) is not read either
+PYTHONPATH="\${P:+\$P:}$A/site-legacy" exec "$A/bin/python$PYVER" -S "\$@"
 LEGACY_EOF
 chmod +x "$A/bin/python3-legacy"
 # pybind11's headers for cross-building (arch-independent)
