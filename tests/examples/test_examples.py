@@ -197,10 +197,11 @@ def test_choice_follows_the_budget(jetson):
 
 
 def test_jetson_script_end_to_end_on_a_fake_board(jetson, orin_tree, capsys):
-    code = jetson.main(["--root", str(orin_tree), "--budget-mw", "1e9", "--fps", "0.5", "--runs", "3", "--json"])
+    code = jetson.main(["--root", str(orin_tree), "--budget-mw", "1e9", "--fps", "0.01", "--runs", "3", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0
-    assert report["variant"] == "face_detection_full_range"  # unlimited budget: the most capable variant
+    # Unlimited budget and a frame rate any machine keeps (qemu included): the most capable variant.
+    assert report["variant"] == "face_detection_full_range"
     assert report["total_rule"] == "VDD_IN" and report["total_mw"] == pytest.approx(5072 * 1184 / 1000)
     assert [e["variant"] for e in report["estimates"]] == ["face_detection_full_range", "face_detection_short_range"]
     code = jetson.main(["--root", str(orin_tree), "--budget-mw", "100", "--runs", "3"])
