@@ -60,7 +60,13 @@ CI_PATHS = {
     "pi4": ("tests/arm64", "tests/board"),
     "pi3": ("tests/arm64", "tests/board", "tests/kernels"),
 }
-CI_PYTEST_ARGS = {"pi5": ("-k", "not fuzz"), "pi4": (), "pi3": ()}
+# The tflite-runtime 2.14 checks run on the x86 host in CI; on the emulated Pi 5 they need the
+# numpy<2 site of setup.sh, which `--subset full` exercises (not yet proven stable in CI).
+CI_PYTEST_ARGS = {
+    "pi5": ("-k", "not fuzz", "--deselect", "tests/runtime/test_tflite_runtime_legacy.py"),
+    "pi4": (),
+    "pi3": (),
+}
 
 
 class EmulationUnavailable(RuntimeError):
