@@ -164,7 +164,8 @@ def load(
         from .compat import check as compat_check
 
         # Check against the runtime that will really run it (a forced TFLite package included).
-        report = compat_check(path, backend=name, target=options.get("package") if name == "tflite" else None)
+        target = options.get("package") if name == "tflite" else None
+        report = compat_check(path, backend=name, target=target, model=parsed)
         if not report.runnable(name):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if kind == "tflite":

@@ -43,7 +43,9 @@ def model_format(path: Path) -> str:
     )
 
 
-def check(path: Union[str, os.PathLike], backend: str | None = None, target: str | None = None) -> CompatReport:
+def check(
+    path: Union[str, os.PathLike], backend: str | None = None, target: str | None = None, *, model=None
+) -> CompatReport:
     """Check every node of a model against a runtime, without importing any runtime.
 
     Args:
@@ -53,6 +55,8 @@ def check(path: Union[str, os.PathLike], backend: str | None = None, target: str
         target: the runtime version to check against, e.g. ``"tflite-runtime==2.14"``,
             ``"ai-edge-litert 2.3.0"``, ``"ncnn"``; default: the one installed here,
             else the newest table.
+        model: this file already parsed by `edgeinf.formats` (a `TfliteModel` or `NcnnParam`),
+            so that `edgeinf.load` does not read and verify it twice.
 
     Returns:
         A `CompatReport` (``.verdict(backend)``, ``.runnable(backend)``, ``.to_text()``, ``.to_json()``).
@@ -82,7 +86,7 @@ def check(path: Union[str, os.PathLike], backend: str | None = None, target: str
         from ..formats.tflite import read_tflite
         from .tflite_check import check_tflite
 
-        model = read_tflite(path)
+        model = model if model is not None else read_tflite(path)
         nodes, verdict, facts = check_tflite(model, pick("tflite"))
         backends = {"tflite": verdict}
         size = model.file_size
@@ -92,14 +96,16 @@ def check(path: Union[str, os.PathLike], backend: str | None = None, target: str
 
         ncnn_target = pick("ncnn")
         names = {e["index"]: name for name, e in tables.ncnn_registry(ncnn_target)["layers"].items()}
-        param = read_ncnn_param(path, layer_names=names)  # names: for binary .param.bin type indices
+        param = model
+        if param is None or any(layer.type.startswith("#") for layer in param.layers):
+            param = read_ncnn_param(path, layer_names=names)  # names: for binary .param.bin type indices
         nodes, backends, facts = check_ncnn(param, ncnn_target)
         size = path.stat().st_size + (param.bin_size or 0)
     else:
         from ..formats.onnx import read_onnx
         from .onnx_check import check_onnx
 
-        model = read_onnx(path)
+        model = model if model is not None else read_onnx(path)
         nodes, backends, facts = check_onnx(
             model, pick("tflite") if "tflite" in wanted else None, pick("ncnn") if "ncnn" in wanted else None
         )

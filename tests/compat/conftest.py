@@ -26,7 +26,7 @@ def litert_worker():
 def legacy_worker():
     python = legacy_python()
     if python is None:
-        need("the tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
+        need("tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
     with RuntimeWorker(python, "tflite_runtime", timeout_s=120) as w:
         yield w
 

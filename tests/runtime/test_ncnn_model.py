@@ -88,3 +88,16 @@ def test_an_in_place_first_layer_leaves_the_callers_array_alone(tmp_path, rng):
         out = model.run(x)["out"]
     np.testing.assert_array_equal(x, before)
     np.testing.assert_array_equal(out, np.maximum(before, 0))
+
+
+def test_load_reads_the_param_file_once(sr_path, monkeypatch):
+    from edgeinf.compat import check as compat_check
+    from edgeinf.formats import ncnn_param
+
+    calls = []
+    real = ncnn_param.read_ncnn_param
+    monkeypatch.setattr(ncnn_param, "read_ncnn_param", lambda *a, **k: calls.append(a) or real(*a, **k))
+    with edgeinf.load(sr_path, num_threads=1) as model:
+        assert model.report.runnable("ncnn")
+    assert len(calls) == 1
+    assert model.report.to_json() == compat_check(sr_path, backend="ncnn").to_json()

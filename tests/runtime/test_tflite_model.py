@@ -143,3 +143,17 @@ def test_dequantize_turns_int8_outputs_into_floats():
     spec = TensorSpec("y", (1, 4), np.dtype(np.int8), quantization=Quantization((0.5,), (-3,)))
     q = np.array([[-128, -3, 0, 127]], np.int8)
     np.testing.assert_array_equal(spec.quantization.dequantize(q), [[-62.5, 0.0, 1.5, 65.0]])
+
+
+def test_load_reads_and_verifies_the_model_once(face_path, monkeypatch):
+    from edgeinf.compat import check as compat_check
+    from edgeinf.formats import tflite
+
+    calls = []
+    real = tflite.read_tflite
+    monkeypatch.setattr(tflite, "read_tflite", lambda src: calls.append(src) or real(src))
+    with edgeinf.load(face_path, num_threads=1) as model:
+        assert model.report is not None and model.report.runnable("tflite")
+    assert len(calls) == 1
+    # the report from the parsed model equals a check that reads the file itself
+    assert model.report.to_json() == compat_check(face_path, backend="tflite").to_json()
