@@ -4,6 +4,7 @@
     python tools/arm64/run_tests.py                    # CI subset on pi3, pi4, pi5
     python tools/arm64/run_tests.py --subset full      # every test but `slow` on each profile
     python tools/arm64/run_tests.py --profiles pi5 -- -k board   # extra pytest arguments after --
+    python tools/arm64/run_tests.py --profiles pi3 -- tests/kernels/test_quant.py   # paths replace the subset's
 
 Steps: fetch the manifest's models on the host (the emulated Python has no pip), cross-build
 the extension with setup.py into build/arm64/, stage a copy of the package with the aarch64
@@ -122,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict[str, bool] = {}
     for profile in profiles:
-        paths = pytest_paths(args.subset, profile, stage)
+        # test paths after -- replace the subset's, so one module can be run on its own
+        named = any(a.split("::")[0].startswith("tests") for a in args.pytest_args)
+        paths = [] if named else pytest_paths(args.subset, profile, stage)
         extra = list(emulated.CI_PYTEST_ARGS[profile]) if args.subset == "ci" else []
         results[f"{profile} pytest"] = run_pytest(emulator, profile, stage, paths, digests, extra + args.pytest_args)
     commands = emulated.cli_commands(stage)
