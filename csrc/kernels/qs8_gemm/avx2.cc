@@ -220,17 +220,17 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
   // Rows converted per block: the int16 block stays within about 192 KB (L2).
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
   const size_t mc = std::min(fit, round_up(a.m, kMr));
-  std::vector<int16_t> abuf(mc * kp);
-  std::vector<int32_t> partial(mc * kNr);
+  int16_t* abuf = scratch<int16_t, 0>(mc * kp);
+  int32_t* partial = scratch<int32_t, 1>(mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     for (size_t r = 0; r < rows; ++r) {
-      convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf.data() + r * kp, kp);
+      convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf + r * kp, kp);
     }
     size_t j0 = 0;
     if (rows == 1 && !wide) {  // full groups of blocks; the rest goes through the tiles
       for (; j0 + kGemvBlocks <= n / kNr; j0 += kGemvBlocks) {
-        gemv_blocks(kpairs, abuf.data(), packed + j0 * panel_bytes, panel_bytes, w, j0 * kNr,
+        gemv_blocks(kpairs, abuf, packed + j0 * panel_bytes, panel_bytes, w, j0 * kNr,
                     out + m0 * out_stride + j0 * kNr, j0 + 2 * kGemvBlocks <= n / kNr);
       }
     }
@@ -247,8 +247,8 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
         const int8_t* slice = panel + k0 * 2 * kNr * (wide ? 2 : 1);
         for (size_t r0 = 0; r0 < rows; r0 += kMr) {
           const size_t height = std::min(kMr, rows - r0);
-          tiles[height](count, abuf.data() + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
-                        out + (m0 + r0) * out_stride, out_stride, partial.data() + r0 * kNr, first, last);
+          tiles[height](count, abuf + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
+                        out + (m0 + r0) * out_stride, out_stride, partial + r0 * kNr, first, last);
         }
       }
     }

@@ -56,16 +56,16 @@ void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
   const size_t blocks = (n + kNr - 1) / kNr;
   const size_t fit = std::max<size_t>(kMr, (96 * 1024 / kp) / kMr * kMr);
   const size_t mc = std::min(fit, round_up(a.m, kMr));
-  std::vector<int8_t> abuf(mc * kp);
+  int8_t* abuf = scratch<int8_t, 0>(mc * kp);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
-    gather_rows(a, m0, rows, abuf.data(), kp);
+    gather_rows(a, m0, rows, abuf, kp);
     for (size_t j = 0; j < blocks; ++j) {
       const int8_t* panel = packed + j * kp * kNr;
       const size_t ncols = std::min(kNr, n - j * kNr);
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kp / 2, abuf.data() + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
+        kTiles[height](kp / 2, abuf + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
                        out_stride);
       }
     }
