@@ -496,11 +496,13 @@ def main(argv=None) -> int:
 
         doc = {
             "benchmark": "int8",
-            "title": "int8 kernels vs XNNPACK, TFLite built-in, ONNX Runtime, numpy (1 thread)",
+            "title": "int8 kernels vs XNNPACK, TFLite built-in, ONNX Runtime, numpy (1 thread"
+            + (f"; measured int8 peak {peak:.1f} GOPS)" if peak else ")"),
             **environment(),
             "int8": info,
             "rows": results,
         }
+        doc["versions"] = {**doc.get("versions", {}), "onnxruntime": info["onnxruntime"]}
         args.json.write_text(json.dumps(doc, indent=2, default=str))
     return 0
 

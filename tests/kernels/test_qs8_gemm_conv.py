@@ -68,6 +68,26 @@ def test_fully_connected_matches_tflite_reference(case):
         assert_same(got, want, f"FC m={m} k={k} n={n} act={act} on {isa}")
 
 
+@pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
+def test_batch1_fully_connected_matches_tflite_reference(k, n):
+    # One row and wide outputs: the GEMV path (groups of four 16-column panels, the
+    # last group without prefetch, leftover and partial panels through the tiles).
+    rng = np.random.default_rng(k * 1000 + n)
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, n)
+    out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
+    w = _weights(rng, (n, k))
+    bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
+    x = rng.integers(-128, 128, (1, k), dtype=np.int8)
+    want = run(fc_model(1, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
+    fc = quant.FullyConnected(
+        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+        output_zero_point=out_q[1],
+    )  # fmt: skip
+    for isa, got in run_each_isa(lambda: fc(x)).items():
+        assert_same(got, want, f"FC m=1 k={k} n={n} on {isa}")
+
+
 def test_fully_connected_saturates_like_tflite():
     # A huge bias and a small output scale drive every output to the int8 limits.
     rng = np.random.default_rng(7)

@@ -46,13 +46,51 @@ void top_k_f32(const float* x, size_t rows, size_t n, size_t k, int64_t* indices
   }
 }
 
+namespace {
+
+// Appends the indices i with x[i] >= threshold (none when `none`). Blocks of 32 are
+// first tested as a whole, a comparison the compiler turns into vector code, so a
+// frame whose anchors nearly all fail costs a fraction of a branch per anchor.
+template <class T>
+void collect_passing(const T* x, size_t n, T threshold, bool none, std::vector<uint32_t>* pass) {
+  if (none) return;
+  constexpr size_t kBlock = 32;
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    int any = 0;
+    for (size_t j = 0; j < kBlock; ++j) any |= x[i + j] >= threshold;
+    if (!any) continue;
+    for (size_t j = 0; j < kBlock; ++j) {
+      if (x[i + j] >= threshold) pass->push_back(static_cast<uint32_t>(i + j));
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] >= threshold) pass->push_back(static_cast<uint32_t>(i));
+  }
+}
+
+}  // namespace
+
 Detections decode(const Raw& boxes, const Raw& scores, const float* anchors, size_t n, const DecodeParams& p,
                   float raw_threshold, int32_t q_threshold) {
+  // First the anchors that pass, in one tight loop per score type (most anchors of a
+  // frame fail the threshold, so this scan is nearly all of the work); then only those
+  // are decoded, into outputs sized once.
+  std::vector<uint32_t> pass;
+  pass.reserve(64);
+  if (scores.q8) {
+    collect_passing(scores.q8, n, static_cast<int8_t>(std::clamp(q_threshold, -128, 127)), q_threshold > 127, &pass);
+  } else {
+    collect_passing(scores.f32, n, raw_threshold, false, &pass);
+  }
+  const size_t m = pass.size(), nk = p.num_keypoints;
   Detections out;
-  const size_t nk = p.num_keypoints;
-  for (size_t i = 0; i < n; ++i) {
-    const bool pass = scores.q8 ? static_cast<int32_t>(scores.q8[i]) >= q_threshold : scores.f32[i] >= raw_threshold;
-    if (!pass) continue;
+  out.boxes.resize(4 * m);
+  out.keypoints.resize(2 * nk * m);
+  out.scores.resize(m);
+  out.anchor.resize(m);
+  for (size_t j = 0; j < m; ++j) {
+    const size_t i = pass[j];
     float s = scores.at(i);
     if (p.sigmoid) {
       s = std::min(std::max(s, -p.score_clip), p.score_clip);
@@ -64,13 +102,18 @@ Detections decode(const Raw& boxes, const Raw& scores, const float* anchors, siz
     const float yc = boxes.at(base + 1) / p.y_scale * a[3] + a[1];
     const float w = boxes.at(base + 2) / p.w_scale * a[2];
     const float h = boxes.at(base + 3) / p.h_scale * a[3];
-    out.boxes.insert(out.boxes.end(), {xc - w / 2, yc - h / 2, xc + w / 2, yc + h / 2});
-    for (size_t kp = 0; kp < nk; ++kp) {
-      out.keypoints.push_back(boxes.at(base + 4 + 2 * kp) / p.x_scale * a[2] + a[0]);
-      out.keypoints.push_back(boxes.at(base + 5 + 2 * kp) / p.y_scale * a[3] + a[1]);
+    float* box = &out.boxes[4 * j];
+    box[0] = xc - w / 2;
+    box[1] = yc - h / 2;
+    box[2] = xc + w / 2;
+    box[3] = yc + h / 2;
+    float* kp = out.keypoints.data() + 2 * nk * j;
+    for (size_t k = 0; k < nk; ++k) {
+      kp[2 * k] = boxes.at(base + 4 + 2 * k) / p.x_scale * a[2] + a[0];
+      kp[2 * k + 1] = boxes.at(base + 5 + 2 * k) / p.y_scale * a[3] + a[1];
     }
-    out.scores.push_back(s);
-    out.anchor.push_back(static_cast<int64_t>(i));
+    out.scores[j] = s;
+    out.anchor[j] = static_cast<int64_t>(i);
   }
   return out;
 }
@@ -91,12 +134,18 @@ Detections non_max_suppression(const Detections& in, size_t nk, float iou_thresh
   std::stable_sort(remaining.begin(), remaining.end(),
                    [&](size_t a, size_t b) { return in.scores[a] > in.scores[b]; });
   Detections out;
+  out.boxes.reserve(4 * m);
+  out.keypoints.reserve(2 * nk * m);
+  out.scores.reserve(m);
+  out.anchor.reserve(m);
   std::vector<size_t> rest;
+  rest.reserve(m);
+  std::vector<float> sum_kp(2 * nk);
   while (!remaining.empty() && out.size() < max_detections) {
     const size_t top = remaining.front();
     const float* box = &in.boxes[4 * top];
     float sum_box[4] = {0, 0, 0, 0}, total = 0;
-    std::vector<float> sum_kp(2 * nk, 0.0f);
+    std::fill(sum_kp.begin(), sum_kp.end(), 0.0f);
     rest.clear();
     for (size_t j : remaining) {
       const bool overlaps = j == top || iou(&in.boxes[4 * j], box) > iou_threshold;

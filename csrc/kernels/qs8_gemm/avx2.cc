@@ -42,6 +42,43 @@ void convert_row(const int8_t* const* segs, size_t taps, size_t seg, int32_t zer
   for (int16_t* end = dst + kp; d < end; ++d) *d = 0;
 }
 
+// Requantizes 16 columns of int32 accumulators (from col0) and stores ncols of them.
+class Epilogue {
+ public:
+  Epilogue(const GemmWeights& w, size_t col0, size_t ncols) : ncols_(ncols) {
+    using namespace avx2;
+    const Requantization& rq = w.requantization();
+    m0_ = load8_i32(rq.multiplier.data() + col0), m1_ = load8_i32(rq.multiplier.data() + col0 + 8);
+    l0_ = load8_i32(rq.left_shift.data() + col0), l1_ = load8_i32(rq.left_shift.data() + col0 + 8);
+    s0_ = load8_i32(rq.right_shift.data() + col0), s1_ = load8_i32(rq.right_shift.data() + col0 + 8);
+    zp_ = _mm256_set1_epi32(rq.output_zero_point);
+    lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
+    in_double_ = w.requantizes_in_double();
+    ds_ = w.double_scale() + col0;
+  }
+
+  void store(__m256i v0, __m256i v1, int8_t* o) const {
+    using namespace avx2;
+    const __m128i bytes = in_double_ ? pack16(requantize_double(v0, ds_, zp_, lo_, hi_),
+                                              requantize_double(v1, ds_ + 8, zp_, lo_, hi_))
+                                     : pack16(requantize(v0, m0_, l0_, s0_, zp_, lo_, hi_),
+                                              requantize(v1, m1_, l1_, s1_, zp_, lo_, hi_));
+    if (ncols_ == kNr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
+    } else {
+      alignas(16) int8_t tmp[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+      std::memcpy(o, tmp, ncols_);
+    }
+  }
+
+ private:
+  size_t ncols_;
+  __m256i m0_, m1_, l0_, l1_, s0_, s1_, zp_, lo_, hi_;
+  bool in_double_;
+  const double* ds_;
+};
+
 // Accumulators are named variables (not an array) so that GCC keeps all twelve in
 // registers; rows beyond R compile away.
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
@@ -92,32 +129,50 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
 #undef EDGEINF_SAVE
     return;
   }
-  const Requantization& rq = w.requantization();
-  const __m256i m0 = load8_i32(rq.multiplier.data() + col0), m1 = load8_i32(rq.multiplier.data() + col0 + 8);
-  const __m256i l0 = load8_i32(rq.left_shift.data() + col0), l1 = load8_i32(rq.left_shift.data() + col0 + 8);
-  const __m256i s0 = load8_i32(rq.right_shift.data() + col0), s1 = load8_i32(rq.right_shift.data() + col0 + 8);
-  const __m256i zp = _mm256_set1_epi32(rq.output_zero_point);
-  const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
-  const bool in_double = w.requantizes_in_double();
-  const double* ds = w.double_scale() + col0;
-  auto store_row = [&](__m256i v0, __m256i v1, int8_t* o) {
-    const __m128i bytes =
-        in_double ? pack16(requantize_double(v0, ds, zp, lo, hi), requantize_double(v1, ds + 8, zp, lo, hi))
-                  : pack16(requantize(v0, m0, l0, s0, zp, lo, hi), requantize(v1, m1, l1, s1, zp, lo, hi));
-    if (ncols == kNr) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
-    } else {
-      alignas(16) int8_t tmp[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-      std::memcpy(o, tmp, ncols);
-    }
-  };
+  const Epilogue e(w, col0, ncols);
 #define EDGEINF_STORE(r) \
-  if constexpr (R > r) store_row(c##r##0, c##r##1, out + r * out_stride + col0);
+  if constexpr (R > r) e.store(c##r##0, c##r##1, out + r * out_stride + col0);
   EDGEINF_ROWS(EDGEINF_STORE)
 #undef EDGEINF_STORE
 }
 #undef EDGEINF_ROWS
+
+// One row (batch-1 fully connected) over int8 panels, four column blocks at a time:
+// the weights are read once and usually come from memory, and four streams in flight
+// (one per panel, each followed by the hardware prefetcher) move about twice the
+// bytes per second of one. `prefetch_next` also asks for the next group's panels at the
+// same offsets, so eight streams are in flight.
+constexpr size_t kGemvBlocks = 4;
+
+void gemv_blocks(size_t kpairs, const int16_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
+                 size_t col0, int8_t* out, bool prefetch_next) {
+  using namespace avx2;
+  __m256i c[kGemvBlocks][2];
+  const int8_t* b[kGemvBlocks];
+  for (size_t q = 0; q < kGemvBlocks; ++q) {
+    c[q][0] = load8_i32(w.bias() + col0 + q * kNr);
+    c[q][1] = load8_i32(w.bias() + col0 + q * kNr + 8);
+    b[q] = panel + q * panel_bytes;
+  }
+  const size_t ahead = prefetch_next ? kGemvBlocks * panel_bytes : 0;
+#pragma GCC unroll 2
+  for (size_t p = 0; p < kpairs; ++p) {
+    const __m256i av = _mm256_set1_epi32(load_pair(a + 2 * p));
+    if (ahead && p % 2 == 0) {
+      for (size_t q = 0; q < kGemvBlocks; ++q) _mm_prefetch(reinterpret_cast<const char*>(b[q] + ahead + 32 * p), _MM_HINT_T0);
+    }
+#pragma GCC unroll 4
+    for (size_t q = 0; q < kGemvBlocks; ++q) {
+      const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[q] + 32 * p)));
+      const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[q] + 32 * p + 16)));
+      c[q][0] = _mm256_add_epi32(c[q][0], _mm256_madd_epi16(av, b0));
+      c[q][1] = _mm256_add_epi32(c[q][1], _mm256_madd_epi16(av, b1));
+    }
+  }
+  for (size_t q = 0; q < kGemvBlocks; ++q) {
+    Epilogue(w, col0 + q * kNr, kNr).store(c[q][0], c[q][1], out + q * kNr);
+  }
+}
 
 using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
                         size_t, int32_t*, bool, bool);
@@ -165,14 +220,21 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
   // Rows converted per block: the int16 block stays within about 192 KB (L2).
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
   const size_t mc = std::min(fit, round_up(a.m, kMr));
-  std::vector<int16_t> abuf(mc * kp);
-  std::vector<int32_t> partial(mc * kNr);
+  int16_t* abuf = scratch<int16_t, 0>(mc * kp);
+  int32_t* partial = scratch<int32_t, 1>(mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     for (size_t r = 0; r < rows; ++r) {
-      convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf.data() + r * kp, kp);
+      convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf + r * kp, kp);
     }
-    for (size_t j = 0; j < blocks; ++j) {
+    size_t j0 = 0;
+    if (rows == 1 && !wide) {  // full groups of blocks; the rest goes through the tiles
+      for (; j0 + kGemvBlocks <= n / kNr; j0 += kGemvBlocks) {
+        gemv_blocks(kpairs, abuf, packed + j0 * panel_bytes, panel_bytes, w, j0 * kNr,
+                    out + m0 * out_stride + j0 * kNr, j0 + 2 * kGemvBlocks <= n / kNr);
+      }
+    }
+    for (size_t j = j0; j < blocks; ++j) {
       const int8_t* panel = packed + j * panel_bytes;
       const size_t ncols = std::min(kNr, n - j * kNr);
       // Slices of K keep a weight slice and an A tile in L1 together; partial sums wait
@@ -185,8 +247,8 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
         const int8_t* slice = panel + k0 * 2 * kNr * (wide ? 2 : 1);
         for (size_t r0 = 0; r0 < rows; r0 += kMr) {
           const size_t height = std::min(kMr, rows - r0);
-          tiles[height](count, abuf.data() + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
-                        out + (m0 + r0) * out_stride, out_stride, partial.data() + r0 * kNr, first, last);
+          tiles[height](count, abuf + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
+                        out + (m0 + r0) * out_stride, out_stride, partial + r0 * kNr, first, last);
         }
       }
     }

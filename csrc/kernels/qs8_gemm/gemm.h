@@ -95,6 +95,16 @@ void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_s
 // chains and returns the number of int8 operations (multiply and add each count one).
 uint64_t qs8_peak_probe__avx2(size_t iterations);
 
+// Per-thread scratch memory of the GEMM paths, kept between calls: a fresh vector per
+// call would zero-fill (and, past malloc's mmap threshold, page-fault) up to a few
+// hundred KB every time. The contents are unspecified; callers overwrite what they use.
+template <class T, int kSlot>
+T* scratch(size_t count) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < count) buffer.resize(count);
+  return buffer.data();
+}
+
 // Copies rows [m0, m0 + rows) of A into a dense buffer of row stride `stride` (>= K),
 // zero-filling the padding columns: the packing step of the SIMD paths.
 void gather_rows(const GemmRows& a, size_t m0, size_t rows, int8_t* dst, size_t stride);
