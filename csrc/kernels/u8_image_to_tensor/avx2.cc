@@ -222,7 +222,41 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
   _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 16), _mm256_extracti128_si256(ordered, 1));
 }
 
+// Integer outputs by the stage's proven int16 map (Stage::int_map): 48 elements per step,
+// no float conversion. Values are clamped to [lo, hi] inside the type, so the saturating
+// packs are exact.
+void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
+  __m256i whole[3], mul[3], add[3];
+  for (int k = 0; k < 3; ++k) {
+    whole[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iwhole + 16 * k));
+    mul[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.imul + 16 * k));
+    add[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iadd + 16 * k));
+  }
+  const __m128i shift = _mm_cvtsi32_si128(st.shift);
+  const __m256i lo = _mm256_set1_epi16(st.lo), hi = _mm256_set1_epi16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int i = 0;
+  for (; i + 48 <= n; i += 48) {
+    __m256i y[3];
+    for (int k = 0; k < 3; ++k) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i + 16 * k));
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16
+      const __m256i t = _mm256_add_epi16(_mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k])),
+                                         add[k]);
+      y[k] = _mm256_min_epi16(_mm256_max_epi16(_mm256_sra_epi16(t, shift), lo), hi);
+    }
+    const __m256i ab = s8 ? _mm256_packs_epi16(y[0], y[1]) : _mm256_packus_epi16(y[0], y[1]);
+    const __m256i cc = s8 ? _mm256_packs_epi16(y[2], y[2]) : _mm256_packus_epi16(y[2], y[2]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), _mm256_permute4x64_epi64(ab, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i + 32),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(cc, _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  s16_affine__scalar(v, i, n, st, out);
+}
+
 void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  if (st.int_map) return affine_int(v, n, st, out);
   const Pattern s = pattern(st, 4), b = pattern(st, 5);
   const __m256 lo = _mm256_set1_ps(st.qmin), hi = _mm256_set1_ps(st.qmax);
   int i = 0;

@@ -85,6 +85,18 @@ struct Stage {
   // ch's constants repeated over 24 elements (a multiple of both periods) for SIMD paths:
   // rows k0, k1, k2, k3, scale, bias
   float pattern[6][24] = {};
+  // Affine stage with an integer output: an integer form proven at plan time to give the
+  // reference's value for every input v in [0, 32767] (see fixed_map in plan.cc):
+  //   out = clamp((v * iwhole + ((v * imul) >> 16) + iadd) >> shift, lo, hi)
+  // whose true intermediate values lie in int16, so wrapping 16-bit SIMD arithmetic is
+  // exact and no float conversion is needed. Repeated over 48 elements (a multiple of 3
+  // and of the 8/16-lane vectors) like `pattern`.
+  bool int_map = false;
+  int shift = 0;
+  int16_t lo = 0, hi = 0;
+  int16_t iwhole[48] = {};
+  uint16_t imul[48] = {};
+  int16_t iadd[48] = {};
 };
 
 struct Plan {

@@ -196,7 +196,42 @@ inline void store24(const float32x4_t* x, const Stage& st, void* out, int i) {
   }
 }
 
+// Integer outputs by the stage's proven int16 map (Stage::int_map): 24 elements per step,
+// no float conversion; (v * mul) >> 16 by UMULL and SHRN. Values are clamped to
+// [lo, hi] inside the type, so the saturating narrows are exact.
+void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
+  uint16x8_t mul[3];
+  int16x8_t whole[3], add[3];
+  for (int k = 0; k < 3; ++k) {
+    whole[k] = vld1q_s16(st.iwhole + 8 * k);
+    mul[k] = vld1q_u16(st.imul + 8 * k);
+    add[k] = vld1q_s16(st.iadd + 8 * k);
+  }
+  const int16x8_t shift = vdupq_n_s16(static_cast<int16_t>(-st.shift));
+  const int16x8_t lo = vdupq_n_s16(st.lo), hi = vdupq_n_s16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    for (int k = 0; k < 3; ++k) {
+      const uint16x8_t x = vreinterpretq_u16_s16(vld1q_s16(v + i + 8 * k));
+      const uint32x4_t pl = vmull_u16(vget_low_u16(x), vget_low_u16(mul[k]));
+      const uint32x4_t ph = vmull_high_u16(x, mul[k]);
+      const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16
+      const int16x8_t t = vaddq_s16(vmlaq_s16(h, vreinterpretq_s16_u16(x), whole[k]), add[k]);
+      const int16x8_t y = vminq_s16(vmaxq_s16(vshlq_s16(t, shift), lo), hi);
+      if (s8)
+        vst1_s8(reinterpret_cast<int8_t*>(o + i + 8 * k), vqmovn_s16(y));
+      else
+        vst1_u8(o + i + 8 * k, vqmovun_s16(y));
+    }
+  }
+  s16_affine__scalar(v, i, n, st, out);
+}
+
 void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  if (st.int_map) return affine_int(v, n, st, out);
   const Pattern s = pattern(st, 4), b = pattern(st, 5);
   int i = 0;
   for (; i + 24 <= n; i += 24) {

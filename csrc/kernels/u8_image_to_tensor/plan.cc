@@ -167,6 +167,89 @@ HPass make_pass(int plane, int nch, bool planar, int bpp, std::array<int, 3> i0,
   return p;
 }
 
+// The affine stage's integer outputs as int16 steps (see Stage::int_map): for a shift k,
+// finds a multiplier c + m / 2^16 (c >= 0, m < 2^16) and an add such that
+// clamp((v * c + ((v * m) >> 16) + add) >> k, lo, hi) equals the float reference
+// quantize(v * scale + bias) for every v in [0, 32767] (inputs are at most
+// 255 * 128 = 32640), with v * c + ((v * m) >> 16) + add inside int16. For a given
+// (k, c, m) the admissible adds form an interval, the intersection of one interval per
+// v, so the check is exhaustive and exact: no rounding argument is needed. It succeeds
+// for the usual image quantizations (e.g. (p - 127.5) / 127.5 at scale 1/128, raw
+// levels); where float rounding near .5 cannot be matched at 16-bit precision it fails
+// and the float stage runs.
+constexpr int kMapMaxV = 32767;
+
+// The reference's integer output for every input v, exactly as scalar.cc computes it.
+std::vector<int32_t> affine_outputs(const Channel& ch, float qmin, float qmax) {
+  std::vector<int32_t> want(kMapMaxV + 1);
+  for (int v = 0; v <= kMapMaxV; ++v) {
+    float x = static_cast<float>(v) * ch.scale + ch.bias;
+    x = x > qmin ? x : qmin;
+    x = x < qmax ? x : qmax;
+    want[v] = static_cast<int32_t>(std::nearbyint(x));
+  }
+  return want;
+}
+
+bool fixed_map(const std::vector<int32_t>& want, float scale, int k, int32_t lo, int32_t hi, int16_t& c_out,
+               uint16_t& m_out, int16_t& add) {
+  const double ideal = static_cast<double>(scale) * std::ldexp(1.0, 16 + k);
+  if (!(ideal > 0) || ideal >= 65536.0 * 2) return false;  // t spans at most 2^16 (it must fit int16 after add)
+  for (int dm : {0, 1, -1, 2, -2}) {
+    const int64_t total = std::llround(ideal) + dm;
+    if (total < 0) continue;
+    const int64_t c = total >> 16, m = total & 0xffff;
+    const int64_t t_max = kMapMaxV * c + ((kMapMaxV * m) >> 16);  // t grows with v; t(0) = 0
+    int64_t a_lo = -32768, a_hi = 32767 - t_max;
+    for (int v = 0; v <= kMapMaxV && a_lo <= a_hi; ++v) {
+      const int64_t t = v * c + ((v * m) >> 16);
+      const int64_t q = want[v];
+      // (t + add) >> k must be q; or at most lo when q == lo, at least hi when q == hi
+      if (q > lo) a_lo = std::max(a_lo, (q << k) - t);
+      if (q < hi) a_hi = std::min(a_hi, ((q + 1) << k) - 1 - t);
+    }
+    if (a_lo <= a_hi) {
+      c_out = static_cast<int16_t>(c);
+      m_out = static_cast<uint16_t>(m);
+      add = static_cast<int16_t>(a_lo);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Fills st's integer map when every channel of the stage has one with a common shift.
+void plan_int_map(Stage& st) {
+  if (st.type == OutType::kFloat32) return;
+  const float lo = std::nearbyint(st.qmin), hi = std::nearbyint(st.qmax);
+  const float tmin = st.type == OutType::kInt8 ? -128.0f : 0.0f, tmax = st.type == OutType::kInt8 ? 127.0f : 255.0f;
+  if (!(lo >= tmin && hi <= tmax)) return;
+  std::vector<int32_t> want[3];
+  for (int c = 0; c < st.period; ++c) {
+    if (!(st.ch[c].scale > 0) || !std::isfinite(st.ch[c].bias)) return;
+    want[c] = affine_outputs(st.ch[c], st.qmin, st.qmax);
+  }
+  for (int k = 14; k >= 0; --k) {  // the finest step that fits 16 bits first
+    uint16_t mul[3];
+    int16_t whole[3], add[3];
+    bool ok = true;
+    for (int c = 0; c < st.period && ok; ++c)
+      ok = fixed_map(want[c], st.ch[c].scale, k, static_cast<int32_t>(lo), static_cast<int32_t>(hi), whole[c], mul[c],
+                     add[c]);
+    if (!ok) continue;
+    st.int_map = true;
+    st.shift = k;
+    st.lo = static_cast<int16_t>(lo);
+    st.hi = static_cast<int16_t>(hi);
+    for (int j = 0; j < 48; ++j) {
+      st.iwhole[j] = whole[j % st.period];
+      st.imul[j] = mul[j % st.period];
+      st.iadd[j] = add[j % st.period];
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Plan build_plan(const PlanRequest& r) {
@@ -419,6 +502,7 @@ Plan build_plan(const PlanRequest& r) {
       const float row[6] = {ch.k0, ch.k1, ch.k2, ch.k3, ch.scale, ch.bias};
       for (int k = 0; k < 6; ++k) st.pattern[k][j] = row[k];
     }
+    if (!p.matrix) plan_int_map(st);
   }
   for (int c = 0; c < out_c; ++c) {
     const float v = r.pad[c] * r.scale[c] + r.bias[c];
