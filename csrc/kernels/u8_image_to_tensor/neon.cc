@@ -283,10 +283,38 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
+// Fixed-point YUV -> RGB, 8 pixels per step (see Yuv and s16_yuv_rgb__scalar): T is
+// SQRDMULH (no saturation: no coefficient is -2^15); ST3 interleaves three channels.
+void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
+  const int16x8_t sy = vdupq_n_s16(static_cast<int16_t>(k.sy)), su = vdupq_n_s16(static_cast<int16_t>(k.su));
+  const int16x8_t sv = vdupq_n_s16(static_cast<int16_t>(k.sv));
+  const int16x8_t two = vdupq_n_s16(2), yoff = vdupq_n_s16(k.y_off), coff = vdupq_n_s16(4096);
+  const int16x8_t top = vdupq_n_s16(255 * 32), zero = vdupq_n_s16(0);
+  auto load = [&](const int16_t* p, int16x8_t off, int16x8_t shift) {
+    return vshlq_s16(vsubq_s16(vshrq_n_s16(vaddq_s16(vld1q_s16(p), two), 2), off), shift);
+  };
+  const int nch = k.nch;
+  int i = 0;
+  for (; i + 8 <= n && (nch == 1 || nch == 3); i += 8) {
+    const int16x8_t ys = load(y + i, yoff, sy), us = load(u + i, coff, su), vs = load(v + i, coff, sv);
+    const int16x8_t luma = vqrdmulhq_n_s16(ys, k.ky);
+    int16x8_t ch[3];
+    for (int c = 0; c < nch; ++c) {
+      int16x8_t x = vaddq_s16(luma, vaddq_s16(vqrdmulhq_n_s16(us, k.ku[c]), vqrdmulhq_n_s16(vs, k.kv[c])));
+      ch[c] = vshlq_n_s16(vminq_s16(vmaxq_s16(x, zero), top), 2);
+    }
+    if (nch == 1)
+      vst1q_s16(out + i, ch[0]);
+    else
+      vst3q_s16(out + 3 * i, (int16x8x3_t{{ch[0], ch[1], ch[2]}}));
+  }
+  s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
+}
+
 }  // namespace
 
 const Kernels& kernels__neon() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
   return k;
 }
 

@@ -337,8 +337,7 @@ Plan build_plan(const PlanRequest& r) {
     const int nch = (out_c == 3 && !planar) ? 3 : 1;  // NHWC: replicate into the three channels
     p.passes.push_back(make_pass(0, nch, false, 1, {0, 0, 0}, 1));
   } else {
-    p.matrix = true;
-    p.expand = out_c == 3 && !planar;  // NHWC: the colour stage repeats each Y, U, V for R, G, B
+    p.yuv = true;
     const int nch = 1;
     const bool yuyv = f == Format::kYUYV;
     const int ybpp = yuyv ? 2 : 1;
@@ -445,8 +444,9 @@ Plan build_plan(const PlanRequest& r) {
       for (int32_t& o : pass.tap_offset) o -= p.span_begin[pass.plane];
   }
 
-  // Colour stage. Affine mode: output = (v / 128) * scale + bias. Matrix mode: the
-  // colour in pixel levels first, clamped to [0, 255], then * scale + bias.
+  // Colour stage. Affine mode: output = (v / 128) * scale + bias (YUV: v is the colour of
+  // the fixed-point conversion, in 1/128 levels). Matrix mode (RGB -> gray): the colour in
+  // pixel levels first, clamped to [0, 255], then * scale + bias.
   for (int c = 0; c < out_c; ++c) {
     Channel& ch = p.channel[c];
     const float scale = r.scale[c], bias = r.bias[c];
@@ -458,26 +458,47 @@ Plan build_plan(const PlanRequest& r) {
     ch.scale = scale;
     ch.bias = bias;
     const double u = 1.0 / kHOne;  // inputs are in 1/128 levels
-    if (!is_yuv(f)) {               // BT.601 luma from R, G, B
-      ch.k1 = static_cast<float>(0.299 * u);
-      ch.k2 = static_cast<float>(0.587 * u);
-      ch.k3 = static_cast<float>(0.114 * u);
-      continue;
-    }
+    ch.k1 = static_cast<float>(0.299 * u);  // BT.601 luma from R, G, B
+    ch.k2 = static_cast<float>(0.587 * u);
+    ch.k3 = static_cast<float>(0.114 * u);
+  }
+  if (p.yuv) {
     // BT.601: limited range Y in [16, 235], chroma in [16, 240]; full range (JPEG) all [0, 255].
     const bool limited = r.yuv_range == YuvRange::kLimited;
-    const double cy = limited ? 1.164 : 1.0, y0 = limited ? 16.0 : 0.0;
+    const double cy = limited ? 1.164 : 1.0;
     const double cvr = limited ? 1.596 : 1.402, cug = limited ? 0.391 : 0.344136;
     const double cvg = limited ? 0.813 : 0.714136, cub = limited ? 2.018 : 1.772;
-    double ku = 0, kv = 0;
-    const int colour = out_c == 3 ? out_colour(c) : -1;  // -1: luma only
-    if (colour == 0) kv = cvr;
-    if (colour == 1) ku = -cug, kv = -cvg;
-    if (colour == 2) ku = cub;
-    ch.k1 = static_cast<float>(cy * u);
-    ch.k2 = static_cast<float>(ku * u);
-    ch.k3 = static_cast<float>(kv * u);
-    ch.k0 = static_cast<float>(-cy * y0 - 128.0 * (ku + kv));
+    double ku[3] = {0, 0, 0}, kv[3] = {0, 0, 0};
+    for (int c = 0; c < out_c; ++c) {
+      const int colour = out_c == 3 ? out_colour(c) : -1;  // -1: luma only
+      if (colour == 0) kv[c] = cvr;
+      if (colour == 1) ku[c] = -cug, kv[c] = -cvg;
+      if (colour == 2) ku[c] = cub;
+    }
+    // the smallest shift that brings a plane's largest coefficient below 1 in Q15
+    auto shift_for = [](double m) { return m < 1.0 ? 0 : (m < 2.0 ? 1 : 2); };
+    auto q15 = [](double k, int s) { return static_cast<int16_t>(std::lround(std::ldexp(k, 15 - s))); };
+    double mu = 0, mv = 0;
+    for (int c = 0; c < out_c; ++c) mu = std::max(mu, std::fabs(ku[c])), mv = std::max(mv, std::fabs(kv[c]));
+    Yuv y;
+    y.y_off = static_cast<int16_t>(limited ? 16 * 32 : 0);
+    y.sy = shift_for(cy);
+    y.su = shift_for(mu);
+    y.sv = shift_for(mv);
+    y.ky = q15(cy, y.sy);
+    for (int c = 0; c < out_c; ++c) {
+      y.ku[c] = q15(ku[c], y.su);
+      y.kv[c] = q15(kv[c], y.sv);
+    }
+    y.nch = out_c;
+    p.yuv_row = y;
+    for (int c = 0; c < out_c; ++c) {
+      Yuv& one = p.yuv_plane[c];
+      one = y;
+      one.nch = 1;
+      one.ku = {y.ku[c], 0, 0};
+      one.kv = {y.kv[c], 0, 0};
+    }
   }
   // Stages: one for an NHWC row (channels interleaved), one per channel plane for NCHW.
   for (int g = 0; g < (r.nchw ? out_c : 1); ++g) {
@@ -487,7 +508,7 @@ Plan build_plan(const PlanRequest& r) {
     st.type = r.out_type;
     st.qmin = r.qmin;
     st.qmax = r.qmax;
-    st.expand = p.expand && !r.nchw;
+    st.expand = false;
     const bool full_range = (r.out_type == OutType::kInt8 && r.qmin == -128 && r.qmax == 127) ||
                             (r.out_type == OutType::kUInt8 && r.qmin == 0 && r.qmax == 255);
     double bound = 0;  // largest |value| before quantization
