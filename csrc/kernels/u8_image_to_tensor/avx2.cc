@@ -242,8 +242,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
     for (int k = 0; k < 3; ++k) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i + 16 * k));
       // v * whole wraps mod 2^16 like the sums: the true total is in int16
-      const __m256i t = _mm256_add_epi16(_mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k])),
-                                         add[k]);
+      const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
+      const __m256i t = _mm256_add_epi16(prod, add[k]);
       y[k] = _mm256_min_epi16(_mm256_max_epi16(_mm256_sra_epi16(t, shift), lo), hi);
     }
     const __m256i ab = s8 ? _mm256_packs_epi16(y[0], y[1]) : _mm256_packus_epi16(y[0], y[1]);
@@ -353,7 +353,8 @@ int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, co
     const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     __m256i ch[3];
     for (int c = 0; c < kNch; ++c) {
-      __m256i x = _mm256_add_epi16(luma, _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c])));
+      const __m256i chroma = _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c]));
+      __m256i x = _mm256_add_epi16(luma, chroma);
       x = _mm256_min_epi16(_mm256_max_epi16(x, zero), top);
       ch[c] = _mm256_slli_epi16(x, 2);
     }
@@ -362,9 +363,10 @@ int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, co
       continue;
     }
     __m256i o[3];
-    for (int j = 0; j < 3; ++j)
-      o[j] = _mm256_or_si256(_mm256_or_si256(_mm256_shuffle_epi8(ch[0], ctl(j, 0)), _mm256_shuffle_epi8(ch[1], ctl(j, 1))),
-                             _mm256_shuffle_epi8(ch[2], ctl(j, 2)));
+    for (int j = 0; j < 3; ++j) {
+      o[j] = _mm256_or_si256(_mm256_shuffle_epi8(ch[0], ctl(j, 0)), _mm256_shuffle_epi8(ch[1], ctl(j, 1)));
+      o[j] = _mm256_or_si256(o[j], _mm256_shuffle_epi8(ch[2], ctl(j, 2)));
+    }
     // lane 0 holds pixels 0-7 (o0 o1 o2), lane 1 pixels 8-15
     __m256i* dst = reinterpret_cast<__m256i*>(out + 3 * i);
     _mm256_storeu_si256(dst, _mm256_permute2x128_si256(o[0], o[1], 0x20));
