@@ -147,3 +147,24 @@ def test_simd_threads_split_rows_identically(rng):
     for isa in ["scalar", *SIMD]:
         a, b = run_on(isa, one, frame), run_on(isa, two, frame)
         assert not first_mismatch(a, b), first_mismatch(a, b)
+
+
+# The usual image quantizations, whose affine integer outputs SIMD paths compute with the
+# int16 map proven at plan time (Stage::int_map): TFLite's (p - 127.5) / 127.5 at scale
+# 1/128, raw levels, pixel - 128; every width around the 48-element step.
+@pytest.mark.parametrize(
+    "dtype, scale, zero_point, options",
+    [
+        ("int8", 1 / 128, 0, dict(mean=127.5, std=127.5)),
+        ("int8", 1.0, -128, {}),
+        ("uint8", 1.0, 0, {}),
+        ("uint8", 1 / 255, 0, dict(mean=0.0, std=255.0)),
+    ],
+)
+def test_simd_integer_map_quantizations(dtype, scale, zero_point, options, rng):
+    for color in ("bgr", "rgba", "gray"):
+        frame = make_frame(rng, color, 301, 37)
+        for out_w in (1, 15, 16, 17, 47, 48, 49, 97):
+            for layout in ("NHWC", "NCHW"):
+                pipe = pipeline(out_w, 7, 3, dtype, layout, scale=scale, zero_point=zero_point, color=color, **options)
+                assert_paths_agree(pipe, frame)

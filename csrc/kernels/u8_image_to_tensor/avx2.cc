@@ -222,7 +222,41 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
   _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 16), _mm256_extracti128_si256(ordered, 1));
 }
 
+// Integer outputs by the stage's proven int16 map (Stage::int_map): 48 elements per step,
+// no float conversion. Values are clamped to [lo, hi] inside the type, so the saturating
+// packs are exact.
+void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
+  __m256i whole[3], mul[3], add[3];
+  for (int k = 0; k < 3; ++k) {
+    whole[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iwhole + 16 * k));
+    mul[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.imul + 16 * k));
+    add[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iadd + 16 * k));
+  }
+  const __m128i shift = _mm_cvtsi32_si128(st.shift);
+  const __m256i lo = _mm256_set1_epi16(st.lo), hi = _mm256_set1_epi16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int i = 0;
+  for (; i + 48 <= n; i += 48) {
+    __m256i y[3];
+    for (int k = 0; k < 3; ++k) {
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i + 16 * k));
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16
+      const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
+      const __m256i t = _mm256_add_epi16(prod, add[k]);
+      y[k] = _mm256_min_epi16(_mm256_max_epi16(_mm256_sra_epi16(t, shift), lo), hi);
+    }
+    const __m256i ab = s8 ? _mm256_packs_epi16(y[0], y[1]) : _mm256_packus_epi16(y[0], y[1]);
+    const __m256i cc = s8 ? _mm256_packs_epi16(y[2], y[2]) : _mm256_packus_epi16(y[2], y[2]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + i), _mm256_permute4x64_epi64(ab, _MM_SHUFFLE(3, 1, 2, 0)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + i + 32),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(cc, _MM_SHUFFLE(3, 1, 2, 0))));
+  }
+  s16_affine__scalar(v, i, n, st, out);
+}
+
 void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  if (st.int_map) return affine_int(v, n, st, out);
   const Pattern s = pattern(st, 4), b = pattern(st, 5);
   const __m256 lo = _mm256_set1_ps(st.qmin), hi = _mm256_set1_ps(st.qmax);
   int i = 0;
@@ -277,10 +311,82 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
+// Fixed-point YUV -> RGB, 16 pixels per step (see Yuv and s16_yuv_rgb__scalar): T is
+// PMULHRSW. Three channels are interleaved per 128-bit lane by PSHUFB (each lane holds 8
+// pixels), then the lanes are put in order.
+template <int kNch>
+int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
+  const __m128i sy = _mm_cvtsi32_si128(k.sy), su = _mm_cvtsi32_si128(k.su), sv = _mm_cvtsi32_si128(k.sv);
+  const __m256i two = _mm256_set1_epi16(2), yoff = _mm256_set1_epi16(k.y_off), coff = _mm256_set1_epi16(4096);
+  const __m256i ky = _mm256_set1_epi16(k.ky), top = _mm256_set1_epi16(255 * 32), zero = _mm256_setzero_si256();
+  __m256i ku[3], kv[3];
+  for (int c = 0; c < 3; ++c) {
+    ku[c] = _mm256_set1_epi16(k.ku[c]);
+    kv[c] = _mm256_set1_epi16(k.kv[c]);
+  }
+  // interleave controls: output vector j of a lane takes element e = 8j + t from channel e % 3, pixel e / 3
+  struct Controls {
+    alignas(32) uint8_t b[3][3][32];
+  };
+  static const Controls controls = [] {
+    Controls t{};
+    for (int j = 0; j < 3; ++j)
+      for (int c = 0; c < 3; ++c)
+        for (int k = 0; k < 8; ++k) {
+          const int e = 8 * j + k;
+          const bool mine = e % 3 == c;
+          for (int lane = 0; lane < 2; ++lane) {
+            t.b[j][c][16 * lane + 2 * k] = mine ? static_cast<uint8_t>(2 * (e / 3)) : 0x80;
+            t.b[j][c][16 * lane + 2 * k + 1] = mine ? static_cast<uint8_t>(2 * (e / 3) + 1) : 0x80;
+          }
+        }
+    return t;
+  }();
+  auto ctl = [&](int j, int c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(controls.b[j][c])); };
+  auto load = [&](const int16_t* p, __m256i off, __m128i shift) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_sll_epi16(_mm256_sub_epi16(_mm256_srai_epi16(_mm256_add_epi16(x, two), 2), off), shift);
+  };
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i ys = load(y + i, yoff, sy), us = load(u + i, coff, su), vs = load(v + i, coff, sv);
+    const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
+    __m256i ch[3];
+    for (int c = 0; c < kNch; ++c) {
+      const __m256i chroma = _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c]));
+      __m256i x = _mm256_add_epi16(luma, chroma);
+      x = _mm256_min_epi16(_mm256_max_epi16(x, zero), top);
+      ch[c] = _mm256_slli_epi16(x, 2);
+    }
+    if (kNch == 1) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), ch[0]);
+      continue;
+    }
+    __m256i o[3];
+    for (int j = 0; j < 3; ++j) {
+      o[j] = _mm256_or_si256(_mm256_shuffle_epi8(ch[0], ctl(j, 0)), _mm256_shuffle_epi8(ch[1], ctl(j, 1)));
+      o[j] = _mm256_or_si256(o[j], _mm256_shuffle_epi8(ch[2], ctl(j, 2)));
+    }
+    // lane 0 holds pixels 0-7 (o0 o1 o2), lane 1 pixels 8-15
+    __m256i* dst = reinterpret_cast<__m256i*>(out + 3 * i);
+    _mm256_storeu_si256(dst, _mm256_permute2x128_si256(o[0], o[1], 0x20));
+    _mm256_storeu_si256(dst + 1, _mm256_permute2x128_si256(o[2], o[0], 0x30));
+    _mm256_storeu_si256(dst + 2, _mm256_permute2x128_si256(o[1], o[2], 0x31));
+  }
+  return i;
+}
+
+void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
+  int i = 0;
+  if (k.nch == 1) i = yuv_rgb_simd<1>(y, u, v, n, k, out);
+  if (k.nch == 3) i = yuv_rgb_simd<3>(y, u, v, n, k, out);
+  s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
+}
+
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
   return k;
 }
 

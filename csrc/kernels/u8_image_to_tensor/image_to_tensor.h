@@ -85,6 +85,33 @@ struct Stage {
   // ch's constants repeated over 24 elements (a multiple of both periods) for SIMD paths:
   // rows k0, k1, k2, k3, scale, bias
   float pattern[6][24] = {};
+  // Affine stage with an integer output: an integer form proven at plan time to give the
+  // reference's value for every input v in [0, 32767] (see fixed_map in plan.cc):
+  //   out = clamp((v * iwhole + ((v * imul) >> 16) + iadd) >> shift, lo, hi)
+  // whose true intermediate values lie in int16, so wrapping 16-bit SIMD arithmetic is
+  // exact and no float conversion is needed. Repeated over 48 elements (a multiple of 3
+  // and of the 8/16-lane vectors) like `pattern`.
+  bool int_map = false;
+  int shift = 0;
+  int16_t lo = 0, hi = 0;
+  int16_t iwhole[48] = {};
+  uint16_t imul[48] = {};
+  int16_t iadd[48] = {};
+};
+
+// YUV -> RGB in fixed point (the reference is s16_yuv_rgb__scalar). Inputs Y, U, V are
+// resampled rows in 1/128 levels; each is rounded to 1/32 levels (x + 2) >> 2, offset
+// (Y - 32 * y0, U - 4096, V - 4096) and shifted left by its plane's s (so that every
+// coefficient of that plane is below 1 in Q15). A channel is
+//   c = T(Y', ky) + T(U', ku[c]) + T(V', kv[c]),  T(x, k) = ((x << s) * k + 2^14) >> 15
+// (x86 PMULHRSW, Arm SQRDMULH), clamped to [0, 255 * 32] and returned in 1/128 levels
+// (c * 4), the input of the affine stage. Every intermediate fits int16.
+struct Yuv {
+  int nch = 3;                       // output channels, interleaved (1: one channel plane)
+  int16_t y_off = 0;                 // 32 * 16 (limited range) or 0 (full range)
+  int sy = 0, su = 0, sv = 0;        // left shifts of Y', U', V'
+  int16_t ky = 0;                    // luma coefficient, Q15 after the shift
+  std::array<int16_t, 3> ku{}, kv{};  // per output channel
 };
 
 struct Plan {
@@ -92,7 +119,10 @@ struct Plan {
   Resize resize = Resize::kBilinear;
   OutType out_type = OutType::kFloat32;
   bool nchw = false;
-  bool matrix = false;  // colour stage needs a0, a1, a2 (YUV sources, RGB -> gray)
+  bool matrix = false;  // colour stage needs a0, a1, a2 (RGB -> gray)
+  bool yuv = false;     // YUV source: fixed-point YUV -> RGB (inputs a0, a1, a2), then the affine stage
+  Yuv yuv_row;                    // NHWC: all channels of a row, interleaved
+  std::array<Yuv, 3> yuv_plane{};  // NCHW: one per channel plane
   bool expand = false;  // matrix inputs hold one value per pixel, the output three (NHWC YUV)
   int src_w = 0, src_h = 0;
   int roi_x = 0, roi_y = 0, roi_w = 0, roi_h = 0;
@@ -136,6 +166,8 @@ struct Kernels {
   void (*affine)(const int16_t* v, int n, const Stage& st, void* out);
   // Matrix colour stage over three input rows (see Channel).
   void (*matrix)(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out);
+  // Fixed-point YUV -> RGB of n pixels into k.nch interleaved channels (see Yuv).
+  void (*yuv_rgb)(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out);
 };
 
 const Kernels& kernels__scalar();
@@ -151,6 +183,8 @@ void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int be
 void u8_accumulate__scalar(const uint8_t* row, int begin, int end, int32_t w, int32_t* acc, bool init);
 void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
 void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out);
+void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
+                         int16_t* out);
 void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
                         const Stage& st, void* out);
 

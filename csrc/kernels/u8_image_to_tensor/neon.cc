@@ -196,7 +196,42 @@ inline void store24(const float32x4_t* x, const Stage& st, void* out, int i) {
   }
 }
 
+// Integer outputs by the stage's proven int16 map (Stage::int_map): 24 elements per step,
+// no float conversion; (v * mul) >> 16 by UMULL and SHRN. Values are clamped to
+// [lo, hi] inside the type, so the saturating narrows are exact.
+void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
+  uint16x8_t mul[3];
+  int16x8_t whole[3], add[3];
+  for (int k = 0; k < 3; ++k) {
+    whole[k] = vld1q_s16(st.iwhole + 8 * k);
+    mul[k] = vld1q_u16(st.imul + 8 * k);
+    add[k] = vld1q_s16(st.iadd + 8 * k);
+  }
+  const int16x8_t shift = vdupq_n_s16(static_cast<int16_t>(-st.shift));
+  const int16x8_t lo = vdupq_n_s16(st.lo), hi = vdupq_n_s16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int i = 0;
+  for (; i + 24 <= n; i += 24) {
+    for (int k = 0; k < 3; ++k) {
+      const uint16x8_t x = vreinterpretq_u16_s16(vld1q_s16(v + i + 8 * k));
+      const uint32x4_t pl = vmull_u16(vget_low_u16(x), vget_low_u16(mul[k]));
+      const uint32x4_t ph = vmull_high_u16(x, mul[k]);
+      const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16
+      const int16x8_t t = vaddq_s16(vmlaq_s16(h, vreinterpretq_s16_u16(x), whole[k]), add[k]);
+      const int16x8_t y = vminq_s16(vmaxq_s16(vshlq_s16(t, shift), lo), hi);
+      if (s8)
+        vst1_s8(reinterpret_cast<int8_t*>(o + i + 8 * k), vqmovn_s16(y));
+      else
+        vst1_u8(o + i + 8 * k, vqmovun_s16(y));
+    }
+  }
+  s16_affine__scalar(v, i, n, st, out);
+}
+
 void affine(const int16_t* v, int n, const Stage& st, void* out) {
+  if (st.int_map) return affine_int(v, n, st, out);
   const Pattern s = pattern(st, 4), b = pattern(st, 5);
   int i = 0;
   for (; i + 24 <= n; i += 24) {
@@ -248,10 +283,38 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
+// Fixed-point YUV -> RGB, 8 pixels per step (see Yuv and s16_yuv_rgb__scalar): T is
+// SQRDMULH (no saturation: no coefficient is -2^15); ST3 interleaves three channels.
+void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
+  const int16x8_t sy = vdupq_n_s16(static_cast<int16_t>(k.sy)), su = vdupq_n_s16(static_cast<int16_t>(k.su));
+  const int16x8_t sv = vdupq_n_s16(static_cast<int16_t>(k.sv));
+  const int16x8_t two = vdupq_n_s16(2), yoff = vdupq_n_s16(k.y_off), coff = vdupq_n_s16(4096);
+  const int16x8_t top = vdupq_n_s16(255 * 32), zero = vdupq_n_s16(0);
+  auto load = [&](const int16_t* p, int16x8_t off, int16x8_t shift) {
+    return vshlq_s16(vsubq_s16(vshrq_n_s16(vaddq_s16(vld1q_s16(p), two), 2), off), shift);
+  };
+  const int nch = k.nch;
+  int i = 0;
+  for (; i + 8 <= n && (nch == 1 || nch == 3); i += 8) {
+    const int16x8_t ys = load(y + i, yoff, sy), us = load(u + i, coff, su), vs = load(v + i, coff, sv);
+    const int16x8_t luma = vqrdmulhq_n_s16(ys, k.ky);
+    int16x8_t ch[3];
+    for (int c = 0; c < nch; ++c) {
+      int16x8_t x = vaddq_s16(luma, vaddq_s16(vqrdmulhq_n_s16(us, k.ku[c]), vqrdmulhq_n_s16(vs, k.kv[c])));
+      ch[c] = vshlq_n_s16(vminq_s16(vmaxq_s16(x, zero), top), 2);
+    }
+    if (nch == 1)
+      vst1q_s16(out + i, ch[0]);
+    else
+      vst3q_s16(out + 3 * i, (int16x8x3_t{{ch[0], ch[1], ch[2]}}));
+  }
+  s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
+}
+
 }  // namespace
 
 const Kernels& kernels__neon() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
   return k;
 }
 

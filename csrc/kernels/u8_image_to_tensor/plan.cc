@@ -167,6 +167,89 @@ HPass make_pass(int plane, int nch, bool planar, int bpp, std::array<int, 3> i0,
   return p;
 }
 
+// The affine stage's integer outputs as int16 steps (see Stage::int_map): for a shift k,
+// finds a multiplier c + m / 2^16 (c >= 0, m < 2^16) and an add such that
+// clamp((v * c + ((v * m) >> 16) + add) >> k, lo, hi) equals the float reference
+// quantize(v * scale + bias) for every v in [0, 32767] (inputs are at most
+// 255 * 128 = 32640), with v * c + ((v * m) >> 16) + add inside int16. For a given
+// (k, c, m) the admissible adds form an interval, the intersection of one interval per
+// v, so the check is exhaustive and exact: no rounding argument is needed. It succeeds
+// for the usual image quantizations (e.g. (p - 127.5) / 127.5 at scale 1/128, raw
+// levels); where float rounding near .5 cannot be matched at 16-bit precision it fails
+// and the float stage runs.
+constexpr int kMapMaxV = 32767;
+
+// The reference's integer output for every input v, exactly as scalar.cc computes it.
+std::vector<int32_t> affine_outputs(const Channel& ch, float qmin, float qmax) {
+  std::vector<int32_t> want(kMapMaxV + 1);
+  for (int v = 0; v <= kMapMaxV; ++v) {
+    float x = static_cast<float>(v) * ch.scale + ch.bias;
+    x = x > qmin ? x : qmin;
+    x = x < qmax ? x : qmax;
+    want[v] = static_cast<int32_t>(std::nearbyint(x));
+  }
+  return want;
+}
+
+bool fixed_map(const std::vector<int32_t>& want, float scale, int k, int32_t lo, int32_t hi, int16_t& c_out,
+               uint16_t& m_out, int16_t& add) {
+  const double ideal = static_cast<double>(scale) * std::ldexp(1.0, 16 + k);
+  if (!(ideal > 0) || ideal >= 65536.0 * 2) return false;  // t spans at most 2^16 (it must fit int16 after add)
+  for (int dm : {0, 1, -1, 2, -2}) {
+    const int64_t total = std::llround(ideal) + dm;
+    if (total < 0) continue;
+    const int64_t c = total >> 16, m = total & 0xffff;
+    const int64_t t_max = kMapMaxV * c + ((kMapMaxV * m) >> 16);  // t grows with v; t(0) = 0
+    int64_t a_lo = -32768, a_hi = 32767 - t_max;
+    for (int v = 0; v <= kMapMaxV && a_lo <= a_hi; ++v) {
+      const int64_t t = v * c + ((v * m) >> 16);
+      const int64_t q = want[v];
+      // (t + add) >> k must be q; or at most lo when q == lo, at least hi when q == hi
+      if (q > lo) a_lo = std::max(a_lo, (q << k) - t);
+      if (q < hi) a_hi = std::min(a_hi, ((q + 1) << k) - 1 - t);
+    }
+    if (a_lo <= a_hi) {
+      c_out = static_cast<int16_t>(c);
+      m_out = static_cast<uint16_t>(m);
+      add = static_cast<int16_t>(a_lo);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Fills st's integer map when every channel of the stage has one with a common shift.
+void plan_int_map(Stage& st) {
+  if (st.type == OutType::kFloat32) return;
+  const float lo = std::nearbyint(st.qmin), hi = std::nearbyint(st.qmax);
+  const float tmin = st.type == OutType::kInt8 ? -128.0f : 0.0f, tmax = st.type == OutType::kInt8 ? 127.0f : 255.0f;
+  if (!(lo >= tmin && hi <= tmax)) return;
+  std::vector<int32_t> want[3];
+  for (int c = 0; c < st.period; ++c) {
+    if (!(st.ch[c].scale > 0) || !std::isfinite(st.ch[c].bias)) return;
+    want[c] = affine_outputs(st.ch[c], st.qmin, st.qmax);
+  }
+  for (int k = 14; k >= 0; --k) {  // the finest step that fits 16 bits first
+    uint16_t mul[3];
+    int16_t whole[3], add[3];
+    bool ok = true;
+    for (int c = 0; c < st.period && ok; ++c)
+      ok = fixed_map(want[c], st.ch[c].scale, k, static_cast<int32_t>(lo), static_cast<int32_t>(hi), whole[c], mul[c],
+                     add[c]);
+    if (!ok) continue;
+    st.int_map = true;
+    st.shift = k;
+    st.lo = static_cast<int16_t>(lo);
+    st.hi = static_cast<int16_t>(hi);
+    for (int j = 0; j < 48; ++j) {
+      st.iwhole[j] = whole[j % st.period];
+      st.imul[j] = mul[j % st.period];
+      st.iadd[j] = add[j % st.period];
+    }
+    return;
+  }
+}
+
 }  // namespace
 
 Plan build_plan(const PlanRequest& r) {
@@ -254,8 +337,7 @@ Plan build_plan(const PlanRequest& r) {
     const int nch = (out_c == 3 && !planar) ? 3 : 1;  // NHWC: replicate into the three channels
     p.passes.push_back(make_pass(0, nch, false, 1, {0, 0, 0}, 1));
   } else {
-    p.matrix = true;
-    p.expand = out_c == 3 && !planar;  // NHWC: the colour stage repeats each Y, U, V for R, G, B
+    p.yuv = true;
     const int nch = 1;
     const bool yuyv = f == Format::kYUYV;
     const int ybpp = yuyv ? 2 : 1;
@@ -362,8 +444,9 @@ Plan build_plan(const PlanRequest& r) {
       for (int32_t& o : pass.tap_offset) o -= p.span_begin[pass.plane];
   }
 
-  // Colour stage. Affine mode: output = (v / 128) * scale + bias. Matrix mode: the
-  // colour in pixel levels first, clamped to [0, 255], then * scale + bias.
+  // Colour stage. Affine mode: output = (v / 128) * scale + bias (YUV: v is the colour of
+  // the fixed-point conversion, in 1/128 levels). Matrix mode (RGB -> gray): the colour in
+  // pixel levels first, clamped to [0, 255], then * scale + bias.
   for (int c = 0; c < out_c; ++c) {
     Channel& ch = p.channel[c];
     const float scale = r.scale[c], bias = r.bias[c];
@@ -375,26 +458,47 @@ Plan build_plan(const PlanRequest& r) {
     ch.scale = scale;
     ch.bias = bias;
     const double u = 1.0 / kHOne;  // inputs are in 1/128 levels
-    if (!is_yuv(f)) {               // BT.601 luma from R, G, B
-      ch.k1 = static_cast<float>(0.299 * u);
-      ch.k2 = static_cast<float>(0.587 * u);
-      ch.k3 = static_cast<float>(0.114 * u);
-      continue;
-    }
+    ch.k1 = static_cast<float>(0.299 * u);  // BT.601 luma from R, G, B
+    ch.k2 = static_cast<float>(0.587 * u);
+    ch.k3 = static_cast<float>(0.114 * u);
+  }
+  if (p.yuv) {
     // BT.601: limited range Y in [16, 235], chroma in [16, 240]; full range (JPEG) all [0, 255].
     const bool limited = r.yuv_range == YuvRange::kLimited;
-    const double cy = limited ? 1.164 : 1.0, y0 = limited ? 16.0 : 0.0;
+    const double cy = limited ? 1.164 : 1.0;
     const double cvr = limited ? 1.596 : 1.402, cug = limited ? 0.391 : 0.344136;
     const double cvg = limited ? 0.813 : 0.714136, cub = limited ? 2.018 : 1.772;
-    double ku = 0, kv = 0;
-    const int colour = out_c == 3 ? out_colour(c) : -1;  // -1: luma only
-    if (colour == 0) kv = cvr;
-    if (colour == 1) ku = -cug, kv = -cvg;
-    if (colour == 2) ku = cub;
-    ch.k1 = static_cast<float>(cy * u);
-    ch.k2 = static_cast<float>(ku * u);
-    ch.k3 = static_cast<float>(kv * u);
-    ch.k0 = static_cast<float>(-cy * y0 - 128.0 * (ku + kv));
+    double ku[3] = {0, 0, 0}, kv[3] = {0, 0, 0};
+    for (int c = 0; c < out_c; ++c) {
+      const int colour = out_c == 3 ? out_colour(c) : -1;  // -1: luma only
+      if (colour == 0) kv[c] = cvr;
+      if (colour == 1) ku[c] = -cug, kv[c] = -cvg;
+      if (colour == 2) ku[c] = cub;
+    }
+    // the smallest shift that brings a plane's largest coefficient below 1 in Q15
+    auto shift_for = [](double m) { return m < 1.0 ? 0 : (m < 2.0 ? 1 : 2); };
+    auto q15 = [](double k, int s) { return static_cast<int16_t>(std::lround(std::ldexp(k, 15 - s))); };
+    double mu = 0, mv = 0;
+    for (int c = 0; c < out_c; ++c) mu = std::max(mu, std::fabs(ku[c])), mv = std::max(mv, std::fabs(kv[c]));
+    Yuv y;
+    y.y_off = static_cast<int16_t>(limited ? 16 * 32 : 0);
+    y.sy = shift_for(cy);
+    y.su = shift_for(mu);
+    y.sv = shift_for(mv);
+    y.ky = q15(cy, y.sy);
+    for (int c = 0; c < out_c; ++c) {
+      y.ku[c] = q15(ku[c], y.su);
+      y.kv[c] = q15(kv[c], y.sv);
+    }
+    y.nch = out_c;
+    p.yuv_row = y;
+    for (int c = 0; c < out_c; ++c) {
+      Yuv& one = p.yuv_plane[c];
+      one = y;
+      one.nch = 1;
+      one.ku = {y.ku[c], 0, 0};
+      one.kv = {y.kv[c], 0, 0};
+    }
   }
   // Stages: one for an NHWC row (channels interleaved), one per channel plane for NCHW.
   for (int g = 0; g < (r.nchw ? out_c : 1); ++g) {
@@ -404,7 +508,7 @@ Plan build_plan(const PlanRequest& r) {
     st.type = r.out_type;
     st.qmin = r.qmin;
     st.qmax = r.qmax;
-    st.expand = p.expand && !r.nchw;
+    st.expand = false;
     const bool full_range = (r.out_type == OutType::kInt8 && r.qmin == -128 && r.qmax == 127) ||
                             (r.out_type == OutType::kUInt8 && r.qmin == 0 && r.qmax == 255);
     double bound = 0;  // largest |value| before quantization
@@ -419,6 +523,7 @@ Plan build_plan(const PlanRequest& r) {
       const float row[6] = {ch.k0, ch.k1, ch.k2, ch.k3, ch.scale, ch.bias};
       for (int k = 0; k < 6; ++k) st.pattern[k][j] = row[k];
     }
+    if (!p.matrix) plan_int_map(st);
   }
   for (int c = 0; c < out_c; ++c) {
     const float v = r.pad[c] * r.scale[c] + r.bias[c];

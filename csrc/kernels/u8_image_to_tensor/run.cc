@@ -42,6 +42,7 @@ struct PassRows {
 
 struct Workspace {
   std::vector<PassRows> pass;
+  std::vector<int16_t> colour;  // YUV: the converted row (1/128 levels), input of the affine stage
   std::vector<int32_t> acc[3][2];  // area: per plane, the current and the next output row's sums
 };
 
@@ -62,6 +63,7 @@ class RowRunner {
       r.h[1].assign(size, 0);
       r.v.assign(size, 0);
     }
+    if (plan.yuv) ws_.colour.assign(static_cast<size_t>(plan.out_c) * n + kRowSlack, 0);
     if (plan.resize == Resize::kArea) {
       for (int k = 0; k < plan.planes; ++k)
         for (auto& a : ws_.acc[k]) a.assign(std::max(0, plan.span_end[k] - plan.span_begin[k]), 0);
@@ -186,7 +188,12 @@ class RowRunner {
       uint8_t* row = out_ + static_cast<size_t>(y) * row_elems * esize_;
       fill(row, 0, p_.dst_x * out_c, out_c, 0);
       uint8_t* content = row + static_cast<size_t>(p_.dst_x) * out_c * esize_;
-      if (!p_.matrix) {
+      if (p_.yuv) {
+        const int16_t *a0, *a1, *a2;
+        inputs(0, a0, a1, a2);
+        k_.yuv_rgb(a0, a1, a2, n, p_.yuv_row, ws_.colour.data());
+        k_.affine(ws_.colour.data(), n * out_c, p_.stage[0], content);
+      } else if (!p_.matrix) {
         k_.affine(ws_.pass[0].v.data(), n * out_c, p_.stage[0], content);
       } else {
         const int16_t *a0, *a1, *a2;
@@ -202,7 +209,10 @@ class RowRunner {
       uint8_t* content = row + static_cast<size_t>(p_.dst_x) * esize_;
       const int16_t *a0, *a1, *a2;
       inputs(c, a0, a1, a2);
-      if (!p_.matrix)
+      if (p_.yuv) {
+        k_.yuv_rgb(a0, a1, a2, n, p_.yuv_plane[c], ws_.colour.data());
+        k_.affine(ws_.colour.data(), n, p_.stage[c], content);
+      } else if (!p_.matrix)
         k_.affine(a0, n, p_.stage[c], content);
       else
         k_.matrix(a0, a1, a2, n, p_.stage[c], content);
@@ -212,7 +222,7 @@ class RowRunner {
 
   // The colour stage's input rows for output channel c (NCHW) or for the row (NHWC, c = 0).
   void inputs(int c, const int16_t*& a0, const int16_t*& a1, const int16_t*& a2) const {
-    if (p_.matrix) {
+    if (p_.matrix || p_.yuv) {
       const int16_t* a[3];
       for (int k = 0; k < 3; ++k) {
         const PassRows& r = ws_.pass[p_.inputs[k][0]];

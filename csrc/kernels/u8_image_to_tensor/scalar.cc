@@ -143,6 +143,24 @@ void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2,
   }
 }
 
+// Fixed-point YUV -> RGB (see Yuv in image_to_tensor.h): int32 arithmetic here; every
+// value fits int16, and T is exactly PMULHRSW / SQRDMULH (>> of a negative int is floor).
+void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
+                         int16_t* out) {
+  auto term = [](int32_t x, int32_t coef) { return (x * coef + (1 << 14)) >> 15; };
+  for (int i = begin; i < end; ++i) {
+    const int32_t ys = (((y[i] + 2) >> 2) - k.y_off) << k.sy;  // 1/32 levels, shifted
+    const int32_t us = (((u[i] + 2) >> 2) - 4096) << k.su;
+    const int32_t vs = (((v[i] + 2) >> 2) - 4096) << k.sv;
+    const int32_t luma = term(ys, k.ky);
+    for (int c = 0; c < k.nch; ++c) {
+      int32_t x = luma + term(us, k.ku[c]) + term(vs, k.kv[c]);
+      x = std::min(std::max(x, 0), 255 * 32);
+      out[i * k.nch + c] = static_cast<int16_t>(x * 4);
+    }
+  }
+}
+
 namespace {
 
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
@@ -162,11 +180,14 @@ void affine(const int16_t* v, int n, const Stage& st, void* out) { s16_affine__s
 void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
   s16_matrix__scalar(a0, a1, a2, 0, n, st, out);
 }
+void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
+  s16_yuv_rgb__scalar(y, u, v, 0, n, k, out);
+}
 
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
   return k;
 }
 
