@@ -1,11 +1,23 @@
 // AVX2 depthwise conv2d: 16 channels per step, two filter taps per VPMADDWD.
 //
-// Each output pixel gets a list of tap pointers (a row of zero points for padded taps).
-// Raw int8 inputs of two taps are interleaved as int16 and multiplied with interleaved
-// weights (a pair sum is at most 2 * 128 * 128, exact in int32); the zero point enters
-// as bias - zp * sum(w), so a padded tap adds zp * w - zp * w = 0 like the reference's
-// skipped tap, and the total equals the reference accumulator modulo 2^32. A depth
-// multiplier above 1 runs the scalar reference.
+// Raw int8 inputs of two taps are sign-extended, interleaved as int16 pairs and
+// multiplied with interleaved weights (a pair sum is at most 2 * 128 * 128, exact in
+// int32); the zero point enters as bias - zp * sum(w), so a padded tap, which reads the
+// zero point, adds zp * w - zp * w = 0 like the reference's skipped tap, and the total
+// equals the reference accumulator modulo 2^32. Accumulators stay in VPUNPCKL/HWD's lane
+// order (channels 0-3, 8-11 | 4-7, 12-15), for which the weights and the per-channel
+// requantization parameters are packed; VPACKSSDW restores channel order.
+//
+// Requantization is TFLite's fixed-point arithmetic: VPMULDQ on even and odd lanes for
+// the rounding doubling high multiply, then the rounding shift with a precomputed
+// remainder mask; the zero point is added with int16 saturation and the clamp is done
+// on bytes, which gives the reference's int32 clamp because every saturation lands
+// beyond the int8 range.
+//
+// Two schedules: with a horizontal stride of 1, each output row is computed one channel
+// block at a time from a buffer of the row's tap pairs already interleaved (each input
+// vector is loaded and widened once instead of k_w times); otherwise pixel by pixel. A
+// depth multiplier above 1 reads rows with repeated channels (DwRows).
 #include <immintrin.h>
 
 #include <vector>
@@ -14,59 +26,122 @@
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
+namespace {
 
-void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
-  using namespace avx2;
-  if (g.depth_multiplier != 1) return qs8_dwconv2d__scalar(w, g, in, out);
-  const size_t C = g.in_c, full = C / 16 * 16, blocks = w.padded_channels() / 16;
-  const size_t taps = g.k_h * g.k_w, pairs = (taps + 1) / 2;
-  const Requantization& rq = w.requantization();
-  const __m256i zp_out = _mm256_set1_epi32(rq.output_zero_point);
-  const __m256i lo = _mm256_set1_epi32(rq.act_min), hi = _mm256_set1_epi32(rq.act_max);
-  const std::vector<int8_t> padding(C + 16, static_cast<int8_t>(w.input_zero_point()));
-  std::vector<const int8_t*> ptrs(2 * pairs, padding.data());
+using P = DwWeights::Avx2Param;
+
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// One half (8 lanes) of a block: MultiplyByQuantizedMultiplier of the accumulator.
+template <bool kLeft>
+inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
+  if (kLeft) x = _mm256_sllv_epi32(x, load(prm + P::kLeftShift * 16 + h * 8));
+  const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
+  const __m256i even = _mm256_srli_epi64(
+      _mm256_add_epi64(_mm256_mul_epi32(x, load(prm + P::kMultiplier * 16 + h * 8)), round), 31);
+  const __m256i odd = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), load(prm + P::kMultiplierOdd * 16 + h * 8)), round),
+      1);
+  const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
+  // rounding_divide_by_pot: ties away from zero
+  const __m256i rem = _mm256_and_si256(y, load(prm + P::kRemainderMask * 16 + h * 8));
+  const __m256i thr = _mm256_sub_epi32(load(prm + P::kHalfMask * 16 + h * 8), _mm256_srai_epi32(y, 31));
+  return _mm256_sub_epi32(_mm256_srav_epi32(y, load(prm + P::kRightShift * 16 + h * 8)), _mm256_cmpgt_epi32(rem, thr));
+}
+
+struct Out {
+  __m256i zp16;
+  __m128i lo, hi;
+};
+
+template <bool kLeft>
+inline void requantize_store(__m256i acc0, __m256i acc1, const int32_t* prm, const Out& q, int8_t* o) {
+  const __m256i v16 = _mm256_adds_epi16(_mm256_packs_epi32(mbqm_half<kLeft>(acc0, prm, 0), mbqm_half<kLeft>(acc1, prm, 1)),
+                                        q.zp16);
+  const __m256i v8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08);
+  const __m128i r = _mm_min_epi8(_mm_max_epi8(_mm256_castsi256_si128(v8), q.lo), q.hi);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), r);
+}
+
+inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+
+struct Ctx {
+  const DwWeights& w;
+  const DwGeometry& g;
+  size_t oc, blocks, npairs;
+  std::vector<int> ky, kx;  // per pair element (2 per pair; a single tap repeats its tap)
+  Out q;
+};
+
+// All full channel blocks of one output pixel; src holds 2 input pointers per pair.
+template <int kPairs, bool kLeft>
+void pixel(const Ctx& c, const int8_t* const* src, int8_t* o) {
+  const size_t npairs = kPairs ? kPairs : c.npairs;
+  const int16_t* wp = c.w.avx2_pairs();
+  const int32_t* prm = c.w.avx2_params();
+  for (size_t b = 0, c0 = 0; b < c.blocks; ++b, c0 += 16, prm += P::kAvx2Params * 16) {
+    __m256i acc0 = load(prm + P::kBias * 16), acc1 = load(prm + P::kBias * 16 + 8);
+    for (size_t p = 0; p < npairs; ++p, wp += 32) {
+      const __m256i a0 = widen16(src[2 * p] + c0), a1 = widen16(src[2 * p + 1] + c0);
+      acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1), load(wp)));
+      acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, a1), load(wp + 16)));
+    }
+    requantize_store<kLeft>(acc0, acc1, prm, c.q, o + c0);
+  }
+}
+
+template <int kPairs, bool kLeft>
+void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
+  const DwGeometry& g = c.g;
+  std::vector<const int8_t*> rp(g.k_h), src(2 * c.npairs);
+  const size_t full = c.blocks * 16;
   for (size_t b = 0; b < g.batch; ++b) {
     for (size_t oy = 0; oy < g.out_h; ++oy) {
-      const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
+      rows.get(b, oy, rp.data());
       for (size_t ox = 0; ox < g.out_w; ++ox) {
         const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
-        for (size_t ky = 0; ky < g.k_h; ++ky) {
-          const ptrdiff_t iy = iy0 + static_cast<ptrdiff_t>(ky * g.dilation_h);
-          for (size_t kx = 0; kx < g.k_w; ++kx) {
-            const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(kx * g.dilation_w);
-            const bool inside =
-                iy >= 0 && ix >= 0 && iy < static_cast<ptrdiff_t>(g.in_h) && ix < static_cast<ptrdiff_t>(g.in_w);
-            ptrs[ky * g.k_w + kx] = inside ? in + ((b * g.in_h + iy) * g.in_w + ix) * C : padding.data();
-          }
+        for (size_t e = 0; e < 2 * c.npairs; ++e) {
+          const ptrdiff_t ix = ix0 + c.kx[e] * static_cast<ptrdiff_t>(g.dilation_w);
+          src[e] = ix >= 0 && ix < static_cast<ptrdiff_t>(g.in_w) ? rp[c.ky[e]] + ix * c.oc : rows.zero_row();
         }
-        int8_t* o = out + ((b * g.out_h + oy) * g.out_w + ox) * C;
-        for (size_t c0 = 0, block = 0; c0 < full; c0 += 16, ++block) {
-          __m256i acc_lo = _mm256_setzero_si256(), acc_hi = _mm256_setzero_si256();
-          const int16_t* wp = w.tap_pairs16() + block * 32;
-          for (size_t p = 0; p < pairs; ++p, wp += blocks * 32) {
-            const __m256i a0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p] + c0)));
-            const __m256i a1 =
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(ptrs[2 * p + 1] + c0)));
-            acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1),
-                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp))));
-            acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, a1),
-                                                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + 16))));
-          }
-          // lanes [0-3 | 8-11] and [4-7 | 12-15] back to channel order
-          const int32_t* start = w.bias_minus_zero_point_terms() + c0;
-          const __m256i s0 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x20), load8_i32(start));
-          const __m256i s1 = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x31), load8_i32(start + 8));
-          const __m256i v0 = requantize(s0, load8_i32(rq.multiplier.data() + c0), load8_i32(rq.left_shift.data() + c0),
-                                        load8_i32(rq.right_shift.data() + c0), zp_out, lo, hi);
-          const __m256i v1 =
-              requantize(s1, load8_i32(rq.multiplier.data() + c0 + 8), load8_i32(rq.left_shift.data() + c0 + 8),
-                         load8_i32(rq.right_shift.data() + c0 + 8), zp_out, lo, hi);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c0), pack16(v0, v1));
-        }
-        if (full < C) dwconv_pixel_channels(w, g, in, b, oy, ox, full, C, o);
+        int8_t* o = out + ((b * g.out_h + oy) * g.out_w + ox) * c.oc;
+        pixel<kPairs, kLeft>(c, src.data(), o);
+        if (full < c.oc) dwconv_pixel_channels(c.w, g, in, b, oy, ox, full, c.oc, o);
       }
     }
   }
+}
+
+template <bool kLeft>
+void dispatch_pairs(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
+  switch (c.npairs) {
+    case 5:  // 3x3
+      return run_pixels<5, kLeft>(c, in, rows, out);
+    case 13:  // 5x5
+      return run_pixels<13, kLeft>(c, in, rows, out);
+    default:
+      return run_pixels<0, kLeft>(c, in, rows, out);
+  }
+}
+
+}  // namespace
+
+void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  const Requantization& rq = w.requantization();
+  Ctx c{w, g, g.in_c * g.depth_multiplier, 0, w.pairs().size(), {}, {}, {}};
+  c.blocks = c.oc / 16;
+  for (const DwTapPair& p : w.pairs()) {
+    for (int t : {p.first, p.second < 0 ? p.first : p.second}) {
+      c.ky.push_back(t / static_cast<int>(g.k_w));
+      c.kx.push_back(t % static_cast<int>(g.k_w));
+    }
+  }
+  c.q.zp16 = _mm256_set1_epi16(static_cast<int16_t>(rq.output_zero_point));
+  c.q.lo = _mm_set1_epi8(static_cast<char>(rq.act_min));
+  c.q.hi = _mm_set1_epi8(static_cast<char>(rq.act_max));
+  DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
+  if (w.any_left_shift()) return dispatch_pairs<true>(c, in, rows, out);
+  dispatch_pairs<false>(c, in, rows, out);
 }
 
 }  // namespace edgeinf::qs8
