@@ -43,10 +43,10 @@ inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
       _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), load(prm + P::kMultiplierOdd * 16 + h * 8)), round),
       1);
   const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
-  // rounding_divide_by_pot: ties away from zero
-  const __m256i rem = _mm256_and_si256(y, load(prm + P::kRemainderMask * 16 + h * 8));
-  const __m256i thr = _mm256_sub_epi32(load(prm + P::kHalfMask * 16 + h * 8), _mm256_srai_epi32(y, 31));
-  return _mm256_sub_epi32(_mm256_srav_epi32(y, load(prm + P::kRightShift * 16 + h * 8)), _mm256_cmpgt_epi32(rem, thr));
+  // rounding_divide_by_pot, ties away from zero: sign(y) * ((|y| + half) >> r), the
+  // magnitude handled as uint32 (|INT32_MIN| = 2^31 fits, and so does |y| + half).
+  const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), load(prm + P::kHalf * 16 + h * 8));
+  return _mm256_sign_epi32(_mm256_srlv_epi32(mag, load(prm + P::kRightShift * 16 + h * 8)), y);
 }
 
 struct Out {
@@ -112,15 +112,115 @@ void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   }
 }
 
+// 3x3 filter, dilation 1, horizontal stride S: N adjacent output pixels per step. Each
+// input column's vertical pair (filter rows 0 and 1) and the last row's horizontal pairs
+// are widened and interleaved once for every pixel of the step that uses them. `cols`
+// holds the step's input columns, kSpan per filter row.
+template <int S, int N, bool kLeft>
+inline void step3x3(const Ctx& c, const int8_t* const* cols, int8_t* o) {
+  constexpr int kSpan = (N - 1) * S + 3;
+  const int16_t* wp = c.w.avx2_pairs();
+  const int32_t* prm = c.w.avx2_params();
+  for (size_t blk = 0, c0 = 0; blk < c.blocks; ++blk, c0 += 16, prm += P::kAvx2Params * 16, wp += 5 * 32) {
+    __m256i acc[N][2];
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) {
+      acc[n][0] = load(prm + P::kBias * 16);
+      acc[n][1] = load(prm + P::kBias * 16 + 8);
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < kSpan; ++i) {
+      const __m256i a0 = widen16(cols[i] + c0), a1 = widen16(cols[kSpan + i] + c0);
+      const __m256i lo = _mm256_unpacklo_epi16(a0, a1), hi = _mm256_unpackhi_epi16(a0, a1);
+#pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) {
+        const int kx = i - n * S;
+        if (kx < 0 || kx > 2) continue;
+        acc[n][0] = _mm256_add_epi32(acc[n][0], _mm256_madd_epi16(lo, load(wp + kx * 32)));
+        acc[n][1] = _mm256_add_epi32(acc[n][1], _mm256_madd_epi16(hi, load(wp + kx * 32 + 16)));
+      }
+    }
+    // last filter row: pixel n takes columns (nS, nS + 1) as pair 3 and column nS + 2 as
+    // pair 4, whose partner weight is zero
+    __m256i prev = widen16(cols[2 * kSpan] + c0);
+#pragma GCC unroll 16
+    for (int i = 0; i < kSpan; ++i) {
+      const __m256i next = i + 1 < kSpan ? widen16(cols[2 * kSpan + i + 1] + c0) : prev;
+      bool used = false;
+#pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) used = used || i == n * S || i == n * S + 2;
+      if (used) {
+        const __m256i lo = _mm256_unpacklo_epi16(prev, next), hi = _mm256_unpackhi_epi16(prev, next);
+#pragma GCC unroll 8
+        for (int n = 0; n < N; ++n) {
+          if (i != n * S && i != n * S + 2) continue;
+          const int16_t* pw = wp + (i == n * S ? 3 : 4) * 32;
+          acc[n][0] = _mm256_add_epi32(acc[n][0], _mm256_madd_epi16(lo, load(pw)));
+          acc[n][1] = _mm256_add_epi32(acc[n][1], _mm256_madd_epi16(hi, load(pw + 16)));
+        }
+      }
+      prev = next;
+    }
+#pragma GCC unroll 8
+    for (int n = 0; n < N; ++n) requantize_store<kLeft>(acc[n][0], acc[n][1], prm, c.q, o + n * c.oc + c0);
+  }
+}
+
+template <int S, int N, bool kLeft>
+void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
+  const DwGeometry& g = c.g;
+  constexpr int kSpan = (N - 1) * S + 3, kSpan1 = 3;
+  const int8_t* rp[3];
+  const int8_t* cols[3 * kSpan];
+  const size_t full = c.blocks * 16;
+  const ptrdiff_t in_w = static_cast<ptrdiff_t>(g.in_w);
+  auto columns = [&](ptrdiff_t ix0, int span) {
+    for (int ky = 0; ky < 3; ++ky) {
+      for (int i = 0; i < span; ++i) {
+        const ptrdiff_t x = ix0 + i;
+        cols[ky * span + i] = x >= 0 && x < in_w ? rp[ky] + x * c.oc : rows.zero_row();
+      }
+    }
+  };
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      rows.get(b, oy, rp);
+      int8_t* orow = out + (b * g.out_h + oy) * g.out_w * c.oc;
+      size_t ox = 0;
+      for (; ox + N <= g.out_w; ox += N) {
+        columns(static_cast<ptrdiff_t>(ox * S) - g.pad_left, kSpan);
+        step3x3<S, N, kLeft>(c, cols, orow + ox * c.oc);
+      }
+      for (; ox < g.out_w; ++ox) {
+        columns(static_cast<ptrdiff_t>(ox * S) - g.pad_left, kSpan1);
+        step3x3<S, 1, kLeft>(c, cols, orow + ox * c.oc);
+      }
+      if (full < c.oc) {
+        for (ox = 0; ox < g.out_w; ++ox) dwconv_pixel_channels(c.w, g, in, b, oy, ox, full, c.oc, orow + ox * c.oc);
+      }
+    }
+  }
+}
+
+template <int kPairs, bool kLeft>
+void run(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
+  const DwGeometry& g = c.g;
+  if (kPairs == 5 && g.k_h == 3 && g.k_w == 3 && g.dilation_w == 1 && c.blocks > 0) {
+    if (g.stride_w == 1) return run3x3<1, 4, kLeft>(c, in, rows, out);
+    if (g.stride_w == 2) return run3x3<2, 4, kLeft>(c, in, rows, out);
+  }
+  run_pixels<kPairs, kLeft>(c, in, rows, out);
+}
+
 template <bool kLeft>
 void dispatch_pairs(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   switch (c.npairs) {
     case 5:  // 3x3
-      return run_pixels<5, kLeft>(c, in, rows, out);
+      return run<5, kLeft>(c, in, rows, out);
     case 13:  // 5x5
-      return run_pixels<13, kLeft>(c, in, rows, out);
+      return run<13, kLeft>(c, in, rows, out);
     default:
-      return run_pixels<0, kLeft>(c, in, rows, out);
+      return run<0, kLeft>(c, in, rows, out);
   }
 }
 

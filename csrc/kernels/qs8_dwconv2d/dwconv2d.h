@@ -53,7 +53,7 @@ class DwWeights {
   //  - pairs: [block][pair][2 halves][8 lanes][2 taps] int16; half 0 holds channels 0-3
   //    and 8-11 of the block, half 1 channels 4-7 and 12-15 (VPUNPCKL/HWD's order);
   //  - params: [block][kAvx2Params][2 halves][8 lanes] int32 in the same lane order.
-  enum Avx2Param { kBias = 0, kMultiplier, kMultiplierOdd, kLeftShift, kRightShift, kRemainderMask, kHalfMask, kAvx2Params };
+  enum Avx2Param { kBias = 0, kMultiplier, kMultiplierOdd, kLeftShift, kRightShift, kHalf, kAvx2Params };
   const int16_t* avx2_pairs() const { return avx2_pairs_.data(); }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
 

@@ -76,15 +76,13 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
         // the multiplier of the odd lane's neighbour: VPMULDQ reads the even lanes
         const size_t c_odd = b * 16 + lane_channel(h, i | 1);
         const int32_t rs = rq_.right_shift[c];
-        const int32_t mask = static_cast<int32_t>((int64_t{1} << rs) - 1);
         const size_t at = h * 8 + i;
         prm[kBias * 16 + at] = bias_zp_[c];
         prm[kMultiplier * 16 + at] = rq_.multiplier[c];
         prm[kMultiplierOdd * 16 + at] = rq_.multiplier[c_odd];
         prm[kLeftShift * 16 + at] = rq_.left_shift[c];
         prm[kRightShift * 16 + at] = rs;
-        prm[kRemainderMask * 16 + at] = mask;
-        prm[kHalfMask * 16 + at] = mask >> 1;
+        prm[kHalf * 16 + at] = static_cast<int32_t>((int64_t{1} << rs) >> 1);
       }
     }
   }
