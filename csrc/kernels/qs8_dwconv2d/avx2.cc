@@ -8,59 +8,28 @@
 // order (channels 0-3, 8-11 | 4-7, 12-15), for which the weights and the per-channel
 // requantization parameters are packed; VPACKSSDW restores channel order.
 //
-// Requantization is TFLite's fixed-point arithmetic: VPMULDQ on even and odd lanes for
-// the rounding doubling high multiply, then the rounding shift with a precomputed
-// remainder mask; the zero point is added with int16 saturation and the clamp is done
-// on bytes, which gives the reference's int32 clamp because every saturation lands
-// beyond the int8 range.
+// Requantization: rq_avx2_inl.h (TFLite's fixed-point arithmetic, bit-exact).
 //
-// Two schedules: with a horizontal stride of 1, each output row is computed one channel
-// block at a time from a buffer of the row's tap pairs already interleaved (each input
-// vector is loaded and widened once instead of k_w times); otherwise pixel by pixel. A
-// depth multiplier above 1 reads rows with repeated channels (DwRows).
+// Schedules: a 3x3 filter with dilation 1 and a horizontal stride of 1 or 2 computes 4
+// adjacent output pixels per step, each input column widened and interleaved once for
+// all the pixels that use it (the vertical pair of filter rows 0-1 and the last row's
+// horizontal pairs); other filters go pixel by pixel with one pointer per tap. A depth
+// multiplier above 1 reads rows with repeated channels (DwRows), so it runs the same code.
 #include <immintrin.h>
 
 #include <vector>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "../qs8_conv2d/rq_avx2_inl.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
 namespace {
 
-using P = DwWeights::Avx2Param;
-
-inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// One half (8 lanes) of a block: MultiplyByQuantizedMultiplier of the accumulator.
-template <bool kLeft>
-inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
-  if (kLeft) x = _mm256_sllv_epi32(x, load(prm + P::kLeftShift * 16 + h * 8));
-  const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
-  const __m256i even = _mm256_srli_epi64(
-      _mm256_add_epi64(_mm256_mul_epi32(x, load(prm + P::kMultiplier * 16 + h * 8)), round), 31);
-  const __m256i odd = _mm256_slli_epi64(
-      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), load(prm + P::kMultiplierOdd * 16 + h * 8)), round),
-      1);
-  const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
-  // rounding_divide_by_pot, ties away from zero: sign(y) * ((|y| + half) >> r), the
-  // magnitude handled as uint32 (|INT32_MIN| = 2^31 fits, and so does |y| + half).
-  const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), load(prm + P::kHalf * 16 + h * 8));
-  return _mm256_sign_epi32(_mm256_srlv_epi32(mag, load(prm + P::kRightShift * 16 + h * 8)), y);
-}
-
-struct Out {
-  __m256i zp16;
-  __m128i lo, hi;
-};
+using namespace avx2_rq;
 
 template <bool kLeft>
-inline void requantize_store(__m256i acc0, __m256i acc1, const int32_t* prm, const Out& q, int8_t* o) {
-  const __m256i v16 = _mm256_adds_epi16(_mm256_packs_epi32(mbqm_half<kLeft>(acc0, prm, 0), mbqm_half<kLeft>(acc1, prm, 1)),
-                                        q.zp16);
-  const __m256i v8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08);
-  const __m128i r = _mm_min_epi8(_mm_max_epi8(_mm256_castsi256_si128(v8), q.lo), q.hi);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), r);
+inline void requantize_store(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q, int8_t* o) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), requantize16<kLeft>(acc0, acc1, prm, q));
 }
 
 inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -70,7 +39,7 @@ struct Ctx {
   const DwGeometry& g;
   size_t oc, blocks, npairs;
   std::vector<int> ky, kx;  // per pair element (2 per pair; a single tap repeats its tap)
-  Out q;
+  Output q;
 };
 
 // All full channel blocks of one output pixel; src holds 2 input pointers per pair.
@@ -79,8 +48,8 @@ void pixel(const Ctx& c, const int8_t* const* src, int8_t* o) {
   const size_t npairs = kPairs ? kPairs : c.npairs;
   const int16_t* wp = c.w.avx2_pairs();
   const int32_t* prm = c.w.avx2_params();
-  for (size_t b = 0, c0 = 0; b < c.blocks; ++b, c0 += 16, prm += P::kAvx2Params * 16) {
-    __m256i acc0 = load(prm + P::kBias * 16), acc1 = load(prm + P::kBias * 16 + 8);
+  for (size_t b = 0, c0 = 0; b < c.blocks; ++b, c0 += 16, prm += kRqParams * 16) {
+    __m256i acc0 = load(prm + kRqStart * 16), acc1 = load(prm + kRqStart * 16 + 8);
     for (size_t p = 0; p < npairs; ++p, wp += 32) {
       const __m256i a0 = widen16(src[2 * p] + c0), a1 = widen16(src[2 * p + 1] + c0);
       acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1), load(wp)));
@@ -121,12 +90,12 @@ inline void step3x3(const Ctx& c, const int8_t* const* cols, int8_t* o) {
   constexpr int kSpan = (N - 1) * S + 3;
   const int16_t* wp = c.w.avx2_pairs();
   const int32_t* prm = c.w.avx2_params();
-  for (size_t blk = 0, c0 = 0; blk < c.blocks; ++blk, c0 += 16, prm += P::kAvx2Params * 16, wp += 5 * 32) {
+  for (size_t blk = 0, c0 = 0; blk < c.blocks; ++blk, c0 += 16, prm += kRqParams * 16, wp += 5 * 32) {
     __m256i acc[N][2];
 #pragma GCC unroll 8
     for (int n = 0; n < N; ++n) {
-      acc[n][0] = load(prm + P::kBias * 16);
-      acc[n][1] = load(prm + P::kBias * 16 + 8);
+      acc[n][0] = load(prm + kRqStart * 16);
+      acc[n][1] = load(prm + kRqStart * 16 + 8);
     }
 #pragma GCC unroll 16
     for (int i = 0; i < kSpan; ++i) {
@@ -228,7 +197,7 @@ void dispatch_pairs(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
 
 void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
   const Requantization& rq = w.requantization();
-  Ctx c{w, g, g.in_c * g.depth_multiplier, 0, w.pairs().size(), {}, {}, {}};
+  Ctx c{w, g, g.in_c * g.depth_multiplier, 0, w.pairs().size(), {}, {}, Output(rq)};
   c.blocks = c.oc / 16;
   for (const DwTapPair& p : w.pairs()) {
     for (int t : {p.first, p.second < 0 ? p.first : p.second}) {
@@ -236,9 +205,6 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
       c.kx.push_back(t % static_cast<int>(g.k_w));
     }
   }
-  c.q.zp16 = _mm256_set1_epi16(static_cast<int16_t>(rq.output_zero_point));
-  c.q.lo = _mm_set1_epi8(static_cast<char>(rq.act_min));
-  c.q.hi = _mm_set1_epi8(static_cast<char>(rq.act_max));
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
   if (w.any_left_shift()) return dispatch_pairs<true>(c, in, rows, out);
   dispatch_pairs<false>(c, in, rows, out);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../qs8_conv2d/rq_params.h"
 #include "../qs8_requantize/requantize.h"
 
 namespace edgeinf::qs8 {
@@ -52,8 +53,7 @@ class DwWeights {
   // AVX2 panels, per block of 16 channels (padded_channels / 16 blocks):
   //  - pairs: [block][pair][2 halves][8 lanes][2 taps] int16; half 0 holds channels 0-3
   //    and 8-11 of the block, half 1 channels 4-7 and 12-15 (VPUNPCKL/HWD's order);
-  //  - params: [block][kAvx2Params][2 halves][8 lanes] int32 in the same lane order.
-  enum Avx2Param { kBias = 0, kMultiplier, kMultiplierOdd, kLeftShift, kRightShift, kHalf, kAvx2Params };
+  //  - params: rq_params.h's blocks (the start value is bias_minus_zero_point_terms()).
   const int16_t* avx2_pairs() const { return avx2_pairs_.data(); }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
 

@@ -52,16 +52,14 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   rq_.pad_to(padded_);
   for (size_t c = 0; c < channels; ++c) any_left_shift_ = any_left_shift_ || rq_.left_shift[c] != 0;
 
-  // AVX2 panels: lane i of half h holds channel (i / 4) * 8 + h * 4 + i % 4 of the block.
+  // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();
-  auto lane_channel = [](size_t h, size_t i) { return (i / 4) * 8 + h * 4 + i % 4; };
   avx2_pairs_.assign(blocks * npairs * 32, 0);
-  avx2_params_.assign(blocks * kAvx2Params * 16, 0);
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t p = 0; p < npairs; ++p) {
       for (size_t h = 0; h < 2; ++h) {
         for (size_t i = 0; i < 8; ++i) {
-          const size_t c = b * 16 + lane_channel(h, i);
+          const size_t c = b * 16 + unpack_lane_channel(h, i);
           int16_t* dst = avx2_pairs_.data() + ((b * npairs + p) * 2 + h) * 16 + 2 * i;
           if (c >= channels) continue;
           dst[0] = w_[pairs_[p].first * channels + c];
@@ -69,23 +67,9 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
         }
       }
     }
-    int32_t* prm = avx2_params_.data() + b * kAvx2Params * 16;
-    for (size_t h = 0; h < 2; ++h) {
-      for (size_t i = 0; i < 8; ++i) {
-        const size_t c = b * 16 + lane_channel(h, i);
-        // the multiplier of the odd lane's neighbour: VPMULDQ reads the even lanes
-        const size_t c_odd = b * 16 + lane_channel(h, i | 1);
-        const int32_t rs = rq_.right_shift[c];
-        const size_t at = h * 8 + i;
-        prm[kBias * 16 + at] = bias_zp_[c];
-        prm[kMultiplier * 16 + at] = rq_.multiplier[c];
-        prm[kMultiplierOdd * 16 + at] = rq_.multiplier[c_odd];
-        prm[kLeftShift * 16 + at] = rq_.left_shift[c];
-        prm[kRightShift * 16 + at] = rs;
-        prm[kHalf * 16 + at] = static_cast<int32_t>((int64_t{1} << rs) >> 1);
-      }
-    }
   }
+  avx2_params_.assign(blocks * kRqParams * 16, 0);
+  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, avx2_params_.data());
 }
 
 namespace {
