@@ -32,7 +32,7 @@ inline __m256i broadcast_pair(const int16_t* p) {
 
 // Rows [0, kRows) of a (row stride kp int16) times one 16-channel block; stores `rows`
 // rows of `ncols` channels at out (row stride out_stride).
-template <bool kLeft>
+template <int kRq>
 void tile(const int16_t* a, size_t kp, const int16_t* panel, const int32_t* prm, const Output& q, size_t rows,
           size_t ncols, int8_t* out, size_t out_stride) {
   __m256i acc[kRows][2];
@@ -54,7 +54,7 @@ void tile(const int16_t* a, size_t kp, const int16_t* panel, const int32_t* prm,
 #pragma GCC unroll 6
   for (size_t r = 0; r < kRows; ++r) {
     if (r >= rows) break;
-    const __m128i v = requantize16<kLeft>(acc[r][0], acc[r][1], prm, q);
+    const __m128i v = requantize16<kRq>(acc[r][0], acc[r][1], prm, q);
     if (ncols == 16) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride), v);
     } else {
@@ -111,7 +111,7 @@ void window_rows16(const ConvGeometry& g, const int8_t* in, int8_t zp, size_t p0
   }
 }
 
-template <bool kLeft>
+template <int kRq>
 void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const size_t n = g.out_c, kp = w.kp2(), blocks = (n + 15) / 16;
   const size_t pixels = g.batch * g.out_h * g.out_w;
@@ -127,7 +127,7 @@ void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* 
     for (size_t r0 = 0; r0 < m; r0 += kRows) {
       const size_t rows = std::min(kRows, m - r0);
       for (size_t b = 0; b < blocks; ++b) {
-        tile<kLeft>(a16.data() + r0 * kp, kp, w.avx2_panel() + b * kp * 16, w.avx2_params() + b * kRqParams * 16, q,
+        tile<kRq>(a16.data() + r0 * kp, kp, w.avx2_panel() + b * kp * 16, w.avx2_params() + b * kRqParams * 16, q,
                     rows, std::min<size_t>(16, n - b * 16), out + (p0 + r0) * n + b * 16, n);
       }
     }
@@ -137,8 +137,16 @@ void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* 
 }  // namespace
 
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  if (w.any_left_shift()) return run<true>(w, g, in, out);
-  run<false>(w, g, in, out);
+  switch (rq_flags(w.any_left_shift(), w.gemm().requantization())) {
+    case 0:
+      return run<0>(w, g, in, out);
+    case kRqLeft:
+      return run<kRqLeft>(w, g, in, out);
+    case kRqClamp:
+      return run<kRqClamp>(w, g, in, out);
+    default:
+      return run<kRqLeft | kRqClamp>(w, g, in, out);
+  }
 }
 
 }  // namespace edgeinf::qs8

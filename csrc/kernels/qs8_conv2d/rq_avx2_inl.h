@@ -44,13 +44,24 @@ struct Output {
         hi(_mm_set1_epi8(static_cast<char>(rq.act_max))) {}
 };
 
+// Variants of the requantization, as template flags: kRqLeft when some channel shifts
+// left, kRqClamp when the activation range is narrower than int8 (else the saturating
+// packs are the clamp).
+enum : int { kRqLeft = 1, kRqClamp = 2 };
+
+inline int rq_flags(bool any_left_shift, const Requantization& rq) {
+  return (any_left_shift ? kRqLeft : 0) | (rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0);
+}
+
 // 16 int8 outputs in channel order from the block's two accumulator halves.
-template <bool kLeft>
+template <int kFlags>
 static inline __m128i requantize16(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q) {
+  constexpr bool kLeft = (kFlags & kRqLeft) != 0;
   const __m256i v16 =
       _mm256_adds_epi16(_mm256_packs_epi32(mbqm_half<kLeft>(acc0, prm, 0), mbqm_half<kLeft>(acc1, prm, 1)), q.zero_point16);
-  const __m256i v8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08);
-  return _mm_min_epi8(_mm_max_epi8(_mm256_castsi256_si128(v8), q.lo), q.hi);
+  const __m128i v8 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08));
+  if (!(kFlags & kRqClamp)) return v8;
+  return _mm_min_epi8(_mm_max_epi8(v8, q.lo), q.hi);
 }
 
 }  // namespace edgeinf::qs8::avx2_rq

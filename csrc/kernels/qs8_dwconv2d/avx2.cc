@@ -27,9 +27,9 @@ namespace {
 
 using namespace avx2_rq;
 
-template <bool kLeft>
+template <int kRq>
 inline void requantize_store(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q, int8_t* o) {
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), requantize16<kLeft>(acc0, acc1, prm, q));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(o), requantize16<kRq>(acc0, acc1, prm, q));
 }
 
 inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -43,7 +43,7 @@ struct Ctx {
 };
 
 // All full channel blocks of one output pixel; src holds 2 input pointers per pair.
-template <int kPairs, bool kLeft>
+template <int kPairs, int kRq>
 void pixel(const Ctx& c, const int8_t* const* src, int8_t* o) {
   const size_t npairs = kPairs ? kPairs : c.npairs;
   const int16_t* wp = c.w.avx2_pairs();
@@ -55,11 +55,11 @@ void pixel(const Ctx& c, const int8_t* const* src, int8_t* o) {
       acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(a0, a1), load(wp)));
       acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_unpackhi_epi16(a0, a1), load(wp + 16)));
     }
-    requantize_store<kLeft>(acc0, acc1, prm, c.q, o + c0);
+    requantize_store<kRq>(acc0, acc1, prm, c.q, o + c0);
   }
 }
 
-template <int kPairs, bool kLeft>
+template <int kPairs, int kRq>
 void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   const DwGeometry& g = c.g;
   std::vector<const int8_t*> rp(g.k_h), src(2 * c.npairs);
@@ -74,7 +74,7 @@ void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
           src[e] = ix >= 0 && ix < static_cast<ptrdiff_t>(g.in_w) ? rp[c.ky[e]] + ix * c.oc : rows.zero_row();
         }
         int8_t* o = out + ((b * g.out_h + oy) * g.out_w + ox) * c.oc;
-        pixel<kPairs, kLeft>(c, src.data(), o);
+        pixel<kPairs, kRq>(c, src.data(), o);
         if (full < c.oc) dwconv_pixel_channels(c.w, g, in, b, oy, ox, full, c.oc, o);
       }
     }
@@ -85,7 +85,7 @@ void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
 // input column's vertical pair (filter rows 0 and 1) and the last row's horizontal pairs
 // are widened and interleaved once for every pixel of the step that uses them. `cols`
 // holds the step's input columns, kSpan per filter row.
-template <int S, int N, bool kLeft>
+template <int S, int N, int kRq>
 inline void step3x3(const Ctx& c, const int8_t* const* cols, int8_t* o) {
   constexpr int kSpan = (N - 1) * S + 3;
   const int16_t* wp = c.w.avx2_pairs();
@@ -97,6 +97,10 @@ inline void step3x3(const Ctx& c, const int8_t* const* cols, int8_t* o) {
       acc[n][0] = load(prm + kRqStart * 16);
       acc[n][1] = load(prm + kRqStart * 16 + 8);
     }
+    // Column by column: the vertical pair of filter rows 0-1, then the last row's
+    // horizontal pair (i, i + 1): pixel n takes columns (nS, nS + 1) as pair 3 and column
+    // nS + 2 as pair 4, whose partner weight is zero.
+    __m256i prev = widen16(cols[2 * kSpan] + c0);
 #pragma GCC unroll 16
     for (int i = 0; i < kSpan; ++i) {
       const __m256i a0 = widen16(cols[i] + c0), a1 = widen16(cols[kSpan + i] + c0);
@@ -108,37 +112,34 @@ inline void step3x3(const Ctx& c, const int8_t* const* cols, int8_t* o) {
         acc[n][0] = _mm256_add_epi32(acc[n][0], _mm256_madd_epi16(lo, load(wp + kx * 32)));
         acc[n][1] = _mm256_add_epi32(acc[n][1], _mm256_madd_epi16(hi, load(wp + kx * 32 + 16)));
       }
-    }
-    // last filter row: pixel n takes columns (nS, nS + 1) as pair 3 and column nS + 2 as
-    // pair 4, whose partner weight is zero
-    __m256i prev = widen16(cols[2 * kSpan] + c0);
-#pragma GCC unroll 16
-    for (int i = 0; i < kSpan; ++i) {
       const __m256i next = i + 1 < kSpan ? widen16(cols[2 * kSpan + i + 1] + c0) : prev;
       bool used = false;
 #pragma GCC unroll 8
       for (int n = 0; n < N; ++n) used = used || i == n * S || i == n * S + 2;
       if (used) {
-        const __m256i lo = _mm256_unpacklo_epi16(prev, next), hi = _mm256_unpackhi_epi16(prev, next);
+        const __m256i hlo = _mm256_unpacklo_epi16(prev, next), hhi = _mm256_unpackhi_epi16(prev, next);
 #pragma GCC unroll 8
         for (int n = 0; n < N; ++n) {
           if (i != n * S && i != n * S + 2) continue;
           const int16_t* pw = wp + (i == n * S ? 3 : 4) * 32;
-          acc[n][0] = _mm256_add_epi32(acc[n][0], _mm256_madd_epi16(lo, load(pw)));
-          acc[n][1] = _mm256_add_epi32(acc[n][1], _mm256_madd_epi16(hi, load(pw + 16)));
+          acc[n][0] = _mm256_add_epi32(acc[n][0], _mm256_madd_epi16(hlo, load(pw)));
+          acc[n][1] = _mm256_add_epi32(acc[n][1], _mm256_madd_epi16(hhi, load(pw + 16)));
         }
       }
       prev = next;
+      // keeps GCC from regrouping the sums across columns, which spills
+#pragma GCC unroll 8
+      for (int n = 0; n < N; ++n) asm("" : "+x"(acc[n][0]), "+x"(acc[n][1]));
     }
 #pragma GCC unroll 8
-    for (int n = 0; n < N; ++n) requantize_store<kLeft>(acc[n][0], acc[n][1], prm, c.q, o + n * c.oc + c0);
+    for (int n = 0; n < N; ++n) requantize_store<kRq>(acc[n][0], acc[n][1], prm, c.q, o + n * c.oc + c0);
   }
 }
 
-template <int S, int N, bool kLeft>
+template <int S, int N, int kRq>
 void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   const DwGeometry& g = c.g;
-  constexpr int kSpan = (N - 1) * S + 3, kSpan1 = 3;
+  constexpr int kSpan = (N - 1) * S + 3, kSpan2 = S + 3, kSpan1 = 3;
   const int8_t* rp[3];
   const int8_t* cols[3 * kSpan];
   const size_t full = c.blocks * 16;
@@ -158,11 +159,16 @@ void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
       size_t ox = 0;
       for (; ox + N <= g.out_w; ox += N) {
         columns(static_cast<ptrdiff_t>(ox * S) - g.pad_left, kSpan);
-        step3x3<S, N, kLeft>(c, cols, orow + ox * c.oc);
+        step3x3<S, N, kRq>(c, cols, orow + ox * c.oc);
+      }
+      if (N > 2 && ox + 2 <= g.out_w) {
+        columns(static_cast<ptrdiff_t>(ox * S) - g.pad_left, kSpan2);
+        step3x3<S, 2, kRq>(c, cols, orow + ox * c.oc);
+        ox += 2;
       }
       for (; ox < g.out_w; ++ox) {
         columns(static_cast<ptrdiff_t>(ox * S) - g.pad_left, kSpan1);
-        step3x3<S, 1, kLeft>(c, cols, orow + ox * c.oc);
+        step3x3<S, 1, kRq>(c, cols, orow + ox * c.oc);
       }
       if (full < c.oc) {
         for (ox = 0; ox < g.out_w; ++ox) dwconv_pixel_channels(c.w, g, in, b, oy, ox, full, c.oc, orow + ox * c.oc);
@@ -171,25 +177,25 @@ void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   }
 }
 
-template <int kPairs, bool kLeft>
+template <int kPairs, int kRq>
 void run(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   const DwGeometry& g = c.g;
   if (kPairs == 5 && g.k_h == 3 && g.k_w == 3 && g.dilation_w == 1 && c.blocks > 0) {
-    if (g.stride_w == 1) return run3x3<1, 4, kLeft>(c, in, rows, out);
-    if (g.stride_w == 2) return run3x3<2, 4, kLeft>(c, in, rows, out);
+    if (g.stride_w == 1) return run3x3<1, 4, kRq>(c, in, rows, out);
+    if (g.stride_w == 2) return run3x3<2, 4, kRq>(c, in, rows, out);
   }
-  run_pixels<kPairs, kLeft>(c, in, rows, out);
+  run_pixels<kPairs, kRq>(c, in, rows, out);
 }
 
-template <bool kLeft>
+template <int kRq>
 void dispatch_pairs(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   switch (c.npairs) {
     case 5:  // 3x3
-      return run<5, kLeft>(c, in, rows, out);
+      return run<5, kRq>(c, in, rows, out);
     case 13:  // 5x5
-      return run<13, kLeft>(c, in, rows, out);
+      return run<13, kRq>(c, in, rows, out);
     default:
-      return run<0, kLeft>(c, in, rows, out);
+      return run<0, kRq>(c, in, rows, out);
   }
 }
 
@@ -206,8 +212,16 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
     }
   }
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
-  if (w.any_left_shift()) return dispatch_pairs<true>(c, in, rows, out);
-  dispatch_pairs<false>(c, in, rows, out);
+  switch (rq_flags(w.any_left_shift(), rq)) {
+    case 0:
+      return dispatch_pairs<0>(c, in, rows, out);
+    case kRqLeft:
+      return dispatch_pairs<kRqLeft>(c, in, rows, out);
+    case kRqClamp:
+      return dispatch_pairs<kRqClamp>(c, in, rows, out);
+    default:
+      return dispatch_pairs<kRqLeft | kRqClamp>(c, in, rows, out);
+  }
 }
 
 }  // namespace edgeinf::qs8
