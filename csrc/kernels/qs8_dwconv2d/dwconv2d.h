@@ -36,7 +36,6 @@ class DwWeights {
   size_t padded_channels() const { return padded_; }
   int32_t input_zero_point() const { return input_zero_point_; }
   const int8_t* weights() const { return w_.data(); }       // [taps][channels]
-  const int16_t* weights16() const { return w16_.data(); }  // [taps][padded_channels], zero padded
   const int32_t* bias() const { return bias_.data(); }      // [padded_channels]
   // bias[c] - input_zero_point * sum over taps of w[t][c] (wrapping): the start value of
   // paths that multiply raw int8 inputs, padded taps reading zero points.
@@ -62,7 +61,7 @@ class DwWeights {
   int32_t input_zero_point_;
   bool weights_above_min_ = true, any_left_shift_ = false;
   std::vector<int8_t> w_;
-  std::vector<int16_t> w16_, avx2_pairs_;
+  std::vector<int16_t> avx2_pairs_;
   std::vector<int32_t> bias_, bias_zp_, avx2_params_;
   std::vector<DwTapPair> pairs_;
   Requantization rq_;

@@ -23,13 +23,7 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
                                 std::to_string(rq_.channels()));
   }
   const size_t taps = k_h * k_w;
-  w16_.assign(taps * padded_, 0);
-  for (size_t t = 0; t < taps; ++t) {
-    for (size_t c = 0; c < channels; ++c) {
-      w16_[t * padded_ + c] = w_[t * channels + c];
-      if (w_[t * channels + c] == -128) weights_above_min_ = false;
-    }
-  }
+  for (int8_t v : w_) weights_above_min_ = weights_above_min_ && v != -128;
   for (size_t r = 0; r < k_h / 2; ++r) {
     for (size_t kx = 0; kx < k_w; ++kx) {
       pairs_.push_back({static_cast<int>(2 * r * k_w + kx), static_cast<int>((2 * r + 1) * k_w + kx)});
