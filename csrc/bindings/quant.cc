@@ -144,8 +144,8 @@ class Conv2d {
     check_int8_zero_point(input_zero_point, "input");
     py::array keep;
     const int32_t* b = optional_bias(bias, out_c_, &keep);
-    weights_ = std::make_unique<qs8::GemmWeights>(
-        w, out_c_, k_h_ * k_w_ * in_c_, b, input_zero_point,
+    weights_ = std::make_unique<qs8::ConvWeights>(
+        w, out_c_, k_h_, k_w_, in_c_, b, input_zero_point,
         make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
   }
 
@@ -171,7 +171,7 @@ class Conv2d {
 
  private:
   size_t out_c_, k_h_, k_w_, in_c_, stride_h_, stride_w_, dilation_h_, dilation_w_;
-  std::unique_ptr<qs8::GemmWeights> weights_;
+  std::unique_ptr<qs8::ConvWeights> weights_;
 };
 
 // depthwise conv2d with prepared [1, KH, KW, C * multiplier] weights.

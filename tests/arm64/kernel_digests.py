@@ -147,6 +147,58 @@ def _depthwise(rng):
     return outputs
 
 
+@case("qs8/depthwise_conv2d_3x3_steps")
+def _depthwise_steps(rng):
+    # The SIMD 3x3 schedule: steps of 4 output pixels and their 2- and 1-pixel remainders
+    # (width 13 at strides 1 and 2), 16-channel blocks plus a tail, repeated-channel rows
+    # (multiplier 2) with multipliers above 1 (left shifts) on small products, no -128
+    # weight (paired taps on NEON) in the last one.
+    from edgeinf import quant
+
+    outputs = []
+    for c, mult, stride, padding in (
+        (53, 1, 1, "same"),
+        (53, 1, 2, "valid"),
+        (24, 2, 1, "same"),
+        (32, 1, (2, 1), "same"),
+    ):
+        weights = _int8(rng, (1, 3, 3, c * mult))
+        x = _int8(rng, (1, 9, 13, c))
+        scales, out_scale = rng.uniform(0.002, 0.02, c * mult), 0.25
+        if mult == 2:
+            weights //= 32
+            x = (x // 16 - 120).astype(np.int8)
+            scales, out_scale = rng.uniform(0.002, 0.003, c * mult), 0.02 * 0.0016
+        if c == 32:
+            weights[weights == -128] = -127
+        layer = quant.DepthwiseConv2D(
+            weights, _bias(rng, c * mult) // (16 if mult == 1 else 4096), depth_multiplier=mult, stride=stride, padding=padding,
+            input_scale=0.02, input_zero_point=-128, weight_scale=scales, output_scale=out_scale,
+            output_zero_point=3, activation="relu6" if c == 32 else "none",
+        )  # fmt: skip
+        outputs.append(layer(x))
+    return outputs
+
+
+@case("qs8/conv2d_few_input_channels")
+def _conv2d_stem(rng):
+    # The direct kernel of convolutions with at most 4 input channels (the 3-channel stem).
+    from edgeinf import quant
+
+    outputs = []
+    for o, kh, kw, i, stride, padding in (
+        (32, 3, 3, 3, 2, "same"),
+        (19, 3, 3, 3, 1, "valid"),
+        (40, 5, 5, 1, (1, 2), "same"),
+    ):
+        layer = quant.Conv2D(
+            _int8(rng, (o, kh, kw, i)), _bias(rng, o), stride=stride, padding=padding, input_scale=0.02,
+            input_zero_point=127, weight_scale=rng.uniform(0.002, 0.02, o), output_scale=0.5, output_zero_point=-4,
+        )  # fmt: skip
+        outputs.append(layer(_int8(rng, (2, 19, 23, i))))
+    return outputs
+
+
 @case("qs8/requantize_pool_elementwise")
 def _weightless(rng):
     from edgeinf import quant

@@ -172,3 +172,107 @@ def test_depthwise_conv2d_matches_tflite_reference(case):
     what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} act={act}"
     for isa, got in run_each_isa(lambda: dw(x)).items():
         assert_same(got, want, f"{what} on {isa}")
+
+
+# Explicit shapes for the SIMD schedules the random cases reach only by chance. Depthwise:
+# 3x3 with a horizontal stride of 1 or 2 runs steps of 4 output pixels (widths that leave
+# 2- and 1-pixel remainders), other filters and dilations go pixel by pixel, a depth
+# multiplier above 1 reads rows with repeated channels; channel counts straddle the
+# 16/8-channel blocks. Weights without -128 take NEON's paired taps.
+DW_SHAPES = [
+    # (h, w, c, multiplier, (kh, kw), stride, dilation, padding)
+    (7, 11, 16, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (6, 10, 37, 1, (3, 3), (1, 1), (1, 1), "valid"),
+    (9, 13, 48, 1, (3, 3), (2, 2), (1, 1), "same"),
+    (8, 9, 21, 1, (3, 3), (2, 2), (1, 1), "valid"),
+    (5, 7, 32, 1, (3, 3), (1, 2), (1, 1), "same"),
+    (7, 6, 24, 1, (3, 3), (2, 1), (1, 1), "same"),
+    (9, 9, 16, 1, (3, 3), (1, 1), (2, 2), "same"),
+    (8, 11, 19, 1, (5, 5), (1, 1), (1, 1), "same"),
+    (6, 8, 17, 1, (2, 4), (1, 2), (1, 1), "valid"),
+    (7, 9, 8, 2, (3, 3), (1, 1), (1, 1), "same"),
+    (6, 7, 11, 3, (3, 3), (2, 2), (1, 1), "same"),
+    (5, 6, 20, 2, (1, 3), (1, 1), (1, 2), "valid"),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(DW_SHAPES)))
+@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+def test_depthwise_conv2d_simd_schedules(shape, variant):
+    h, w, c, multiplier, (kh, kw), stride, dilation, padding = DW_SHAPES[shape]
+    rng = np.random.default_rng(4000 + 10 * shape + (variant != "per_channel"))
+    oc = c * multiplier
+    in_q = (random_scale(rng), int(rng.choice([-128, 127, 3])))
+    if variant == "per_channel":
+        ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(oc)], np.float32)
+        out_q = (_output_scale(rng, in_q[0], ws, kh * kw), int(rng.integers(-128, 128)))
+        act = "relu6"
+    else:  # an output scale below input * weight scale: multipliers above 1 shift left
+        ws = random_scale(rng, 1e-3, 0.05)
+        out_q = (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128)))
+        act = "none"
+    weights = _weights(rng, (1, kh, kw, oc))
+    if shape % 2:
+        weights[weights == -128] = -127
+    bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
+    x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
+    if variant != "per_channel":  # small products, so that the doubled outputs do not all saturate
+        weights = (weights // 64).astype(np.int8)
+        x = np.clip(x.astype(np.int32) // 16 + in_q[1], -128, 127).astype(np.int8)
+        bias //= 512
+    model = dwconv_model(x.shape, weights, bias, multiplier=multiplier, stride=stride, dilation=dilation,
+                         padding=padding, in_q=in_q, out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
+    want = run(model, [x])
+    dw = quant.DepthwiseConv2D(weights, bias, depth_multiplier=multiplier, stride=stride, padding=padding,
+                               dilation=dilation, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
+                               output_scale=out_q[0], output_zero_point=out_q[1], activation=act)  # fmt: skip
+    what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} {variant}"
+    for isa, got in run_each_isa(lambda: dw(x)).items():
+        assert_same(got, want, f"{what} on {isa}")
+
+
+# conv2d with at most 4 input channels runs the direct kernel (window rows x packed
+# weights): the 3-channel stem and its neighbours, output channels off the 8/16 blocks,
+# windows over the padding on every side, dilation, large K (7x7x3).
+STEM_SHAPES = [
+    # (h, w, c, o, (kh, kw), stride, dilation, padding)
+    (17, 15, 3, 32, (3, 3), (2, 2), (1, 1), "same"),
+    (16, 16, 3, 32, (3, 3), (2, 2), (1, 1), "valid"),
+    (9, 12, 3, 19, (3, 3), (1, 1), (1, 1), "same"),
+    (11, 10, 1, 8, (5, 5), (2, 1), (1, 1), "same"),
+    (10, 9, 4, 40, (3, 3), (1, 2), (2, 1), "same"),
+    (13, 14, 2, 16, (3, 2), (2, 2), (1, 2), "valid"),
+    (15, 15, 3, 24, (7, 7), (2, 2), (1, 1), "same"),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(STEM_SHAPES)))
+@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+def test_conv2d_few_input_channels(shape, variant):
+    h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
+    rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
+    in_q = (random_scale(rng), int(rng.choice([-128, 127, -3])))
+    if variant == "per_channel":
+        ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(o)], np.float32)
+        out_q = (_output_scale(rng, in_q[0], ws, kh * kw * c), int(rng.integers(-128, 128)))
+        act = "relu"
+    else:
+        ws = random_scale(rng, 1e-3, 0.05)
+        out_q = (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128)))
+        act = "none"
+    weights = _weights(rng, (o, kh, kw, c))
+    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
+    x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
+    if variant != "per_channel":  # small products, so that the scaled-up outputs do not all saturate
+        weights = (weights // 64).astype(np.int8)
+        x = np.clip(x.astype(np.int32) // 16 + in_q[1], -128, 127).astype(np.int8)
+        bias //= 512
+    model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
+                       out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
+                        input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+                        output_zero_point=out_q[1], activation=act)  # fmt: skip
+    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} {variant}"
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"{what} on {isa}")

@@ -1,13 +1,20 @@
 // int8 conv2d, NHWC, with TFLite's reference arithmetic (ConvPerChannel).
 //
-// The scalar path is TFLite's reference loop. The SIMD paths build an indirection
-// buffer (one pointer per output pixel and filter tap, padded taps pointing at a row
-// of zero points) and run the int8 GEMM of qs8_gemm, so every ISA variant of the GEMM
-// serves convolution as well.
+// The scalar path is TFLite's reference loop. The SIMD paths take one of two routes:
+//  - few input channels (in_c <= kSmallInputChannels, e.g. a 3-channel stem): a direct
+//    kernel. Each output pixel's window is copied once into a row of K = k_h * k_w * in_c
+//    values (OHWI order, padded taps as the input zero point), and tiles of rows are
+//    multiplied with weights packed at construction (ConvWeights), then requantized.
+//    Through the GEMM, the 3-value segments of such a convolution cost more to gather
+//    than to multiply.
+//  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
+//    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
+//    every ISA variant of the GEMM serves convolution as well.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "../qs8_gemm/gemm.h"
 
@@ -21,9 +28,56 @@ struct ConvGeometry {
   ptrdiff_t pad_top, pad_left;  // TFLite's padding_values: the smaller half of SAME padding
 };
 
-// Weights are the GEMM's [out_c][k_h * k_w * in_c] (TFLite's OHWI filter flattened).
-void qs8_conv2d__scalar(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+inline constexpr size_t kSmallInputChannels = 4;
+
+// conv2d weights: the GEMM's [out_c][k_h * k_w * in_c] (TFLite's OHWI filter flattened)
+// and, for few input channels, the direct kernel's panels.
+class ConvWeights {
+ public:
+  // w is OHWI; bias may be null. Throws std::invalid_argument (GemmWeights' checks).
+  ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, size_t in_c, const int32_t* bias,
+              int32_t input_zero_point, Requantization rq);
+
+  const GemmWeights& gemm() const { return gemm_; }
+  size_t out_c() const { return gemm_.n(); }
+  size_t k() const { return gemm_.k(); }
+  size_t in_c() const { return in_c_; }
+  int32_t input_zero_point() const { return gemm_.input_zero_point(); }
+  bool direct() const { return direct_; }  // the few-input-channel kernel applies
+  bool any_left_shift() const { return any_left_shift_; }
+
+  // Direct kernel panels (empty unless direct()); K is padded with zero weights.
+  //  - AVX2: [out_c / 16][kp2 / 2][16 lanes][2] int16, kp2 = K rounded up to 2, lanes in
+  //    rq_params.h's unpack order; avx2_params(): rq_params.h's blocks.
+  //  - NEON: [out_c / 8][kp2 / 2][8 channels][2] int8 (VMULL + VPADAL).
+  //  - NEON dot product: [out_c / 16][kp4 / 4][16 channels][4] int8, kp4 = K rounded up to 4.
+  size_t kp2() const { return (k() + 1) / 2 * 2; }
+  size_t kp4() const { return (k() + 3) / 4 * 4; }
+  const int16_t* avx2_panel() const { return avx2_panel_.data(); }
+  const int32_t* avx2_params() const { return avx2_params_.data(); }
+  const int8_t* neon_panel() const { return neon_panel_.data(); }
+  const int8_t* neondot_panel() const { return neondot_panel_.data(); }
+
+ private:
+  GemmWeights gemm_;
+  size_t in_c_;
+  bool direct_ = false, any_left_shift_ = false;
+  std::vector<int16_t> avx2_panel_;
+  std::vector<int32_t> avx2_params_;
+  std::vector<int8_t> neon_panel_, neondot_panel_;
+};
+
+// Rows of the direct kernel for output pixels [p0, p0 + m) (pixels counted over batch,
+// rows and columns): each output pixel's window in OHWI order, raw input values, the
+// input zero point for taps outside the image, zeros from K up to kp; rows kp apart.
+void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t p0, size_t m, size_t kp,
+                      int8_t* dst);
+
+void qs8_conv2d__scalar(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
-void qs8_conv2d(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__neon(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 }  // namespace edgeinf::qs8

@@ -4,7 +4,8 @@
 
 namespace edgeinf::qs8 {
 
-void qs8_conv2d__scalar(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+void qs8_conv2d__scalar(const ConvWeights& cw, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  const GemmWeights& w = cw.gemm();
   const int32_t zp = w.input_zero_point();
   const size_t k = g.k_h * g.k_w * g.in_c;
   for (size_t b = 0; b < g.batch; ++b) {
@@ -37,10 +38,23 @@ void qs8_conv2d__scalar(const GemmWeights& w, const ConvGeometry& g, const int8_
   }
 }
 
-void qs8_conv2d(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const GemmWeights&, const ConvGeometry&, const int8_t*, int8_t*);
-  // Every SIMD path goes through the GEMM, which dispatches to its own variant.
-  const Fn simd = &qs8_conv2d__gemm;
+namespace {
+
+void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  qs8_conv2d__gemm(w.gemm(), g, in, out);
+}
+
+}  // namespace
+
+void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
+  if (w.direct()) {
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
+               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
+    return;
+  }
+  // Every other SIMD path goes through the GEMM, which dispatches to its own variant.
+  const Fn simd = &conv2d_gemm;
   select<Fn>(&qs8_conv2d__scalar, simd, simd, simd)(w, g, in, out);
 }
 

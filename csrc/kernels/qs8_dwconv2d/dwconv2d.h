@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "../qs8_conv2d/rq_params.h"
 #include "../qs8_requantize/requantize.h"
 
 namespace edgeinf::qs8 {
@@ -16,6 +17,12 @@ struct DwGeometry {
   size_t k_h, k_w;
   size_t stride_h, stride_w, dilation_h, dilation_w;
   ptrdiff_t pad_top, pad_left;
+};
+
+// Two filter taps that the SIMD paths multiply-add together. `second` < 0: a single tap
+// (its partner reads the first tap's input with a zero weight).
+struct DwTapPair {
+  int first, second;
 };
 
 class DwWeights {
@@ -29,23 +36,34 @@ class DwWeights {
   size_t padded_channels() const { return padded_; }
   int32_t input_zero_point() const { return input_zero_point_; }
   const int8_t* weights() const { return w_.data(); }       // [taps][channels]
-  const int16_t* weights16() const { return w16_.data(); }  // [taps][padded_channels], zero padded
   const int32_t* bias() const { return bias_.data(); }      // [padded_channels]
   // bias[c] - input_zero_point * sum over taps of w[t][c] (wrapping): the start value of
   // paths that multiply raw int8 inputs, padded taps reading zero points.
   const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
-  // Taps in pairs for VPMADDWD, per block of 16 channels in the order AVX2's unpack
-  // gives: [pair][block][lanes 0-3, 8-11 | 4-7, 12-15 as (tap 2p, tap 2p+1)], 32 int16 per
-  // half; an odd last tap is paired with zeros.
-  const int16_t* tap_pairs16() const { return pairs16_.data(); }
   const Requantization& requantization() const { return rq_; }
+  // No weight is -128: two int8 products then sum within int16 (|sum| <= 2 * 128 * 127).
+  bool weights_above_min() const { return weights_above_min_; }
+  bool any_left_shift() const { return any_left_shift_; }
+
+  // Tap pairs: rows 2r and 2r+1 of each filter column (r < k_h / 2), then for an odd k_h
+  // the last row's columns 2j and 2j+1 (an odd last column alone). Taps are ky * k_w + kx.
+  const std::vector<DwTapPair>& pairs() const { return pairs_; }
+
+  // AVX2 panels, per block of 16 channels (padded_channels / 16 blocks):
+  //  - pairs: [block][pair][2 halves][8 lanes][2 taps] int16; half 0 holds channels 0-3
+  //    and 8-11 of the block, half 1 channels 4-7 and 12-15 (VPUNPCKL/HWD's order);
+  //  - params: rq_params.h's blocks (the start value is bias_minus_zero_point_terms()).
+  const int16_t* avx2_pairs() const { return avx2_pairs_.data(); }
+  const int32_t* avx2_params() const { return avx2_params_.data(); }
 
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
+  bool weights_above_min_ = true, any_left_shift_ = false;
   std::vector<int8_t> w_;
-  std::vector<int16_t> w16_, pairs16_;
-  std::vector<int32_t> bias_, bias_zp_;
+  std::vector<int16_t> avx2_pairs_;
+  std::vector<int32_t> bias_, bias_zp_, avx2_params_;
+  std::vector<DwTapPair> pairs_;
   Requantization rq_;
 };
 
@@ -54,9 +72,28 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
 void qs8_dwconv2d__neon(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 
-// Scalar output for one pixel and channel range [c0, c1) with depth_multiplier 1: the
-// SIMD variants' tail.
+// Scalar outputs [c0, c1) of one pixel (any depth multiplier): the SIMD variants' tail.
 void dwconv_pixel_channels(const DwWeights& w, const DwGeometry& g, const int8_t* in, size_t b, size_t oy, size_t ox,
                            size_t c0, size_t c1, int8_t* out);
+
+// Input rows as the SIMD paths read them: out_c = in_c * depth_multiplier int8 values per
+// pixel, i.e. the input itself for a multiplier of 1 and rows with each channel repeated
+// `multiplier` times otherwise (built once per row, kept in a ring while the filter
+// window slides over them). Rows outside the image are a row of input zero points.
+class DwRows {
+ public:
+  DwRows(const DwGeometry& g, const int8_t* in, int8_t zero_point);
+  // rows[ky] for output row oy of image b, ky < k_h.
+  void get(size_t b, size_t oy, const int8_t** rows);
+  const int8_t* zero_row() const { return zero_.data(); }  // in_w pixels plus 64 bytes of slack
+  size_t channels() const { return oc_; }                 // values per pixel
+
+ private:
+  const DwGeometry& g_;
+  const int8_t* in_;
+  size_t oc_, slots_;
+  std::vector<int8_t> zero_, ring_;
+  std::vector<ptrdiff_t> tags_;  // b * in_h + iy held by each ring slot, -1 if none
+};
 
 }  // namespace edgeinf::qs8

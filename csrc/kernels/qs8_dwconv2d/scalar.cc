@@ -23,24 +23,16 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
                                 std::to_string(rq_.channels()));
   }
   const size_t taps = k_h * k_w;
-  w16_.assign(taps * padded_, 0);
-  for (size_t t = 0; t < taps; ++t) {
-    for (size_t c = 0; c < channels; ++c) w16_[t * padded_ + c] = w_[t * channels + c];
+  for (int8_t v : w_) weights_above_min_ = weights_above_min_ && v != -128;
+  for (size_t r = 0; r < k_h / 2; ++r) {
+    for (size_t kx = 0; kx < k_w; ++kx) {
+      pairs_.push_back({static_cast<int>(2 * r * k_w + kx), static_cast<int>((2 * r + 1) * k_w + kx)});
+    }
   }
-  const size_t pairs = (taps + 1) / 2, blocks = padded_ / 16;
-  pairs16_.assign(pairs * blocks * 32, 0);
-  for (size_t p = 0; p < pairs; ++p) {
-    for (size_t b = 0; b < blocks; ++b) {
-      int16_t* dst = pairs16_.data() + (p * blocks + b) * 32;
-      for (size_t i = 0; i < 16; ++i) {
-        // unpacklo of a 256-bit register holds channels 0-3 and 8-11, unpackhi 4-7 and 12-15
-        const size_t half = (i % 8) / 4, lane = (i / 8) * 4 + i % 4;
-        const size_t c = b * 16 + i;
-        for (size_t j = 0; j < 2; ++j) {
-          const size_t t = 2 * p + j;
-          dst[half * 16 + lane * 2 + j] = (t < taps && c < channels) ? w_[t * channels + c] : 0;
-        }
-      }
+  if (k_h % 2 == 1) {
+    const size_t row = (k_h - 1) * k_w;
+    for (size_t kx = 0; kx < k_w; kx += 2) {
+      pairs_.push_back({static_cast<int>(row + kx), kx + 1 < k_w ? static_cast<int>(row + kx + 1) : -1});
     }
   }
   bias_.assign(padded_, 0);
@@ -52,6 +44,26 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
     bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
   }
   rq_.pad_to(padded_);
+  for (size_t c = 0; c < channels; ++c) any_left_shift_ = any_left_shift_ || rq_.left_shift[c] != 0;
+
+  // AVX2 panels, in unpack lane order (rq_params.h).
+  const size_t blocks = padded_ / 16, npairs = pairs_.size();
+  avx2_pairs_.assign(blocks * npairs * 32, 0);
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t p = 0; p < npairs; ++p) {
+      for (size_t h = 0; h < 2; ++h) {
+        for (size_t i = 0; i < 8; ++i) {
+          const size_t c = b * 16 + unpack_lane_channel(h, i);
+          int16_t* dst = avx2_pairs_.data() + ((b * npairs + p) * 2 + h) * 16 + 2 * i;
+          if (c >= channels) continue;
+          dst[0] = w_[pairs_[p].first * channels + c];
+          dst[1] = pairs_[p].second < 0 ? 0 : w_[pairs_[p].second * channels + c];
+        }
+      }
+    }
+  }
+  avx2_params_.assign(blocks * kRqParams * 16, 0);
+  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, avx2_params_.data());
 }
 
 namespace {
@@ -82,6 +94,46 @@ inline int8_t dw_output(const DwWeights& w, const DwGeometry& g, const int8_t* i
 void dwconv_pixel_channels(const DwWeights& w, const DwGeometry& g, const int8_t* in, size_t b, size_t oy, size_t ox,
                            size_t c0, size_t c1, int8_t* out) {
   for (size_t c = c0; c < c1; ++c) out[c] = dw_output(w, g, in, b, oy, ox, c);
+}
+
+DwRows::DwRows(const DwGeometry& g, const int8_t* in, int8_t zero_point)
+    : g_(g), in_(in), oc_(g.in_c * g.depth_multiplier), slots_(0),
+      zero_(g.in_w * g.in_c * g.depth_multiplier + 64, zero_point) {
+  if (g.depth_multiplier != 1) {
+    slots_ = (g.k_h - 1) * g.dilation_h + 1;  // a window's rows are consecutive modulo this
+    ring_.assign(slots_ * (g.in_w * oc_ + 64), 0);
+    tags_.assign(slots_, -1);
+  }
+}
+
+void DwRows::get(size_t b, size_t oy, const int8_t** rows) {
+  const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g_.stride_h) - g_.pad_top;
+  const size_t row_len = g_.in_w * oc_;
+  for (size_t ky = 0; ky < g_.k_h; ++ky) {
+    const ptrdiff_t iy = iy0 + static_cast<ptrdiff_t>(ky * g_.dilation_h);
+    if (iy < 0 || iy >= static_cast<ptrdiff_t>(g_.in_h)) {
+      rows[ky] = zero_.data();
+      continue;
+    }
+    const size_t index = b * g_.in_h + static_cast<size_t>(iy);
+    const int8_t* src = in_ + index * g_.in_w * g_.in_c;
+    if (g_.depth_multiplier == 1) {
+      rows[ky] = src;
+      continue;
+    }
+    const size_t slot = index % slots_;
+    int8_t* dst = ring_.data() + slot * (row_len + 64);
+    if (tags_[slot] != static_cast<ptrdiff_t>(index)) {
+      const size_t m = g_.depth_multiplier, C = g_.in_c;
+      for (size_t x = 0; x < g_.in_w; ++x) {
+        for (size_t c = 0; c < C; ++c) {
+          for (size_t j = 0; j < m; ++j) dst[(x * C + c) * m + j] = src[x * C + c];
+        }
+      }
+      tags_[slot] = static_cast<ptrdiff_t>(index);
+    }
+    rows[ky] = dst;
+  }
 }
 
 void qs8_dwconv2d__scalar(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {

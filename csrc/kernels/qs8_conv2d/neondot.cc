@@ -1,0 +1,104 @@
+// NEON direct conv2d for few input channels (conv2d.h) with the dot-product extension
+// (Cortex-A76 and later): 4 output pixels x 16 output channels per tile, SDOT over
+// quads of K values.
+//
+// Window rows hold raw int8 inputs (padded taps as the input zero point), K padded with
+// zeros; SDOT sums four exact int8 products into each int32 lane. Accumulators start
+// from bias - zero_point * sum(w), so a padded tap adds zp * w - zp * w = 0 like the
+// reference's skipped tap; the total equals the reference accumulator modulo 2^32.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "conv2d.h"
+#include "rq_neon_inl.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+using neon_rq::Output;
+using neon_rq::requantize8;
+
+constexpr size_t kRows = 4;
+
+// Quad `L` (0-3) of the 16 K values in av against the 16 channels of panel p.
+#define EDGEINF_DOT_QUAD(L)                                     \
+  do {                                                          \
+    const int8x16_t b0 = vld1q_s8(p), b1 = vld1q_s8(p + 16);    \
+    const int8x16_t b2 = vld1q_s8(p + 32), b3 = vld1q_s8(p + 48); \
+    p += 64;                                                    \
+    _Pragma("GCC unroll 4") for (size_t r = 0; r < kRows; ++r) { \
+      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], L);     \
+      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], L);     \
+      acc[r][2] = vdotq_laneq_s32(acc[r][2], b2, av[r], L);     \
+      acc[r][3] = vdotq_laneq_s32(acc[r][3], b3, av[r], L);     \
+    }                                                           \
+  } while (0)
+
+// a: kRows rows of ka int8 (ka a multiple of 16, zero past K); quads: K / 4 rounded up.
+void tile(const int8_t* a, size_t ka, size_t quads, const int8_t* panel, const int32_t* start, const Output& q,
+          size_t c0, size_t rows, size_t ncols, int8_t* out, size_t out_stride) {
+  int32x4_t acc[kRows][4];
+#pragma GCC unroll 4
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t j = 0; j < 4; ++j) acc[r][j] = vld1q_s32(start + c0 + 4 * j);
+  }
+  const int8_t* p = panel;
+  size_t qd = 0;
+  for (size_t k = 0; qd < quads; k += 16) {
+    int8x16_t av[kRows];
+#pragma GCC unroll 4
+    for (size_t r = 0; r < kRows; ++r) av[r] = vld1q_s8(a + r * ka + k);
+    EDGEINF_DOT_QUAD(0);
+    if (++qd == quads) break;
+    EDGEINF_DOT_QUAD(1);
+    if (++qd == quads) break;
+    EDGEINF_DOT_QUAD(2);
+    if (++qd == quads) break;
+    EDGEINF_DOT_QUAD(3);
+    ++qd;
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const int8x16_t v =
+        vcombine_s8(requantize8(acc[r][0], acc[r][1], q, c0), requantize8(acc[r][2], acc[r][3], q, c0 + 8));
+    if (ncols == 16) {
+      vst1q_s8(out + r * out_stride, v);
+    } else {
+      int8_t tmp[16];
+      vst1q_s8(tmp, v);
+      std::memcpy(out + r * out_stride, tmp, ncols);
+    }
+  }
+}
+
+#undef EDGEINF_DOT_QUAD
+
+}  // namespace
+
+void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  const size_t n = g.out_c, quads = w.kp4() / 4, ka = (w.kp4() + 15) / 16 * 16, blocks = (n + 15) / 16;
+  const size_t pixels = g.batch * g.out_h * g.out_w;
+  const size_t chunk = std::min<size_t>(std::max<size_t>(kRows, (16384 / ka) / kRows * kRows),
+                                        (pixels + kRows - 1) / kRows * kRows);
+  std::vector<int8_t> a(chunk * ka, 0);
+  const Output q(w.gemm().requantization());
+  const int32_t* start = w.gemm().bias_minus_zero_point_terms();
+  const int8_t zp = static_cast<int8_t>(w.input_zero_point());
+  for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
+    const size_t m = std::min(chunk, pixels - p0);
+    conv_window_rows(g, in, zp, p0, m, ka, a.data());
+    std::fill(a.begin() + static_cast<ptrdiff_t>(m * ka), a.end(), int8_t{0});  // rows past m: computed, not stored
+    for (size_t r0 = 0; r0 < m; r0 += kRows) {
+      const size_t rows = std::min(kRows, m - r0);
+      for (size_t b = 0; b < blocks; ++b) {
+        tile(a.data() + r0 * ka, ka, quads, w.neondot_panel() + b * quads * 64, start, q, b * 16, rows,
+             std::min<size_t>(16, n - b * 16), out + (p0 + r0) * n + b * 16, n);
+      }
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8

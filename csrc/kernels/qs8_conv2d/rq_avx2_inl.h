@@ -1,0 +1,67 @@
+// AVX2 requantization of a block of 16 accumulators packed by rq_params.h, bit-exact
+// with requantize.h. Include only from files compiled with -mavx2 (avx2.cc).
+//
+// MultiplyByQuantizedMultiplier: VPMULDQ on even and odd lanes for the rounding doubling
+// high multiply (multipliers are non-negative, so the product cannot overflow and
+// floor((a * b + 2^30) / 2^31) is gemmlowp's result), then the rounding shift, ties away
+// from zero, as sign(y) * ((|y| + half) >> r) on magnitudes taken as uint32 (|INT32_MIN|
+// = 2^31 and |y| + half both fit). The output zero point is added with int16 saturation
+// and the clamp is done on bytes: every saturation lands beyond the int8 range, so the
+// result is the reference's int32 clamp.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "rq_params.h"
+
+namespace edgeinf::qs8::avx2_rq {
+
+static inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Half h (8 lanes) of a block whose parameters start at prm.
+template <bool kLeft>
+static inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
+  if (kLeft) x = _mm256_sllv_epi32(x, load(prm + kRqLeftShift * 16 + h * 8));
+  const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
+  const __m256i even =
+      _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, load(prm + kRqMultiplier * 16 + h * 8)), round), 31);
+  const __m256i odd = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), load(prm + kRqMultiplierOdd * 16 + h * 8)), round),
+      1);
+  const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
+  const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), load(prm + kRqHalf * 16 + h * 8));
+  return _mm256_sign_epi32(_mm256_srlv_epi32(mag, load(prm + kRqRightShift * 16 + h * 8)), y);
+}
+
+struct Output {
+  __m256i zero_point16;
+  __m128i lo, hi;
+  Output(const Requantization& rq)
+      : zero_point16(_mm256_set1_epi16(static_cast<int16_t>(rq.output_zero_point))),
+        lo(_mm_set1_epi8(static_cast<char>(rq.act_min))),
+        hi(_mm_set1_epi8(static_cast<char>(rq.act_max))) {}
+};
+
+// Variants of the requantization, as template flags: kRqLeft when some channel shifts
+// left, kRqClamp when the activation range is narrower than int8 (else the saturating
+// packs are the clamp).
+enum : int { kRqLeft = 1, kRqClamp = 2 };
+
+inline int rq_flags(bool any_left_shift, const Requantization& rq) {
+  return (any_left_shift ? kRqLeft : 0) | (rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0);
+}
+
+// 16 int8 outputs in channel order from the block's two accumulator halves.
+template <int kFlags>
+static inline __m128i requantize16(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q) {
+  constexpr bool kLeft = (kFlags & kRqLeft) != 0;
+  const __m256i v16 =
+      _mm256_adds_epi16(_mm256_packs_epi32(mbqm_half<kLeft>(acc0, prm, 0), mbqm_half<kLeft>(acc1, prm, 1)), q.zero_point16);
+  const __m128i v8 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08));
+  if (!(kFlags & kRqClamp)) return v8;
+  return _mm_min_epi8(_mm_max_epi8(v8, q.lo), q.hi);
+}
+
+}  // namespace edgeinf::qs8::avx2_rq

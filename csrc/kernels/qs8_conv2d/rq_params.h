@@ -1,0 +1,53 @@
+// Per-channel requantization parameters of the direct conv and depthwise SIMD paths,
+// packed per block of 16 output channels in the lane order of their accumulators.
+//
+// The accumulators of a block are two 8-lane halves in VPUNPCKL/HWD's order: half 0
+// holds channels 0-3 and 8-11, half 1 channels 4-7 and 12-15, so that VPACKSSDW of the
+// two halves gives channels 0-15 in order. The parameters follow the same order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "../qs8_requantize/requantize.h"
+
+namespace edgeinf::qs8 {
+
+enum RqParam : size_t {
+  kRqStart = 0,       // accumulator start value (bias, zero point term folded in)
+  kRqMultiplier,      // Q31 multiplier
+  kRqMultiplierOdd,   // the multiplier of lane i | 1 (VPMULDQ reads even lanes)
+  kRqLeftShift,       // max(shift, 0)
+  kRqRightShift,      // max(-shift, 0)
+  kRqHalf,            // (1 << right_shift) >> 1, the rounding term
+  kRqParams
+};
+
+// Channel of lane i (0-7) of half h (0-1) within a block of 16.
+inline size_t unpack_lane_channel(size_t h, size_t i) { return (i / 4) * 8 + h * 4 + i % 4; }
+
+// dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.
+// rq must have at least blocks * 16 entries (Requantization::pad_to).
+inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_t channels, size_t blocks,
+                           int32_t* dst) {
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t* prm = dst + b * kRqParams * 16;
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < 8; ++i) {
+        const size_t c = b * 16 + unpack_lane_channel(h, i);
+        const size_t c_odd = b * 16 + unpack_lane_channel(h, i | 1);
+        const size_t at = h * 8 + i;
+        const bool live = c < channels;
+        const int32_t rs = live ? rq.right_shift[c] : 0;
+        prm[kRqStart * 16 + at] = live ? start[c] : 0;
+        prm[kRqMultiplier * 16 + at] = live ? rq.multiplier[c] : 0;
+        prm[kRqMultiplierOdd * 16 + at] = c_odd < channels ? rq.multiplier[c_odd] : 0;
+        prm[kRqLeftShift * 16 + at] = live ? rq.left_shift[c] : 0;
+        prm[kRqRightShift * 16 + at] = rs;
+        prm[kRqHalf * 16 + at] = static_cast<int32_t>((int64_t{1} << rs) >> 1);
+      }
+    }
+  }
+}
+
+}  // namespace edgeinf::qs8
