@@ -163,13 +163,22 @@ def test_depthwise_conv2d_matches_tflite_reference(case):
     bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
     act = ACTIVATIONS[case % 4]
     x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    assert_dwconv_matches_reference(
+        x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=f"act={act}"
+    )
+
+
+def assert_dwconv_matches_reference(
+    x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note
+):
+    """edgeinf's DepthwiseConv2D on every ISA gives TFLite's reference output bit for bit."""
     model = dwconv_model(x.shape, weights, bias, multiplier=multiplier, stride=stride, dilation=dilation,
                          padding=padding, in_q=in_q, out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
     want = run(model, [x])
     dw = quant.DepthwiseConv2D(weights, bias, depth_multiplier=multiplier, stride=stride, padding=padding,
                                dilation=dilation, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
                                output_scale=out_q[0], output_zero_point=out_q[1], activation=act)  # fmt: skip
-    what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} act={act}"
+    what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} {note}"
     for isa, got in run_each_isa(lambda: dw(x)).items():
         assert_same(got, want, f"{what} on {isa}")
 
@@ -220,15 +229,9 @@ def test_depthwise_conv2d_simd_schedules(shape, variant):
         weights = (weights // 64).astype(np.int8)
         x = np.clip(x.astype(np.int32) // 16 + in_q[1], -128, 127).astype(np.int8)
         bias //= 512
-    model = dwconv_model(x.shape, weights, bias, multiplier=multiplier, stride=stride, dilation=dilation,
-                         padding=padding, in_q=in_q, out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
-    want = run(model, [x])
-    dw = quant.DepthwiseConv2D(weights, bias, depth_multiplier=multiplier, stride=stride, padding=padding,
-                               dilation=dilation, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
-                               output_scale=out_q[0], output_zero_point=out_q[1], activation=act)  # fmt: skip
-    what = f"dwconv x={x.shape} w={weights.shape} m={multiplier} s={stride} d={dilation} {padding} {variant}"
-    for isa, got in run_each_isa(lambda: dw(x)).items():
-        assert_same(got, want, f"{what} on {isa}")
+    assert_dwconv_matches_reference(
+        x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=variant
+    )
 
 
 # conv2d with at most 4 input channels runs the direct kernel (window rows x packed
