@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from compat_env import legacy_python
+from compat_env import legacy_python, need
 
 ROOT = Path(__file__).resolve().parents[2]
 # runtimes and CLIs in child processes: minutes under emulation, so not in the emulated subset
@@ -45,9 +45,7 @@ def test_check_on_a_device_with_only_tflite_runtime(model_path):
     # .venv-legacy has tflite-runtime 2.14 and numpy<2, and no ai-edge-litert (so no schema module)
     python = legacy_python()
     if python is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide the tflite-runtime environment (.venv-legacy)")
-        pytest.skip("no tflite-runtime 2.14 environment")
+        need("tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
     path = model_path("face_detection_full_range_sparse")
     code = "import importlib.util; assert importlib.util.find_spec('ai_edge_litert') is None\n" + CHECK_AND_LIST_MODULES
     out = _run(python, code, path)

@@ -92,15 +92,18 @@ def fc_model(m, k, n, *, in_q, out_q, weights, weight_scale, bias, activation="n
     return build_model(tensors, [OpDef("FULLY_CONNECTED", [0, 1, 2], [3], options=opts, version=4)], [0], [3])
 
 
+def _conv_output_hw(x_shape, kernel, stride, dilation, padding):
+    from edgeinf.quant import conv_output_size
+
+    return tuple(conv_output_size(x_shape[1 + d], kernel[d], stride[d], dilation[d], padding)[0] for d in range(2))
+
+
 def conv_model(x_shape, weights, bias, *, stride, dilation, padding, in_q, out_q, weight_scale, activation="none"):
     s = schema()
     o = weights.shape[0]
     ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
-    b, h, w, _ = x_shape
-    from edgeinf.quant import conv_output_size
-
-    oh, _ = conv_output_size(h, weights.shape[1], stride[0], dilation[0], padding)
-    ow, _ = conv_output_size(w, weights.shape[2], stride[1], dilation[1], padding)
+    b = x_shape[0]
+    oh, ow = _conv_output_hw(x_shape, weights.shape[1:3], stride, dilation, padding)
     tensors = [
         TensorDef("x", tuple(x_shape), "int8", **_scale_zp(in_q[0], in_q[1])),
         TensorDef("w", weights.shape, "int8", data=weights, scale=ws.tolist(), zero_point=[0] * ws.size),
@@ -120,11 +123,8 @@ def dwconv_model(x_shape, weights, bias, *, multiplier, stride, dilation, paddin
     s = schema()
     c = weights.shape[3]
     ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
-    b, h, w, _ = x_shape
-    from edgeinf.quant import conv_output_size
-
-    oh, _ = conv_output_size(h, weights.shape[1], stride[0], dilation[0], padding)
-    ow, _ = conv_output_size(w, weights.shape[2], stride[1], dilation[1], padding)
+    b = x_shape[0]
+    oh, ow = _conv_output_hw(x_shape, weights.shape[1:3], stride, dilation, padding)
     tensors = [
         TensorDef("x", tuple(x_shape), "int8", **_scale_zp(in_q[0], in_q[1])),
         TensorDef(

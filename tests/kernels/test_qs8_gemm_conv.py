@@ -183,6 +183,24 @@ def assert_dwconv_matches_reference(
         assert_same(got, want, f"{what} on {isa}")
 
 
+def _schedule_quantization(rng, variant, zero_points, out_channels, taps, activation):
+    """(input q, weight scales, output q, activation) of a schedule case: per-channel weight
+    scales, or one weight scale with an output scale below input * weight scale, so that the
+    multipliers exceed 1 and shift left."""
+    in_q = (random_scale(rng), int(rng.choice(zero_points)))
+    if variant == "per_channel":
+        ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(out_channels)], np.float32)
+        return in_q, ws, (_output_scale(rng, in_q[0], ws, taps), int(rng.integers(-128, 128))), activation
+    ws = random_scale(rng, 1e-3, 0.05)
+    return in_q, ws, (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128))), "none"
+
+
+def _small_products(x, weights, bias, zero_point):
+    """Shrunk inputs, weights and bias, so that left-shifted outputs do not all saturate."""
+    x = np.clip(x.astype(np.int32) // 16 + zero_point, -128, 127).astype(np.int8)
+    return x, (weights // 64).astype(np.int8), bias // 512
+
+
 # Explicit shapes for the SIMD schedules the random cases reach only by chance. Depthwise:
 # 3x3 with a horizontal stride of 1 or 2 runs steps of 4 output pixels (widths that leave
 # 2- and 1-pixel remainders), other filters and dilations go pixel by pixel, a depth
@@ -211,24 +229,14 @@ def test_depthwise_conv2d_simd_schedules(shape, variant):
     h, w, c, multiplier, (kh, kw), stride, dilation, padding = DW_SHAPES[shape]
     rng = np.random.default_rng(4000 + 10 * shape + (variant != "per_channel"))
     oc = c * multiplier
-    in_q = (random_scale(rng), int(rng.choice([-128, 127, 3])))
-    if variant == "per_channel":
-        ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(oc)], np.float32)
-        out_q = (_output_scale(rng, in_q[0], ws, kh * kw), int(rng.integers(-128, 128)))
-        act = "relu6"
-    else:  # an output scale below input * weight scale: multipliers above 1 shift left
-        ws = random_scale(rng, 1e-3, 0.05)
-        out_q = (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128)))
-        act = "none"
+    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, 3], oc, kh * kw, "relu6")
     weights = _weights(rng, (1, kh, kw, oc))
     if shape % 2:
         weights[weights == -128] = -127
     bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
     x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
-    if variant != "per_channel":  # small products, so that the doubled outputs do not all saturate
-        weights = (weights // 64).astype(np.int8)
-        x = np.clip(x.astype(np.int32) // 16 + in_q[1], -128, 127).astype(np.int8)
-        bias //= 512
+    if variant != "per_channel":
+        x, weights, bias = _small_products(x, weights, bias, in_q[1])
     assert_dwconv_matches_reference(
         x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=variant
     )
@@ -254,22 +262,12 @@ STEM_SHAPES = [
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
-    in_q = (random_scale(rng), int(rng.choice([-128, 127, -3])))
-    if variant == "per_channel":
-        ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(o)], np.float32)
-        out_q = (_output_scale(rng, in_q[0], ws, kh * kw * c), int(rng.integers(-128, 128)))
-        act = "relu"
-    else:
-        ws = random_scale(rng, 1e-3, 0.05)
-        out_q = (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128)))
-        act = "none"
+    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, -3], o, kh * kw * c, "relu")
     weights = _weights(rng, (o, kh, kw, c))
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
     x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
-    if variant != "per_channel":  # small products, so that the scaled-up outputs do not all saturate
-        weights = (weights // 64).astype(np.int8)
-        x = np.clip(x.astype(np.int32) // 16 + in_q[1], -128, 127).astype(np.int8)
-        bias //= 512
+    if variant != "per_channel":
+        x, weights, bias = _small_products(x, weights, bias, in_q[1])
     model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
                        out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
     want = run(model, [x])
