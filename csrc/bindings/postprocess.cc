@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "../kernels/postprocess/postprocess.h"
 #include "bindings.h"
@@ -143,25 +144,20 @@ void bind_postprocess(py::module_& m) {
         std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
         shape.back() = static_cast<py::ssize_t>(k);
         py::array_t<int64_t> idx(shape);
-        int64_t* pi = idx.mutable_data();
-        if (x.dtype().is(py::dtype::of<int8_t>())) {
-          const int8_t* px = checked_data<int8_t>(x, "x");
-          py::array_t<int8_t> val(shape);
-          int8_t* pv = val.mutable_data();
+        // indices and values of one element type T, by that type's kernel
+        auto select = [&](auto kernel, auto* px) {
+          using T = std::remove_const_t<std::remove_pointer_t<decltype(px)>>;
+          py::array_t<T> val(shape);
+          int64_t* pi = idx.mutable_data();
+          T* pv = val.mutable_data();
           {
             py::gil_scoped_release release;
-            post::top_k_qs8(px, rows, n, k, pi, pv);
+            kernel(px, rows, n, k, pi, pv);
           }
           return py::make_tuple(idx, val);
-        }
-        const float* px = checked_data<float>(x, "x (int8 or float32)");
-        py::array_t<float> val(shape);
-        float* pv = val.mutable_data();
-        {
-          py::gil_scoped_release release;
-          post::top_k_f32(px, rows, n, k, pi, pv);
-        }
-        return py::make_tuple(idx, val);
+        };
+        if (x.dtype().is(py::dtype::of<int8_t>())) return select(post::top_k_qs8, checked_data<int8_t>(x, "x"));
+        return select(post::top_k_f32, checked_data<float>(x, "x (int8 or float32)"));
       },
       py::arg("x"), py::arg("k"));
 
