@@ -44,20 +44,14 @@ void tile(size_t kpairs, const int8_t* a, size_t a_stride, const int8_t* b, cons
   neon::store_tile<R>(acc, w, col0, ncols, out, out_stride);
 }
 
-// One row (batch-1 fully connected), four column panels at a time, prefetching the next
-// four: the weights are read once, usually from memory, and several streams in flight
-// move more bytes per second than one (as on AVX2).
-constexpr size_t kGemvBlocks = 4;
+using neon::kGemvBlocks;
+static_assert(kNr == neon::kGemvPanelColumns, "GemvPanels assumes 8-column panels");
 
 void gemv_blocks(size_t kpairs, const int8_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
                  size_t col0, int8_t* out_row, bool prefetch_next) {
-  int32x4_t acc[kGemvBlocks][1][2];
-  const int8_t* b[kGemvBlocks];
-  for (size_t q = 0; q < kGemvBlocks; ++q) {
-    acc[q][0][0] = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + q * kNr);
-    acc[q][0][1] = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + q * kNr + 4);
-    b[q] = panel + q * panel_bytes;
-  }
+  neon::GemvPanels g(w, col0, panel, panel_bytes);
+  auto& acc = g.acc;
+  auto& b = g.b;
   const size_t ahead = prefetch_next ? kGemvBlocks * panel_bytes : 0;
   for (size_t p = 0; p < kpairs; ++p) {
     int16_t pair;
@@ -73,8 +67,7 @@ void gemv_blocks(size_t kpairs, const int8_t* a, const int8_t* panel, size_t pan
       acc[q][0][1] = vpadalq_s16(acc[q][0][1], vmull_high_s8(av, bv));
     }
   }
-  // store_tile adds the column offset to `out_row` itself.
-  for (size_t q = 0; q < kGemvBlocks; ++q) neon::store_tile<1>(acc[q], w, col0 + q * kNr, kNr, out_row, 0);
+  g.store(w, col0, out_row);
 }
 
 using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,

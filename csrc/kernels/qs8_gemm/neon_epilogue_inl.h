@@ -1,4 +1,5 @@
-// Shared tail of the NEON GEMM tiles: requantize 8 columns of int32 and store them.
+// Shared tail of the NEON GEMM tiles (requantize 8 columns of int32 and store them) and
+// the state of the batch-1 GEMV.
 // Include only from aarch64 files (neon.cc, neondot.cc).
 #pragma once
 
@@ -40,5 +41,33 @@ inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0
     }
   }
 }
+
+
+// One row (batch-1 fully connected), four 8-column panels at a time, prefetching the next
+// four: the weights are read once, usually from memory, and several streams in flight
+// move more bytes per second than one (as on AVX2). The ISA files differ only in how they
+// multiply; the accumulators start at the bias terms and end through store_tile.
+constexpr size_t kGemvBlocks = 4;
+constexpr size_t kGemvPanelColumns = 8;
+
+struct GemvPanels {
+  int32x4_t acc[kGemvBlocks][1][2];
+  const int8_t* b[kGemvBlocks];
+
+  GemvPanels(const GemmWeights& w, size_t col0, const int8_t* panel, size_t panel_bytes) {
+    for (size_t q = 0; q < kGemvBlocks; ++q) {
+      acc[q][0][0] = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + q * kGemvPanelColumns);
+      acc[q][0][1] = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + q * kGemvPanelColumns + 4);
+      b[q] = panel + q * panel_bytes;
+    }
+  }
+
+  // store_tile adds the column offset to `out_row` itself.
+  void store(const GemmWeights& w, size_t col0, int8_t* out_row) {
+    for (size_t q = 0; q < kGemvBlocks; ++q) {
+      store_tile<1>(acc[q], w, col0 + q * kGemvPanelColumns, kGemvPanelColumns, out_row, 0);
+    }
+  }
+};
 
 }  // namespace edgeinf::qs8::neon
