@@ -17,9 +17,12 @@ seeded input:
 Post-processing of the 896-anchor face model (decode + score threshold + weighted NMS)
 is compared with a straightforward numpy implementation.
 
-Method (BENCHMARKS.md): 10 warm-up calls, then the contenders are timed in turn, call
-by call (A B C A B C ...), so that drift on the shared machine favours none; up to
---runs calls each (slow contenders stop after about --budget seconds, at least 5 calls).
+Method (BENCHMARKS.md): 10 warm-up calls, then the contenders are timed in turn, a block
+of calls each (A A A B B B ... A A A ...), 20 rounds, so that drift on the shared machine
+favours none. A block's first call is "cold" (the caches hold the other contenders'
+data, as a layer's weights are in a model); the rest are "warm", as a kernel in a loop.
+About --runs warm calls each; a contender that would take more than --budget seconds so
+runs fewer rounds of 2 calls (at least 3).
 GOPS counts a multiply-add as 2 operations; "peak" is the CPU's measured int8
 multiply-add peak (VPMADDUBSW + VPMADDWD chains, edgeinf._C.int8_peak_probe).
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are removed from this process before numpy loads.
@@ -371,28 +374,49 @@ def build_cases(args) -> list[Case]:
 # ---------------------------------------------------------------- timing
 
 
-def measure(case: Case, runs: int, budget: float) -> dict[str, np.ndarray]:
+@dataclass
+class Timings:
+    warm: np.ndarray  # seconds per call, caches holding this contender's data
+    cold: np.ndarray  # the first call of each block, after the other contenders ran
+
+
+ROUNDS = 20  # blocks per contender (fewer for slow ones)
+
+
+def measure(case: Case, runs: int, budget: float) -> dict[str, Timings]:
+    """Contenders in turn, a block of calls each (A A A B B B ... A A A ...), ROUNDS times.
+
+    A block's first call finds the caches holding the other contenders' data (cold); the
+    rest find their own (warm), as a kernel called in a loop does. Slow contenders (all
+    blocks over `budget` seconds) run fewer rounds of two calls, at least three.
+    """
     calls = {name: fn for name, (fn, _) in case.contenders.items()}
     for fn in calls.values():
         for _ in range(10 if runs > 20 else 2):
             fn()
-    # Calls per contender: up to `runs`, fewer for slow ones (about `budget` seconds).
-    counts = {}
+    plan = {}  # name -> (rounds, block)
     for name, fn in calls.items():
         t = time.perf_counter()
         fn()
         single = time.perf_counter() - t
-        counts[name] = int(min(runs, max(5, budget / max(single, 1e-9))))
-    times = {name: [] for name in calls}
-    active = list(calls)
-    while active:
-        for name in list(active):
-            t = time.perf_counter()
-            calls[name]()
-            times[name].append(time.perf_counter() - t)
-            if len(times[name]) >= counts[name]:
-                active.remove(name)
-    return {name: np.array(v) for name, v in times.items()}
+        block = 1 + max(1, -(-runs // ROUNDS))  # one cold call, then about runs / ROUNDS warm ones
+        rounds = ROUNDS
+        if single * block * rounds > budget:
+            block = 2
+            rounds = int(min(ROUNDS, max(3, budget / (2 * max(single, 1e-9)))))
+        plan[name] = (rounds, block)
+    warm = {name: [] for name in calls}
+    cold = {name: [] for name in calls}
+    for r in range(ROUNDS):
+        for name, fn in calls.items():
+            rounds, block = plan[name]
+            if r >= rounds:
+                continue
+            for i in range(block):
+                t = time.perf_counter()
+                fn()
+                (cold if i == 0 else warm)[name].append(time.perf_counter() - t)
+    return {name: Timings(np.array(warm[name]), np.array(cold[name])) for name in calls}
 
 
 def peak_gops() -> float | None:
@@ -467,13 +491,16 @@ def main(argv=None) -> int:
     results = []
     for case in build_cases(args):
         times = measure(case, args.runs, args.budget)
-        base = float(np.median(times["edgeinf"]))
+        base = float(np.median(times["edgeinf"].warm))
+        best = float(np.min(times["edgeinf"].warm))
+        base_cold = float(np.median(times["edgeinf"].cold))
         print(f"\n{case.name}" + (f"  ({2 * case.macs / 1e9:.3f} Gop)" if case.macs else ""))
-        best = float(np.min(times["edgeinf"]))
         print(f"  {'contender':22s} {'min':>9s} {'median':>9s} {'p95':>9s} {'p99':>9s} {'max':>9s} {'runs':>5s} "
-              f"{'GOPS':>7s} {'%peak':>6s} {'edgeinf x':>9s} {'(min)':>6s}")  # fmt: skip
-        for name, t in times.items():
+              f"{'GOPS':>7s} {'%peak':>6s} {'edgeinf x':>9s} {'(min)':>6s} {'cold':>9s} {'(cold x)':>8s}")  # fmt: skip
+        for name, timing in times.items():
+            t = timing.warm
             med = float(np.median(t))
+            cold = float(np.median(timing.cold))
             gops = 2 * case.macs / med / 1e9 if case.macs else None
             row = {
                 "case": case.name, "contender": name, "median_us": med * 1e6,
@@ -481,15 +508,19 @@ def main(argv=None) -> int:
                 "max_us": float(t.max()) * 1e6, "runs": len(t), "gops": gops,
                 "peak_fraction": gops / peak if gops and peak else None, "edgeinf_speedup": med / base,
                 "min_us": float(t.min()) * 1e6, "edgeinf_speedup_min": float(t.min()) / best,
+                "cold_median_us": cold * 1e6, "cold_runs": len(timing.cold), "edgeinf_speedup_cold": cold / base_cold,
             }  # fmt: skip
             results.append(row)
             g = f"{gops:7.1f}" if gops else "      -"
             p = f"{100 * row['peak_fraction']:5.1f}%" if row["peak_fraction"] else "     -"
             print(f"  {name:22s} {row['min_us']:9.1f} {row['median_us']:9.1f} {row['p95_us']:9.1f} {row['p99_us']:9.1f} "
                   f"{row['max_us']:9.1f} {len(t):5d} {g} {p} {row['edgeinf_speedup']:8.2f}x "
-                  f"{row['edgeinf_speedup_min']:5.2f}x")  # fmt: skip
-    print("\n'edgeinf x' = contender's median time / edgeinf's: how many times faster edgeinf is (>1 = faster);")
-    print("'(min)' = the same ratio of the fastest calls, steadier when other processes share the cores.")
+                  f"{row['edgeinf_speedup_min']:5.2f}x {row['cold_median_us']:9.1f} {row['edgeinf_speedup_cold']:7.2f}x")  # fmt: skip
+    print("\nmin/median/p95/p99/max: warm calls (a block's calls after its first); 'cold' = median of the")
+    print("blocks' first calls, which find the caches holding the other contenders' data.")
+    print("'edgeinf x' = contender's median time / edgeinf's: how many times faster edgeinf is (>1 = faster);")
+    print("'(min)' = the same ratio of the fastest calls, steadier when other processes share the cores;")
+    print("'(cold x)' = the same ratio of the cold medians.")
     print("GOPS and %peak are from the median. Load average at the end:", os.getloadavg())
     if args.json:  # the contract of tools/bench_report.py: benchmark, title, date, machine, versions, rows
         from edgeinf.bench import environment
