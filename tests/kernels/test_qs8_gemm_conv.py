@@ -69,23 +69,32 @@ def test_fully_connected_matches_tflite_reference(case):
 
 
 @pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
-def test_batch1_fully_connected_matches_tflite_reference(k, n):
-    # One row and wide outputs: the GEMV path (groups of four 16-column panels, the
-    # last group without prefetch, leftover and partial panels through the tiles).
+@pytest.mark.parametrize("weights", ["symmetric", "with -128", "extremes"])
+def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
+    # One row and wide outputs: the GEMV path (groups of four 16-column panels, then
+    # single panels, the last one partial). Symmetric weights ([-127, 127], what TFLite
+    # writes) take AVX2's multiply of |x| by sign-adjusted weights; a -128 weight takes
+    # the tiles. "extremes": x = -128 and weights of +-127, the largest pair products.
     rng = np.random.default_rng(k * 1000 + n)
     in_q = (random_scale(rng), random_zero_point(rng))
     ws = _weight_scales(rng, n)
     out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
-    w = _weights(rng, (n, k))
+    if weights == "extremes":
+        w = rng.choice(np.array([-127, 127], np.int8), (n, k))
+        x = np.full((1, k), -128, np.int8)
+    else:
+        w = _weights(rng, (n, k)) if weights == "with -128" else rng.integers(-127, 128, (n, k), dtype=np.int8)
+        if weights == "with -128":
+            w[rng.integers(n), rng.integers(k)] = -128
+        x = rng.integers(-128, 128, (1, k), dtype=np.int8)
     bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
-    x = rng.integers(-128, 128, (1, k), dtype=np.int8)
     want = run(fc_model(1, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
     fc = quant.FullyConnected(
         w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
         output_zero_point=out_q[1],
     )  # fmt: skip
     for isa, got in run_each_isa(lambda: fc(x)).items():
-        assert_same(got, want, f"FC m=1 k={k} n={n} on {isa}")
+        assert_same(got, want, f"FC m=1 k={k} n={n} {weights} weights on {isa}")
 
 
 def test_fully_connected_saturates_like_tflite():

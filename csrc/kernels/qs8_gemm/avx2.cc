@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace {
 constexpr size_t kNr = kAvx2Layout.nr;
 constexpr size_t kMr = kAvx2Layout.mr;
 
-inline int32_t load_pair(const int16_t* p) {
+inline int32_t load_i32(const void* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof(v));
   return v;
@@ -112,7 +113,7 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
     }
 #define EDGEINF_STEP(r)                                                \
   if constexpr (R > r) {                                               \
-    const __m256i av = _mm256_set1_epi32(load_pair(a##r + 2 * p));     \
+    const __m256i av = _mm256_set1_epi32(load_i32(a##r + 2 * p));     \
     c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));    \
     c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));    \
   }
@@ -137,40 +138,63 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
 }
 #undef EDGEINF_ROWS
 
-// One row (batch-1 fully connected) over int8 panels, four column blocks at a time:
-// the weights are read once and usually come from memory, and four streams in flight
-// (one per panel, each followed by the hardware prefetcher) move about twice the
-// bytes per second of one. `prefetch_next` also asks for the next group's panels at the
-// same offsets, so eight streams are in flight.
-constexpr size_t kGemvBlocks = 4;
-
-void gemv_blocks(size_t kpairs, const int16_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
-                 size_t col0, int8_t* out, bool prefetch_next) {
+// One row (batch-1 fully connected): each weight is used once, so the loop is about
+// instructions per weight byte. VPMADDUBSW multiplies 32 bytes at a time, unsigned by
+// signed, into saturating int16 pair sums; with u = |a| (0..128) and s = w negated where
+// a < 0 (w in [-127, 127]) a pair sum is at most 2 * 128 * 127 < 32768, so it is exact.
+// The raw activations go in (the zero point is in the bias term, as on NEON), and a
+// K quad costs one load, VPSIGNB, VPMADDUBSW, VPMADDWD and VPADDD per 32 weights,
+// against two sign-extending loads, two VPMADDWD and two VPADDD on int16 pairs. `Q`
+// column blocks are interleaved to keep independent chains in flight. (Software
+// prefetch measured slower here, from cache and from memory alike.)
+template <size_t Q>
+void gemv_blocks(size_t kquads, const int8_t* a, const int8_t* a_abs, const int8_t* panel, size_t panel_bytes,
+                 const GemmWeights& w, size_t col0, size_t ncols_last, int8_t* out) {
   using namespace avx2;
-  __m256i c[kGemvBlocks][2];
-  const int8_t* b[kGemvBlocks];
-  for (size_t q = 0; q < kGemvBlocks; ++q) {
-    c[q][0] = load8_i32(w.bias() + col0 + q * kNr);
-    c[q][1] = load8_i32(w.bias() + col0 + q * kNr + 8);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[Q][2];
+  const int8_t* b[Q];
+  for (size_t q = 0; q < Q; ++q) {
+    c[q][0] = load8_i32(w.bias_minus_zero_point_terms() + col0 + q * kNr);
+    c[q][1] = load8_i32(w.bias_minus_zero_point_terms() + col0 + q * kNr + 8);
     b[q] = panel + q * panel_bytes;
   }
-  const size_t ahead = prefetch_next ? kGemvBlocks * panel_bytes : 0;
 #pragma GCC unroll 2
-  for (size_t p = 0; p < kpairs; ++p) {
-    const __m256i av = _mm256_set1_epi32(load_pair(a + 2 * p));
-    if (ahead && p % 2 == 0) {
-      for (size_t q = 0; q < kGemvBlocks; ++q) _mm_prefetch(reinterpret_cast<const char*>(b[q] + ahead + 32 * p), _MM_HINT_T0);
-    }
+  for (size_t p = 0; p < kquads; ++p) {
+    const __m256i sign = _mm256_set1_epi32(load_i32(a + 4 * p));
+    const __m256i magnitude = _mm256_set1_epi32(load_i32(a_abs + 4 * p));
 #pragma GCC unroll 4
-    for (size_t q = 0; q < kGemvBlocks; ++q) {
-      const __m256i b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[q] + 32 * p)));
-      const __m256i b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b[q] + 32 * p + 16)));
-      c[q][0] = _mm256_add_epi32(c[q][0], _mm256_madd_epi16(av, b0));
-      c[q][1] = _mm256_add_epi32(c[q][1], _mm256_madd_epi16(av, b1));
+    for (size_t q = 0; q < Q; ++q) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[q] + 64 * p));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[q] + 64 * p + 32));
+      const __m256i p0 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, sign));
+      const __m256i p1 = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, sign));
+      c[q][0] = _mm256_add_epi32(c[q][0], _mm256_madd_epi16(p0, ones));
+      c[q][1] = _mm256_add_epi32(c[q][1], _mm256_madd_epi16(p1, ones));
     }
   }
-  for (size_t q = 0; q < kGemvBlocks; ++q) {
-    Epilogue(w, col0 + q * kNr, kNr).store(c[q][0], c[q][1], out + q * kNr);
+  for (size_t q = 0; q < Q; ++q) {
+    Epilogue(w, col0 + q * kNr, q + 1 == Q ? ncols_last : kNr).store(c[q][0], c[q][1], out + q * kNr);
+  }
+}
+
+// Batch-1 fully connected over kAvx2GemvLayout panels (weights without -128).
+void gemv(const GemmWeights& w, const GemmRows& a, int8_t* out) {
+  constexpr size_t kGroup = 4;
+  const size_t n = w.n(), kp = round_up(a.k(), 4), blocks = (n + kNr - 1) / kNr, panel_bytes = kp * kNr;
+  const int8_t* packed = w.packed(kAvx2GemvLayout);
+  int8_t* row = scratch<int8_t, 2>(2 * kp);
+  int8_t* row_abs = row + kp;
+  gather_rows(a, 0, 1, row, kp);
+  for (size_t i = 0; i < kp; ++i) row_abs[i] = static_cast<int8_t>(std::abs(row[i]));  // |-128| wraps to 0x80 = 128u
+  size_t j = 0;
+  for (; j + kGroup <= blocks; j += kGroup) {
+    const size_t last = std::min(kNr, n - (j + kGroup - 1) * kNr);
+    gemv_blocks<kGroup>(kp / 4, row, row_abs, packed + j * panel_bytes, panel_bytes, w, j * kNr, last, out + j * kNr);
+  }
+  for (; j < blocks; ++j) {
+    gemv_blocks<1>(kp / 4, row, row_abs, packed + j * panel_bytes, panel_bytes, w, j * kNr, std::min(kNr, n - j * kNr),
+                   out + j * kNr);
   }
 }
 
@@ -211,6 +235,7 @@ uint64_t qs8_peak_probe__avx2(size_t iterations) {
 }
 
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  if (a.m == 1 && w.weights_negatable()) return gemv(w, a, out);
   const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;
   const bool wide = a.m >= kWideMinRows;
   const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
@@ -227,14 +252,7 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
     for (size_t r = 0; r < rows; ++r) {
       convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf + r * kp, kp);
     }
-    size_t j0 = 0;
-    if (rows == 1 && !wide) {  // full groups of blocks; the rest goes through the tiles
-      for (; j0 + kGemvBlocks <= n / kNr; j0 += kGemvBlocks) {
-        gemv_blocks(kpairs, abuf, packed + j0 * panel_bytes, panel_bytes, w, j0 * kNr,
-                    out + m0 * out_stride + j0 * kNr, j0 + 2 * kGemvBlocks <= n / kNr);
-      }
-    }
-    for (size_t j = j0; j < blocks; ++j) {
+    for (size_t j = 0; j < blocks; ++j) {
       const int8_t* panel = packed + j * panel_bytes;
       const size_t ncols = std::min(kNr, n - j * kNr);
       // Slices of K keep a weight slice and an A tile in L1 together; partial sums wait

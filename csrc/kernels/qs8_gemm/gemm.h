@@ -30,6 +30,7 @@ struct PackLayout {
 };
 inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};          // pairs of K, sign-extended in the kernel (few rows)
 inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K as int16 (many rows)
+inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};       // quads of K for VPMADDUBSW (one row)
 inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};           // pairs of K for VMULL + VPADAL
 inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};        // quads of K for SDOT; A rows read 16 at a time
 
@@ -55,6 +56,9 @@ class GemmWeights {
   const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
   const Requantization& requantization() const { return rq_; }  // padded to 16 channels
   bool requantizes_in_double() const { return !double_scale_.empty(); }
+  // No weight is -128, so sign(w) * w and w negated stay in int8: TFLite's symmetric
+  // int8 weights ([-127, 127]) always qualify.
+  bool weights_negatable() const { return weights_negatable_; }
   const double* double_scale() const { return double_scale_.data(); }  // padded to 16 channels
 
   // The requantization of one accumulator of channel c, either way.
@@ -68,6 +72,7 @@ class GemmWeights {
  private:
   size_t n_, k_;
   int32_t input_zero_point_;
+  bool weights_negatable_;
   std::vector<int8_t> w_;
   std::vector<int32_t> bias_, bias_zp_;
   Requantization rq_;

@@ -1,4 +1,5 @@
 // Weight preparation shared by every path: validation, bias terms, packed panels.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -12,7 +13,8 @@ size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
                          Requantization rq, std::vector<double> double_scale)
-    : n_(n), k_(k), input_zero_point_(input_zero_point), w_(w, w + n * k), rq_(std::move(rq)),
+    : n_(n), k_(k), input_zero_point_(input_zero_point),
+      weights_negatable_(std::find(w, w + n * k, int8_t{-128}) == w + n * k), w_(w, w + n * k), rq_(std::move(rq)),
       double_scale_(std::move(double_scale)) {
   if (n == 0 || k == 0) {
     throw std::invalid_argument("weights must have at least one output channel and one input value, got [" +
