@@ -20,19 +20,27 @@ namespace edgeinf::qs8::avx2_rq {
 
 static inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// MultiplyByQuantizedMultiplier of 8 lanes with their parameters in registers: the
+// multiplier of lane i | 1 in lane i (`multiplier_odd`) and half = (1 << right_shift) >> 1.
+template <bool kLeft>
+static inline __m256i mbqm8(__m256i x, __m256i multiplier, __m256i multiplier_odd, __m256i left_shift,
+                            __m256i right_shift, __m256i half) {
+  if (kLeft) x = _mm256_sllv_epi32(x, left_shift);
+  const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
+  const __m256i even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, multiplier), round), 31);
+  const __m256i odd =
+      _mm256_slli_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), multiplier_odd), round), 1);
+  const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
+  const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), half);
+  return _mm256_sign_epi32(_mm256_srlv_epi32(mag, right_shift), y);
+}
+
 // Half h (8 lanes) of a block whose parameters start at prm.
 template <bool kLeft>
 static inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
-  if (kLeft) x = _mm256_sllv_epi32(x, load(prm + kRqLeftShift * 16 + h * 8));
-  const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
-  const __m256i even =
-      _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, load(prm + kRqMultiplier * 16 + h * 8)), round), 31);
-  const __m256i odd = _mm256_slli_epi64(
-      _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), load(prm + kRqMultiplierOdd * 16 + h * 8)), round),
-      1);
-  const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
-  const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), load(prm + kRqHalf * 16 + h * 8));
-  return _mm256_sign_epi32(_mm256_srlv_epi32(mag, load(prm + kRqRightShift * 16 + h * 8)), y);
+  return mbqm8<kLeft>(x, load(prm + kRqMultiplier * 16 + h * 8), load(prm + kRqMultiplierOdd * 16 + h * 8),
+                      kLeft ? load(prm + kRqLeftShift * 16 + h * 8) : _mm256_setzero_si256(),
+                      load(prm + kRqRightShift * 16 + h * 8), load(prm + kRqHalf * 16 + h * 8));
 }
 
 struct Output {

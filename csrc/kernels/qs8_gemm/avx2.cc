@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../qs8_conv2d/rq_avx2_inl.h"
 #include "../qs8_requantize/avx2_inl.h"
 #include "gemm.h"
 
@@ -44,26 +45,61 @@ void convert_row(const int8_t* const* segs, size_t taps, size_t seg, int32_t zer
 }
 
 // Requantizes 16 columns of int32 accumulators (from col0) and stores ncols of them.
+// The fixed-point path keeps the block's parameters in registers and saturates to int16
+// and int8 on the way (rq_avx2_inl.h); it is built once per column block.
 class Epilogue {
  public:
-  Epilogue(const GemmWeights& w, size_t col0, size_t ncols) : ncols_(ncols) {
+  Epilogue(const GemmWeights& w, size_t col0, size_t ncols) : ncols_(ncols), in_double_(w.requantizes_in_double()) {
     using namespace avx2;
     const Requantization& rq = w.requantization();
-    m0_ = load8_i32(rq.multiplier.data() + col0), m1_ = load8_i32(rq.multiplier.data() + col0 + 8);
-    l0_ = load8_i32(rq.left_shift.data() + col0), l1_ = load8_i32(rq.left_shift.data() + col0 + 8);
-    s0_ = load8_i32(rq.right_shift.data() + col0), s1_ = load8_i32(rq.right_shift.data() + col0 + 8);
-    zp_ = _mm256_set1_epi32(rq.output_zero_point);
-    lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
-    in_double_ = w.requantizes_in_double();
-    ds_ = w.double_scale() + col0;
+    if (in_double_) {
+      ds_ = w.double_scale() + col0;
+      zp_ = _mm256_set1_epi32(rq.output_zero_point);
+      lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
+      return;
+    }
+    const __m256i one = _mm256_set1_epi32(1);
+    for (size_t h = 0; h < 2; ++h) {
+      m_[h] = load8_i32(rq.multiplier.data() + col0 + 8 * h);
+      m_odd_[h] = _mm256_srli_epi64(m_[h], 32);
+      l_[h] = load8_i32(rq.left_shift.data() + col0 + 8 * h);
+      r_[h] = load8_i32(rq.right_shift.data() + col0 + 8 * h);
+      half_[h] = _mm256_srli_epi32(_mm256_sllv_epi32(one, r_[h]), 1);
+    }
+    zp16_ = _mm256_set1_epi16(static_cast<int16_t>(rq.output_zero_point));
+    lo8_ = _mm_set1_epi8(static_cast<char>(rq.act_min)), hi8_ = _mm_set1_epi8(static_cast<char>(rq.act_max));
   }
 
   void store(__m256i v0, __m256i v1, int8_t* o) const {
     using namespace avx2;
-    const __m128i bytes = in_double_ ? pack16(requantize_double(v0, ds_, zp_, lo_, hi_),
-                                              requantize_double(v1, ds_ + 8, zp_, lo_, hi_))
-                                     : pack16(requantize(v0, m0_, l0_, s0_, zp_, lo_, hi_),
-                                              requantize(v1, m1_, l1_, s1_, zp_, lo_, hi_));
+    if (in_double_) {
+      put(pack16(requantize_double(v0, ds_, zp_, lo_, hi_), requantize_double(v1, ds_ + 8, zp_, lo_, hi_)), o);
+    } else {
+      put(fixed(v0, v1), o);
+    }
+  }
+
+  // Rows of acc ([rows][16] int32) to rows of out.
+  void store_rows(const int32_t* acc, size_t rows, int8_t* out, size_t out_stride) const {
+    using namespace avx2;
+    if (in_double_) {
+      for (size_t r = 0; r < rows; ++r) store(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8), out + r * out_stride);
+    } else {
+      for (size_t r = 0; r < rows; ++r) put(fixed(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
+    }
+  }
+
+ private:
+  __m128i fixed(__m256i v0, __m256i v1) const {
+    const __m256i y0 = avx2_rq::mbqm8<true>(v0, m_[0], m_odd_[0], l_[0], r_[0], half_[0]);
+    const __m256i y1 = avx2_rq::mbqm8<true>(v1, m_[1], m_odd_[1], l_[1], r_[1], half_[1]);
+    // VPACKSSDW interleaves the halves' 128-bit lanes: columns 0-3, 8-11 | 4-7, 12-15.
+    const __m256i v16 = _mm256_permute4x64_epi64(_mm256_adds_epi16(_mm256_packs_epi32(y0, y1), zp16_), 0xD8);
+    const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(v16), _mm256_extracti128_si256(v16, 1));
+    return _mm_min_epi8(_mm_max_epi8(bytes, lo8_), hi8_);
+  }
+
+  void put(__m128i bytes, int8_t* o) const {
     if (ncols_ == kNr) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
     } else {
@@ -73,11 +109,12 @@ class Epilogue {
     }
   }
 
- private:
   size_t ncols_;
-  __m256i m0_, m1_, l0_, l1_, s0_, s1_, zp_, lo_, hi_;
   bool in_double_;
-  const double* ds_;
+  __m256i m_[2], m_odd_[2], l_[2], r_[2], half_[2], zp16_;
+  __m128i lo8_, hi8_;
+  __m256i zp_, lo_, hi_;  // double path
+  const double* ds_ = nullptr;
 };
 
 // Accumulators are named variables (not an array) so that GCC keeps all twelve in
@@ -85,16 +122,17 @@ class Epilogue {
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
 // One slice of K for a tile: the accumulators start from the bias (`first`) or from
-// `partial` ([R][16] int32), and end requantized into `out` (`last`) or back in `partial`.
+// `acc` ([R][16] int32) and end in `acc`; the epilogue requantizes them from there, out of
+// the loop's registers.
 // Wide: the panel holds int16 pairs (plain loads); else int8 pairs sign-extended here.
 template <int R, bool kWide>
-void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
-          size_t ncols, int8_t* out, size_t out_stride, int32_t* partial, bool first, bool last) {
+void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const int32_t* bias, int32_t* acc,
+          bool first) {
   using namespace avx2;
-  const __m256i bias0 = load8_i32(w.bias() + col0), bias1 = load8_i32(w.bias() + col0 + 8);
+  const __m256i bias0 = load8_i32(bias), bias1 = load8_i32(bias + 8);
 #define EDGEINF_INIT(r)                                                        \
-  __m256i c##r##0 = first ? bias0 : load8_i32(partial + 16 * (R > r ? r : 0)); \
-  __m256i c##r##1 = first ? bias1 : load8_i32(partial + 16 * (R > r ? r : 0) + 8); \
+  __m256i c##r##0 = first ? bias0 : load8_i32(acc + 16 * (R > r ? r : 0));     \
+  __m256i c##r##1 = first ? bias1 : load8_i32(acc + 16 * (R > r ? r : 0) + 8); \
   const int16_t* a##r = a + (R > r ? r : 0) * a_stride;                        \
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
@@ -120,21 +158,13 @@ void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, con
     EDGEINF_ROWS(EDGEINF_STEP)
 #undef EDGEINF_STEP
   }
-  if (!last) {
-#define EDGEINF_SAVE(r)                                                                        \
-  if constexpr (R > r) {                                                                       \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(partial + 16 * r), c##r##0);                \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(partial + 16 * r + 8), c##r##1);            \
+#define EDGEINF_SAVE(r)                                                         \
+  if constexpr (R > r) {                                                        \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + 16 * r), c##r##0);     \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + 16 * r + 8), c##r##1); \
   }
-    EDGEINF_ROWS(EDGEINF_SAVE)
+  EDGEINF_ROWS(EDGEINF_SAVE)
 #undef EDGEINF_SAVE
-    return;
-  }
-  const Epilogue e(w, col0, ncols);
-#define EDGEINF_STORE(r) \
-  if constexpr (R > r) e.store(c##r##0, c##r##1, out + r * out_stride + col0);
-  EDGEINF_ROWS(EDGEINF_STORE)
-#undef EDGEINF_STORE
 }
 #undef EDGEINF_ROWS
 
@@ -198,8 +228,7 @@ void gemv(const GemmWeights& w, const GemmRows& a, int8_t* out) {
   }
 }
 
-using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const GemmWeights&, size_t, size_t, int8_t*,
-                        size_t, int32_t*, bool, bool);
+using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const int32_t*, int32_t*, bool);
 constexpr TileFn kTiles[kMr + 1] = {nullptr,           &tile<1, false>, &tile<2, false>, &tile<3, false>,
                                     &tile<4, false>, &tile<5, false>, &tile<6, false>};
 constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<2, true>, &tile<3, true>,
@@ -242,9 +271,17 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
   const TileFn* tiles = wide ? kWideTiles : kTiles;
   const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
   const size_t blocks = (n + kNr - 1) / kNr;
-  // Rows converted per block: the int16 block stays within about 192 KB (L2).
+  // Rows converted per block: the int16 block stays within about 192 KB (L2). Blocks of
+  // equal height: a thin last block would stream all the weights for a few rows.
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
-  const size_t mc = std::min(fit, round_up(a.m, kMr));
+  const size_t mblocks = (a.m + fit - 1) / fit;
+  const size_t mc = round_up((a.m + mblocks - 1) / mblocks, kMr);
+  // Slices of K keep a weight slice and an A tile in L1 together; the accumulators of
+  // every tile of a column block wait in int32 between slices. Few rows stream the
+  // weights once: no slicing. Slices are of equal length: a short last one would save
+  // and reload the accumulators for little work.
+  const size_t kslices = wide ? (kpairs + kSlicePairs - 1) / kSlicePairs : 1;
+  const size_t slice = (kpairs + kslices - 1) / kslices;
   int16_t* abuf = scratch<int16_t, 0>(mc * kp);
   int32_t* partial = scratch<int32_t, 1>(mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
@@ -255,20 +292,15 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
     for (size_t j = 0; j < blocks; ++j) {
       const int8_t* panel = packed + j * panel_bytes;
       const size_t ncols = std::min(kNr, n - j * kNr);
-      // Slices of K keep a weight slice and an A tile in L1 together; partial sums wait
-      // in int32 between slices.
-      // (Few rows stream the weights once: no slicing.)
-      const size_t slice = wide ? kSlicePairs : kpairs;
       for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
         const size_t count = std::min(slice, kpairs - k0);
-        const bool first = k0 == 0, last = k0 + count == kpairs;
-        const int8_t* slice = panel + k0 * 2 * kNr * (wide ? 2 : 1);
+        const int8_t* slice_b = panel + k0 * 2 * kNr * (wide ? 2 : 1);
         for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-          const size_t height = std::min(kMr, rows - r0);
-          tiles[height](count, abuf + r0 * kp + 2 * k0, kp, slice, w, j * kNr, ncols,
-                        out + (m0 + r0) * out_stride, out_stride, partial + r0 * kNr, first, last);
+          tiles[std::min(kMr, rows - r0)](count, abuf + r0 * kp + 2 * k0, kp, slice_b, w.bias() + j * kNr,
+                                          partial + r0 * kNr, k0 == 0);
         }
       }
+      Epilogue(w, j * kNr, ncols).store_rows(partial, rows, out + m0 * out_stride + j * kNr, out_stride);
     }
   }
 }
