@@ -224,7 +224,8 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
 
 // Integer outputs by the stage's proven int16 map (Stage::int_map): 48 elements per step,
 // no float conversion. Values are clamped to [lo, hi] inside the type, so the saturating
-// packs are exact.
+// packs are exact; when [lo, hi] is the type's whole range (Stage::saturating) the packs
+// are the clamp (the mapped values are int16).
 void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
   __m256i whole[3], mul[3], add[3];
   for (int k = 0; k < 3; ++k) {
@@ -244,7 +245,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
       // v * whole wraps mod 2^16 like the sums: the true total is in int16
       const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
       const __m256i t = _mm256_add_epi16(prod, add[k]);
-      y[k] = _mm256_min_epi16(_mm256_max_epi16(_mm256_sra_epi16(t, shift), lo), hi);
+      y[k] = _mm256_sra_epi16(t, shift);
+      if (!st.saturating) y[k] = _mm256_min_epi16(_mm256_max_epi16(y[k], lo), hi);
     }
     const __m256i ab = s8 ? _mm256_packs_epi16(y[0], y[1]) : _mm256_packus_epi16(y[0], y[1]);
     const __m256i cc = s8 ? _mm256_packs_epi16(y[2], y[2]) : _mm256_packus_epi16(y[2], y[2]);
@@ -442,7 +444,7 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
       // v * whole wraps mod 2^16 like the sums: the true total is in int16 (see affine_int)
       const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
       const __m256i t = _mm256_sra_epi16(_mm256_add_epi16(prod, add[c]), shift);
-      ch[c] = _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
+      ch[c] = st.saturating ? t : _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
     }
     uint8_t* o = out + kNch * i;
     if (kNch == 1) {

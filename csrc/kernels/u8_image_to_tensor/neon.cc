@@ -198,7 +198,8 @@ inline void store24(const float32x4_t* x, const Stage& st, void* out, int i) {
 
 // Integer outputs by the stage's proven int16 map (Stage::int_map): 24 elements per step,
 // no float conversion; (v * mul) >> 16 by UMULL and SHRN. Values are clamped to
-// [lo, hi] inside the type, so the saturating narrows are exact.
+// [lo, hi] inside the type, so the saturating narrows are exact; when [lo, hi] is the
+// type's whole range (Stage::saturating) the narrows are the clamp (the values are int16).
 void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
   uint16x8_t mul[3];
   int16x8_t whole[3], add[3];
@@ -220,7 +221,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
       const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
       // v * whole wraps mod 2^16 like the sums: the true total is in int16
       const int16x8_t t = vaddq_s16(vmlaq_s16(h, vreinterpretq_s16_u16(x), whole[k]), add[k]);
-      const int16x8_t y = vminq_s16(vmaxq_s16(vshlq_s16(t, shift), lo), hi);
+      int16x8_t y = vshlq_s16(t, shift);
+      if (!st.saturating) y = vminq_s16(vmaxq_s16(y, lo), hi);
       if (s8)
         vst1_s8(reinterpret_cast<int8_t*>(o + i + 8 * k), vqmovn_s16(y));
       else
@@ -350,7 +352,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
       const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
       // v * whole wraps mod 2^16 like the sums: the true total is in int16 (see affine_int)
       const int16x8_t t = vaddq_s16(vmlaq_n_s16(h, ch[c], st.iwhole[c]), vdupq_n_s16(st.iadd[c]));
-      const int16x8_t q = vminq_s16(vmaxq_s16(vshlq_s16(t, shift), lo), hi);
+      int16x8_t q = vshlq_s16(t, shift);
+      if (!st.saturating) q = vminq_s16(vmaxq_s16(q, lo), hi);
       b[c] = s8 ? vreinterpret_u8_s8(vqmovn_s16(q)) : vqmovun_s16(q);
     }
     if (nch == 1)
