@@ -224,7 +224,8 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
 
 // Integer outputs by the stage's proven int16 map (Stage::int_map): 48 elements per step,
 // no float conversion. Values are clamped to [lo, hi] inside the type, so the saturating
-// packs are exact.
+// packs are exact; when [lo, hi] is the type's whole range (Stage::saturating) the packs
+// are the clamp (the mapped values are int16).
 void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
   __m256i whole[3], mul[3], add[3];
   for (int k = 0; k < 3; ++k) {
@@ -244,7 +245,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
       // v * whole wraps mod 2^16 like the sums: the true total is in int16
       const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
       const __m256i t = _mm256_add_epi16(prod, add[k]);
-      y[k] = _mm256_min_epi16(_mm256_max_epi16(_mm256_sra_epi16(t, shift), lo), hi);
+      y[k] = _mm256_sra_epi16(t, shift);
+      if (!st.saturating) y[k] = _mm256_min_epi16(_mm256_max_epi16(y[k], lo), hi);
     }
     const __m256i ab = s8 ? _mm256_packs_epi16(y[0], y[1]) : _mm256_packus_epi16(y[0], y[1]);
     const __m256i cc = s8 ? _mm256_packs_epi16(y[2], y[2]) : _mm256_packus_epi16(y[2], y[2]);
@@ -311,19 +313,47 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
-// Fixed-point YUV -> RGB, 16 pixels per step (see Yuv and s16_yuv_rgb__scalar): T is
-// PMULHRSW. Three channels are interleaved per 128-bit lane by PSHUFB (each lane holds 8
-// pixels), then the lanes are put in order.
+// Fixed-point YUV -> RGB of 16 pixels (see Yuv and s16_yuv_rgb__scalar): T is PMULHRSW.
+// Lane 0 of each channel holds pixels 0-7, lane 1 pixels 8-15.
+struct YuvConvert {
+  explicit YuvConvert(const Yuv& k)
+      : sy(_mm_cvtsi32_si128(k.sy)),
+        su(_mm_cvtsi32_si128(k.su)),
+        sv(_mm_cvtsi32_si128(k.sv)),
+        yoff(_mm256_set1_epi16(k.y_off)),
+        ky(_mm256_set1_epi16(k.ky)) {
+    for (int c = 0; c < 3; ++c) {
+      ku[c] = _mm256_set1_epi16(k.ku[c]);
+      kv[c] = _mm256_set1_epi16(k.kv[c]);
+    }
+  }
+
+  template <int kNch>
+  void operator()(const int16_t* y, const int16_t* u, const int16_t* v, __m256i ch[3]) const {
+    const __m256i coff = _mm256_set1_epi16(4096), top = _mm256_set1_epi16(255 * 32);
+    const __m256i ys = load(y, yoff, sy), us = load(u, coff, su), vs = load(v, coff, sv);
+    const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
+    for (int c = 0; c < kNch; ++c) {
+      const __m256i chroma = _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c]));
+      const __m256i x = _mm256_add_epi16(luma, chroma);
+      ch[c] = _mm256_slli_epi16(_mm256_min_epi16(_mm256_max_epi16(x, _mm256_setzero_si256()), top), 2);
+    }
+  }
+
+  static __m256i load(const int16_t* p, __m256i off, __m128i shift) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm256_sll_epi16(_mm256_sub_epi16(_mm256_srai_epi16(_mm256_add_epi16(x, _mm256_set1_epi16(2)), 2), off),
+                            shift);
+  }
+
+  __m128i sy, su, sv;
+  __m256i yoff, ky, ku[3], kv[3];
+};
+
+// Three channels are interleaved per 128-bit lane by PSHUFB, then the lanes are put in order.
 template <int kNch>
 int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
-  const __m128i sy = _mm_cvtsi32_si128(k.sy), su = _mm_cvtsi32_si128(k.su), sv = _mm_cvtsi32_si128(k.sv);
-  const __m256i two = _mm256_set1_epi16(2), yoff = _mm256_set1_epi16(k.y_off), coff = _mm256_set1_epi16(4096);
-  const __m256i ky = _mm256_set1_epi16(k.ky), top = _mm256_set1_epi16(255 * 32), zero = _mm256_setzero_si256();
-  __m256i ku[3], kv[3];
-  for (int c = 0; c < 3; ++c) {
-    ku[c] = _mm256_set1_epi16(k.ku[c]);
-    kv[c] = _mm256_set1_epi16(k.kv[c]);
-  }
+  const YuvConvert convert(k);
   // interleave controls: output vector j of a lane takes element e = 8j + t from channel e % 3, pixel e / 3
   struct Controls {
     alignas(32) uint8_t b[3][3][32];
@@ -343,21 +373,10 @@ int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, co
     return t;
   }();
   auto ctl = [&](int j, int c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(controls.b[j][c])); };
-  auto load = [&](const int16_t* p, __m256i off, __m128i shift) {
-    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_sll_epi16(_mm256_sub_epi16(_mm256_srai_epi16(_mm256_add_epi16(x, two), 2), off), shift);
-  };
   int i = 0;
   for (; i + 16 <= n; i += 16) {
-    const __m256i ys = load(y + i, yoff, sy), us = load(u + i, coff, su), vs = load(v + i, coff, sv);
-    const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     __m256i ch[3];
-    for (int c = 0; c < kNch; ++c) {
-      const __m256i chroma = _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c]));
-      __m256i x = _mm256_add_epi16(luma, chroma);
-      x = _mm256_min_epi16(_mm256_max_epi16(x, zero), top);
-      ch[c] = _mm256_slli_epi16(x, 2);
-    }
+    convert.operator()<kNch>(y + i, u + i, v + i, ch);
     if (kNch == 1) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), ch[0]);
       continue;
@@ -383,10 +402,80 @@ void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const 
   s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
 }
 
+// yuv_rgb and affine_int fused, 16 pixels per step: each channel is mapped with its own
+// constants (element i * nch + c has channel c, as nch is the stage's period), packed to
+// bytes, and the three channels interleaved by PSHUFB per lane (24 bytes each).
+template <int kNch>
+int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
+                      uint8_t* out) {
+  const YuvConvert convert(k);
+  __m256i whole[3], mul[3], add[3];
+  for (int c = 0; c < kNch; ++c) {
+    whole[c] = _mm256_set1_epi16(st.iwhole[c]);
+    mul[c] = _mm256_set1_epi16(static_cast<int16_t>(st.imul[c]));
+    add[c] = _mm256_set1_epi16(st.iadd[c]);
+  }
+  const __m128i shift = _mm_cvtsi32_si128(st.shift);
+  const __m256i lo = _mm256_set1_epi16(st.lo), hi = _mm256_set1_epi16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  // byte e = 16j + t of a lane's 24 comes from channel e % 3 of pixel e / 3: channels 0 and 1
+  // are in the pack of (0, 1) at p and 8 + p, channel 2 in the pack of (2, 2) at p
+  struct Controls {
+    alignas(32) uint8_t b[2][2][32];
+  };
+  static const Controls controls = [] {
+    Controls t{};
+    for (int j = 0; j < 2; ++j)
+      for (int lane = 0; lane < 2; ++lane)
+        for (int b = 0; b < 16; ++b) {
+          const int e = 16 * j + b, p = e / 3, c = e % 3;
+          t.b[j][0][16 * lane + b] = e < 24 && c < 2 ? static_cast<uint8_t>(8 * c + p) : 0x80;
+          t.b[j][1][16 * lane + b] = e < 24 && c == 2 ? static_cast<uint8_t>(p) : 0x80;
+        }
+    return t;
+  }();
+  auto ctl = [&](int j, int m) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(controls.b[j][m])); };
+  auto pack = [&](__m256i a, __m256i b) { return s8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b); };
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i ch[3];
+    convert.operator()<kNch>(y + i, u + i, v + i, ch);
+    for (int c = 0; c < kNch; ++c) {
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16 (see affine_int)
+      const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
+      const __m256i t = _mm256_sra_epi16(_mm256_add_epi16(prod, add[c]), shift);
+      ch[c] = st.saturating ? t : _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
+    }
+    uint8_t* o = out + kNch * i;
+    if (kNch == 1) {
+      const __m256i bytes = _mm256_permute4x64_epi64(pack(ch[0], ch[0]), _MM_SHUFFLE(3, 1, 2, 0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm256_castsi256_si128(bytes));
+      continue;
+    }
+    const __m256i a = pack(ch[0], ch[1]), b = pack(ch[2], ch[2]);
+    const __m256i first = _mm256_or_si256(_mm256_shuffle_epi8(a, ctl(0, 0)), _mm256_shuffle_epi8(b, ctl(0, 1)));
+    const __m256i last = _mm256_or_si256(_mm256_shuffle_epi8(a, ctl(1, 0)), _mm256_shuffle_epi8(b, ctl(1, 1)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o), _mm256_castsi256_si128(first));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 16), _mm256_castsi256_si128(last));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 24), _mm256_extracti128_si256(first, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + 40), _mm256_extracti128_si256(last, 1));
+  }
+  return i;
+}
+
+void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
+                  void* out) {
+  int i = 0;
+  if (k.nch == 1) i = yuv_quantize_simd<1>(y, u, v, n, k, st, static_cast<uint8_t*>(out));
+  if (k.nch == 3) i = yuv_quantize_simd<3>(y, u, v, n, k, st, static_cast<uint8_t*>(out));
+  s16_yuv_quantize__scalar(y, u, v, i, n, k, st, out);
+}
+
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
+                         yuv_quantize};
   return k;
 }
 

@@ -168,6 +168,10 @@ struct Kernels {
   void (*matrix)(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out);
   // Fixed-point YUV -> RGB of n pixels into k.nch interleaved channels (see Yuv).
   void (*yuv_rgb)(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out);
+  // yuv_rgb, then affine by the stage's integer map (st.int_map, an integer output), fused:
+  // the converted colour never goes through memory. Same values as the two calls.
+  void (*yuv_quantize)(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
+                       void* out);
 };
 
 const Kernels& kernels__scalar();
@@ -185,6 +189,8 @@ void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16
 void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out);
 void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
                          int16_t* out);
+void s16_yuv_quantize__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
+                              const Stage& st, void* out);
 void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
                         const Stage& st, void* out);
 

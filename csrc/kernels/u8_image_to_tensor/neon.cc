@@ -198,7 +198,8 @@ inline void store24(const float32x4_t* x, const Stage& st, void* out, int i) {
 
 // Integer outputs by the stage's proven int16 map (Stage::int_map): 24 elements per step,
 // no float conversion; (v * mul) >> 16 by UMULL and SHRN. Values are clamped to
-// [lo, hi] inside the type, so the saturating narrows are exact.
+// [lo, hi] inside the type, so the saturating narrows are exact; when [lo, hi] is the
+// type's whole range (Stage::saturating) the narrows are the clamp (the values are int16).
 void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
   uint16x8_t mul[3];
   int16x8_t whole[3], add[3];
@@ -220,7 +221,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
       const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
       // v * whole wraps mod 2^16 like the sums: the true total is in int16
       const int16x8_t t = vaddq_s16(vmlaq_s16(h, vreinterpretq_s16_u16(x), whole[k]), add[k]);
-      const int16x8_t y = vminq_s16(vmaxq_s16(vshlq_s16(t, shift), lo), hi);
+      int16x8_t y = vshlq_s16(t, shift);
+      if (!st.saturating) y = vminq_s16(vmaxq_s16(y, lo), hi);
       if (s8)
         vst1_s8(reinterpret_cast<int8_t*>(o + i + 8 * k), vqmovn_s16(y));
       else
@@ -283,26 +285,42 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
-// Fixed-point YUV -> RGB, 8 pixels per step (see Yuv and s16_yuv_rgb__scalar): T is
-// SQRDMULH (no saturation: no coefficient is -2^15); ST3 interleaves three channels.
+// Fixed-point YUV -> RGB of 8 pixels (see Yuv and s16_yuv_rgb__scalar): T is SQRDMULH (no
+// saturation: no coefficient is -2^15).
+struct YuvConvert {
+  explicit YuvConvert(const Yuv& k)
+      : k(k),
+        sy(vdupq_n_s16(static_cast<int16_t>(k.sy))),
+        su(vdupq_n_s16(static_cast<int16_t>(k.su))),
+        sv(vdupq_n_s16(static_cast<int16_t>(k.sv))),
+        yoff(vdupq_n_s16(k.y_off)) {}
+
+  void operator()(const int16_t* y, const int16_t* u, const int16_t* v, int16x8_t ch[3]) const {
+    const int16x8_t coff = vdupq_n_s16(4096), top = vdupq_n_s16(255 * 32), zero = vdupq_n_s16(0);
+    const int16x8_t ys = load(y, yoff, sy), us = load(u, coff, su), vs = load(v, coff, sv);
+    const int16x8_t luma = vqrdmulhq_n_s16(ys, k.ky);
+    for (int c = 0; c < k.nch; ++c) {
+      const int16x8_t x = vaddq_s16(luma, vaddq_s16(vqrdmulhq_n_s16(us, k.ku[c]), vqrdmulhq_n_s16(vs, k.kv[c])));
+      ch[c] = vshlq_n_s16(vminq_s16(vmaxq_s16(x, zero), top), 2);
+    }
+  }
+
+  static int16x8_t load(const int16_t* p, int16x8_t off, int16x8_t shift) {
+    return vshlq_s16(vsubq_s16(vshrq_n_s16(vaddq_s16(vld1q_s16(p), vdupq_n_s16(2)), 2), off), shift);
+  }
+
+  const Yuv& k;
+  int16x8_t sy, su, sv, yoff;
+};
+
+// ST3 interleaves three channels.
 void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
-  const int16x8_t sy = vdupq_n_s16(static_cast<int16_t>(k.sy)), su = vdupq_n_s16(static_cast<int16_t>(k.su));
-  const int16x8_t sv = vdupq_n_s16(static_cast<int16_t>(k.sv));
-  const int16x8_t two = vdupq_n_s16(2), yoff = vdupq_n_s16(k.y_off), coff = vdupq_n_s16(4096);
-  const int16x8_t top = vdupq_n_s16(255 * 32), zero = vdupq_n_s16(0);
-  auto load = [&](const int16_t* p, int16x8_t off, int16x8_t shift) {
-    return vshlq_s16(vsubq_s16(vshrq_n_s16(vaddq_s16(vld1q_s16(p), two), 2), off), shift);
-  };
+  const YuvConvert convert(k);
   const int nch = k.nch;
   int i = 0;
   for (; i + 8 <= n && (nch == 1 || nch == 3); i += 8) {
-    const int16x8_t ys = load(y + i, yoff, sy), us = load(u + i, coff, su), vs = load(v + i, coff, sv);
-    const int16x8_t luma = vqrdmulhq_n_s16(ys, k.ky);
     int16x8_t ch[3];
-    for (int c = 0; c < nch; ++c) {
-      int16x8_t x = vaddq_s16(luma, vaddq_s16(vqrdmulhq_n_s16(us, k.ku[c]), vqrdmulhq_n_s16(vs, k.kv[c])));
-      ch[c] = vshlq_n_s16(vminq_s16(vmaxq_s16(x, zero), top), 2);
-    }
+    convert(y + i, u + i, v + i, ch);
     if (nch == 1)
       vst1q_s16(out + i, ch[0]);
     else
@@ -311,10 +329,46 @@ void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const 
   s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
 }
 
+// yuv_rgb and affine_int fused, 8 pixels per step: each channel is mapped with its own
+// constants (element i * nch + c has channel c, as nch is the stage's period), narrowed to
+// bytes and interleaved by ST3.
+void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
+                  void* out) {
+  const YuvConvert convert(k);
+  const int nch = k.nch;
+  const int16x8_t shift = vdupq_n_s16(static_cast<int16_t>(-st.shift));
+  const int16x8_t lo = vdupq_n_s16(st.lo), hi = vdupq_n_s16(st.hi);
+  const bool s8 = st.type == OutType::kInt8;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  int i = 0;
+  for (; i + 8 <= n && (nch == 1 || nch == 3); i += 8) {
+    int16x8_t ch[3];
+    convert(y + i, u + i, v + i, ch);
+    uint8x8_t b[3];
+    for (int c = 0; c < nch; ++c) {
+      const uint16x8_t x = vreinterpretq_u16_s16(ch[c]);
+      const uint32x4_t pl = vmull_n_u16(vget_low_u16(x), st.imul[c]);
+      const uint32x4_t ph = vmull_high_n_u16(x, st.imul[c]);
+      const int16x8_t h = vreinterpretq_s16_u16(vcombine_u16(vshrn_n_u32(pl, 16), vshrn_n_u32(ph, 16)));
+      // v * whole wraps mod 2^16 like the sums: the true total is in int16 (see affine_int)
+      const int16x8_t t = vaddq_s16(vmlaq_n_s16(h, ch[c], st.iwhole[c]), vdupq_n_s16(st.iadd[c]));
+      int16x8_t q = vshlq_s16(t, shift);
+      if (!st.saturating) q = vminq_s16(vmaxq_s16(q, lo), hi);
+      b[c] = s8 ? vreinterpret_u8_s8(vqmovn_s16(q)) : vqmovun_s16(q);
+    }
+    if (nch == 1)
+      vst1_u8(o + i, b[0]);
+    else
+      vst3_u8(o + 3 * i, (uint8x8x3_t{{b[0], b[1], b[2]}}));
+  }
+  s16_yuv_quantize__scalar(y, u, v, i, n, k, st, out);
+}
+
 }  // namespace
 
 const Kernels& kernels__neon() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
+                         yuv_quantize};
   return k;
 }
 

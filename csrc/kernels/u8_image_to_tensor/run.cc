@@ -191,8 +191,7 @@ class RowRunner {
       if (p_.yuv) {
         const int16_t *a0, *a1, *a2;
         inputs(0, a0, a1, a2);
-        k_.yuv_rgb(a0, a1, a2, n, p_.yuv_row, ws_.colour.data());
-        k_.affine(ws_.colour.data(), n * out_c, p_.stage[0], content);
+        yuv_row(a0, a1, a2, p_.yuv_row, p_.stage[0], content);
       } else if (!p_.matrix) {
         k_.affine(ws_.pass[0].v.data(), n * out_c, p_.stage[0], content);
       } else {
@@ -209,15 +208,22 @@ class RowRunner {
       uint8_t* content = row + static_cast<size_t>(p_.dst_x) * esize_;
       const int16_t *a0, *a1, *a2;
       inputs(c, a0, a1, a2);
-      if (p_.yuv) {
-        k_.yuv_rgb(a0, a1, a2, n, p_.yuv_plane[c], ws_.colour.data());
-        k_.affine(ws_.colour.data(), n, p_.stage[c], content);
-      } else if (!p_.matrix)
+      if (p_.yuv)
+        yuv_row(a0, a1, a2, p_.yuv_plane[c], p_.stage[c], content);
+      else if (!p_.matrix)
         k_.affine(a0, n, p_.stage[c], content);
       else
         k_.matrix(a0, a1, a2, n, p_.stage[c], content);
       fill(row, p_.dst_x + n, p_.out_w, 1, c);
     }
+  }
+
+  // YUV -> RGB and the affine stage of one row (or channel plane): fused when the stage
+  // has an integer map, else through the colour row.
+  void yuv_row(const int16_t* y, const int16_t* u, const int16_t* v, const Yuv& k, const Stage& st, uint8_t* out) {
+    if (st.int_map) return k_.yuv_quantize(y, u, v, p_.dst_w, k, st, out);
+    k_.yuv_rgb(y, u, v, p_.dst_w, k, ws_.colour.data());
+    k_.affine(ws_.colour.data(), p_.dst_w * k.nch, st, out);
   }
 
   // The colour stage's input rows for output channel c (NCHW) or for the row (NHWC, c = 0).

@@ -143,20 +143,41 @@ void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2,
   }
 }
 
-// Fixed-point YUV -> RGB (see Yuv in image_to_tensor.h): int32 arithmetic here; every
-// value fits int16, and T is exactly PMULHRSW / SQRDMULH (>> of a negative int is floor).
+namespace {
+
+// Fixed-point YUV -> RGB of pixel i (see Yuv in image_to_tensor.h) into k.nch values in
+// 1/128 levels: int32 arithmetic here; every value fits int16, and T is exactly PMULHRSW /
+// SQRDMULH (>> of a negative int is floor).
+inline void yuv_pixel(const int16_t* y, const int16_t* u, const int16_t* v, int i, const Yuv& k, int16_t* rgb) {
+  auto term = [](int32_t x, int32_t coef) { return (x * coef + (1 << 14)) >> 15; };
+  const int32_t ys = (((y[i] + 2) >> 2) - k.y_off) << k.sy;  // 1/32 levels, shifted
+  const int32_t us = (((u[i] + 2) >> 2) - 4096) << k.su;
+  const int32_t vs = (((v[i] + 2) >> 2) - 4096) << k.sv;
+  const int32_t luma = term(ys, k.ky);
+  for (int c = 0; c < k.nch; ++c) {
+    int32_t x = luma + term(us, k.ku[c]) + term(vs, k.kv[c]);
+    x = std::min(std::max(x, 0), 255 * 32);
+    rgb[c] = static_cast<int16_t>(x * 4);
+  }
+}
+
+}  // namespace
+
 void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
                          int16_t* out) {
-  auto term = [](int32_t x, int32_t coef) { return (x * coef + (1 << 14)) >> 15; };
+  for (int i = begin; i < end; ++i) yuv_pixel(y, u, v, i, k, out + i * k.nch);
+}
+
+// The affine stage applied to each converted pixel as it comes (element i * nch + c).
+void s16_yuv_quantize__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
+                              const Stage& st, void* out) {
   for (int i = begin; i < end; ++i) {
-    const int32_t ys = (((y[i] + 2) >> 2) - k.y_off) << k.sy;  // 1/32 levels, shifted
-    const int32_t us = (((u[i] + 2) >> 2) - 4096) << k.su;
-    const int32_t vs = (((v[i] + 2) >> 2) - 4096) << k.sv;
-    const int32_t luma = term(ys, k.ky);
+    int16_t rgb[3];
+    yuv_pixel(y, u, v, i, k, rgb);
     for (int c = 0; c < k.nch; ++c) {
-      int32_t x = luma + term(us, k.ku[c]) + term(vs, k.kv[c]);
-      x = std::min(std::max(x, 0), 255 * 32);
-      out[i * k.nch + c] = static_cast<int16_t>(x * 4);
+      const int e = i * k.nch + c;
+      const Channel& ch = st.ch[e % st.period];
+      emit(st.type, out, e, static_cast<float>(rgb[c]) * ch.scale + ch.bias, st.qmin, st.qmax);
     }
   }
 }
@@ -183,11 +204,16 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
 void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
   s16_yuv_rgb__scalar(y, u, v, 0, n, k, out);
 }
+void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
+                  void* out) {
+  s16_yuv_quantize__scalar(y, u, v, 0, n, k, st, out);
+}
 
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb};
+  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
+                         yuv_quantize};
   return k;
 }
 
