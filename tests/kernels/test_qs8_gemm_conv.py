@@ -186,13 +186,15 @@ def assert_dwconv_matches_reference(
 def _schedule_quantization(rng, variant, zero_points, out_channels, taps, activation):
     """(input q, weight scales, output q, activation) of a schedule case: per-channel weight
     scales, or one weight scale with an output scale below input * weight scale, so that the
-    multipliers exceed 1 and shift left."""
+    multipliers exceed 1 and shift left, or slightly above it, so that no channel shifts
+    (a multiplier of 0.7: the requantization without a rounding shift)."""
     in_q = (random_scale(rng), int(rng.choice(zero_points)))
     if variant == "per_channel":
         ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(out_channels)], np.float32)
         return in_q, ws, (_output_scale(rng, in_q[0], ws, taps), int(rng.integers(-128, 128))), activation
     ws = random_scale(rng, 1e-3, 0.05)
-    return in_q, ws, (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128))), "none"
+    factor = 0.77 if variant == "per_tensor_left_shift" else 1 / 0.7
+    return in_q, ws, (float(np.float32(in_q[0] * ws * factor)), int(rng.integers(-128, 128))), "none"
 
 
 def _small_products(x, weights, bias, zero_point):
@@ -224,7 +226,7 @@ DW_SHAPES = [
 
 
 @pytest.mark.parametrize("shape", range(len(DW_SHAPES)))
-@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift", "per_tensor_no_shift"])
 def test_depthwise_conv2d_simd_schedules(shape, variant):
     h, w, c, multiplier, (kh, kw), stride, dilation, padding = DW_SHAPES[shape]
     rng = np.random.default_rng(4000 + 10 * shape + (variant != "per_channel"))
@@ -258,7 +260,7 @@ STEM_SHAPES = [
 
 
 @pytest.mark.parametrize("shape", range(len(STEM_SHAPES)))
-@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift", "per_tensor_no_shift"])
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))

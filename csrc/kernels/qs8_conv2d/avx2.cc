@@ -137,16 +137,8 @@ void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* 
 }  // namespace
 
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  switch (rq_flags(w.any_left_shift(), w.gemm().requantization())) {
-    case 0:
-      return run<0>(w, g, in, out);
-    case kRqLeft:
-      return run<kRqLeft>(w, g, in, out);
-    case kRqClamp:
-      return run<kRqClamp>(w, g, in, out);
-    default:
-      return run<kRqLeft | kRqClamp>(w, g, in, out);
-  }
+  with_rq_flags(rq_flags(w.any_left_shift(), w.gemm().requantization()),
+                [&](auto flags) { run<flags()>(w, g, in, out); });
 }
 
 }  // namespace edgeinf::qs8
