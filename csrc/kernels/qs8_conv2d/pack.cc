@@ -16,7 +16,8 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
   const int8_t* wk = gemm_.weights();
   auto at = [&](size_t c, size_t kk) -> int8_t { return c < n && kk < k ? wk[c * k + kk] : 0; };
   const Requantization& q = gemm_.requantization();
-  for (size_t c = 0; c < n; ++c) any_left_shift_ = any_left_shift_ || q.left_shift[c] != 0;
+  const bool fold = left_shifts_fold(q, n);
+  for (size_t c = 0; c < n; ++c) avx2_left_shift_ = avx2_left_shift_ || (!fold && q.left_shift[c] != 0);
 
   const size_t blocks16 = (n + 15) / 16, blocks8 = (n + 7) / 8;
   const size_t run = k_w * in_c, rp = avx2_row_pairs();
@@ -28,14 +29,15 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
       for (size_t h = 0; h < 2; ++h) {
         for (size_t i = 0; i < 8; ++i) {
           const size_t c = b * 16 + unpack_lane_channel(h, i);
-          dst[h * 16 + 2 * i] = at(c, ky * run + e);
-          dst[h * 16 + 2 * i + 1] = e + 1 < run ? at(c, ky * run + e + 1) : 0;
+          const int32_t scale = fold && c < n ? 1 << q.left_shift[c] : 1;
+          dst[h * 16 + 2 * i] = static_cast<int16_t>(at(c, ky * run + e) * scale);
+          dst[h * 16 + 2 * i + 1] = static_cast<int16_t>(e + 1 < run ? at(c, ky * run + e + 1) * scale : 0);
         }
       }
     }
   }
   avx2_params_.assign(blocks16 * kRqParams * 16, 0);
-  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, avx2_params_.data());
+  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, fold, avx2_params_.data());
 
   neon_panel_.assign(blocks8 * kp2 * 8, 0);
   for (size_t b = 0; b < blocks8; ++b) {
