@@ -192,20 +192,35 @@ def assert_dwconv_matches_reference(
         assert_same(got, want, f"{what} on {isa}")
 
 
+SCHEDULE_VARIANTS = ["per_channel", "per_tensor_left_shift", "per_tensor_large_left_shift", "per_tensor_no_shift"]
+
+
 def _schedule_quantization(rng, variant, zero_points, out_channels, taps, activation):
     """(input q, weight scales, output q, activation) of a schedule case: per-channel weight
     scales, or one weight scale with an output scale below input * weight scale, so that the
-    multipliers exceed 1 and shift left."""
+    multipliers exceed 1 and shift left (by 1, or by 10: beyond what the AVX2 kernels fold
+    into the weights), or slightly above it, so that no channel shifts (a multiplier of 0.7:
+    the requantization without a rounding shift)."""
     in_q = (random_scale(rng), int(rng.choice(zero_points)))
     if variant == "per_channel":
         ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(out_channels)], np.float32)
         return in_q, ws, (_output_scale(rng, in_q[0], ws, taps), int(rng.integers(-128, 128))), activation
     ws = random_scale(rng, 1e-3, 0.05)
-    return in_q, ws, (float(np.float32(in_q[0] * ws * 0.77)), int(rng.integers(-128, 128))), "none"
+    factor = {"per_tensor_left_shift": 0.77, "per_tensor_large_left_shift": 1 / 600, "per_tensor_no_shift": 1 / 0.7}[
+        variant
+    ]
+    return in_q, ws, (float(np.float32(in_q[0] * ws * factor)), int(rng.integers(-128, 128))), "none"
 
 
-def _small_products(x, weights, bias, zero_point):
-    """Shrunk inputs, weights and bias, so that left-shifted outputs do not all saturate."""
+def _small_products(x, weights, bias, zero_point, variant):
+    """Shrunk inputs, weights and bias, so that left-shifted outputs do not all saturate.
+    With a multiplier of 600 only accumulators of -1, 0 and 1 (mostly 0) stay unsaturated."""
+    if variant == "per_tensor_large_left_shift":
+        rng = np.random.default_rng(x.size)
+        step = rng.choice(np.array([-1, 0, 0, 0, 0, 0, 1]), x.shape)
+        x = np.clip(step + zero_point, -128, 127).astype(np.int8)
+        weights = rng.choice(np.array([-1, 0, 0, 1], np.int8), weights.shape)
+        return x, weights, np.zeros_like(bias)
     x = np.clip(x.astype(np.int32) // 16 + zero_point, -128, 127).astype(np.int8)
     return x, (weights // 64).astype(np.int8), bias // 512
 
@@ -233,7 +248,7 @@ DW_SHAPES = [
 
 
 @pytest.mark.parametrize("shape", range(len(DW_SHAPES)))
-@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+@pytest.mark.parametrize("variant", SCHEDULE_VARIANTS)
 def test_depthwise_conv2d_simd_schedules(shape, variant):
     h, w, c, multiplier, (kh, kw), stride, dilation, padding = DW_SHAPES[shape]
     rng = np.random.default_rng(4000 + 10 * shape + (variant != "per_channel"))
@@ -245,7 +260,7 @@ def test_depthwise_conv2d_simd_schedules(shape, variant):
     bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
     x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
     if variant != "per_channel":
-        x, weights, bias = _small_products(x, weights, bias, in_q[1])
+        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
     assert_dwconv_matches_reference(
         x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=variant
     )
@@ -267,7 +282,7 @@ STEM_SHAPES = [
 
 
 @pytest.mark.parametrize("shape", range(len(STEM_SHAPES)))
-@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_left_shift"])
+@pytest.mark.parametrize("variant", SCHEDULE_VARIANTS)
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
@@ -276,7 +291,7 @@ def test_conv2d_few_input_channels(shape, variant):
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
     x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
     if variant != "per_channel":
-        x, weights, bias = _small_products(x, weights, bias, in_q[1])
+        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
     model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
                        out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
     want = run(model, [x])

@@ -1,13 +1,18 @@
 // AVX2 direct conv2d for few input channels (conv2d.h): 6 output pixels x 16 output
 // channels per tile, two K values per VPMADDWD.
 //
-// A chunk of output pixels gets its window rows (raw int8, padded taps as the input
-// zero point), widened once to int16; a tile broadcasts a pair of K values of each of its
-// 6 rows and multiplies it with the packed weight pairs of 16 channels (int16 products of
-// int8 values: a pair sum is at most 2 * 128 * 128, exact in int32). Accumulators start
-// from bias - zero_point * sum(w), so a padded tap adds zp * w - zp * w = 0 like the
-// reference's skipped tap, and the total equals the reference accumulator modulo 2^32.
-// Accumulators are in rq_params.h's lane order, requantized by rq_avx2_inl.h.
+// A tile broadcasts a pair of int16 input values of each of its 6 pixels and multiplies it
+// with the packed weight pairs of 16 channels (int16 products of int8 values: a pair sum
+// is at most 2 * 128 * 128, exact in int32). Pairs never straddle two filter rows (the
+// panel pads each row's run with a zero weight), so they are read straight from input
+// rows widened to int16 once per call: with dilation 1 across, a window's filter row is a
+// contiguous run of such a row, and 6 adjacent output pixels are runs stride * in_c values
+// apart. Widened rows carry the input zero point in the padding columns; rows outside the
+// image are all zero points. Other geometries (dilation across) copy each window first.
+// Accumulators start from bias - zero_point * sum(w), so a padded tap adds
+// zp * w - zp * w = 0 like the reference's skipped tap, and the total equals the
+// reference accumulator modulo 2^32. Accumulators are in rq_params.h's lane order,
+// requantized by rq_avx2_inl.h.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,11 +35,12 @@ inline __m256i broadcast_pair(const int16_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// Rows [0, kRows) of a (row stride kp int16) times one 16-channel block; stores `rows`
-// rows of `ncols` channels at out (row stride out_stride).
+// Pixels [0, kRows) times one 16-channel block. Filter row ky of pixel r starts at
+// rows[ky] + r * pixel_stride; each has rp pairs. Stores `npix` pixels of `ncols` channels
+// at out (pixel stride out_stride).
 template <int kRq>
-void tile(const int16_t* a, size_t kp, const int16_t* panel, const int32_t* prm, const Output& q, size_t rows,
-          size_t ncols, int8_t* out, size_t out_stride) {
+void tile(const int16_t* const* rows, size_t k_h, size_t rp, size_t pixel_stride, const int16_t* panel,
+          const int32_t* prm, const Output& q, size_t npix, size_t ncols, int8_t* out, size_t out_stride) {
   __m256i acc[kRows][2];
   const __m256i s0 = load(prm + kRqStart * 16), s1 = load(prm + kRqStart * 16 + 8);
 #pragma GCC unroll 6
@@ -42,18 +48,21 @@ void tile(const int16_t* a, size_t kp, const int16_t* panel, const int32_t* prm,
     acc[r][0] = s0;
     acc[r][1] = s1;
   }
-  for (size_t k = 0; k < kp; k += 2, panel += 32) {
-    const __m256i w0 = load(panel), w1 = load(panel + 16);
+  for (size_t ky = 0; ky < k_h; ++ky) {
+    const int16_t* a = rows[ky];
+    for (size_t j = 0; j < rp; ++j, a += 2, panel += 32) {
+      const __m256i w0 = load(panel), w1 = load(panel + 16);
 #pragma GCC unroll 6
-    for (size_t r = 0; r < kRows; ++r) {
-      const __m256i av = broadcast_pair(a + r * kp + k);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, w0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, w1));
+      for (size_t r = 0; r < kRows; ++r) {
+        const __m256i av = broadcast_pair(a + r * pixel_stride);
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, w0));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, w1));
+      }
     }
   }
 #pragma GCC unroll 6
   for (size_t r = 0; r < kRows; ++r) {
-    if (r >= rows) break;
+    if (r >= npix) break;
     const __m128i v = requantize16<kRq>(acc[r][0], acc[r][1], prm, q);
     if (ncols == 16) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride), v);
@@ -65,71 +74,91 @@ void tile(const int16_t* a, size_t kp, const int16_t* panel, const int32_t* prm,
   }
 }
 
-// Window rows of pixels [p0, p0 + m) as int16 at dst (row stride kp). A window inside
-// the image with rows of at most 16 contiguous values (dilation 1 across) is loaded row by
-// row with 16-byte loads (each store's excess is overwritten by the next filter row or
-// is the K padding, zeroed after; dst has 16 values of slack); other windows go through
-// the portable conv_window_rows.
-void window_rows16(const ConvGeometry& g, const int8_t* in, int8_t zp, size_t p0, size_t m, size_t kp, int16_t* dst) {
-  const size_t run = g.k_w * g.in_c, k = g.k_h * run;
-  const bool fast = g.dilation_w == 1 && run <= 16;
-  const int8_t* in_end = in + g.batch * g.in_h * g.in_w * g.in_c;
-  const ptrdiff_t row_stride = static_cast<ptrdiff_t>(g.in_w * g.in_c * g.dilation_h);
-  const ptrdiff_t span_h = static_cast<ptrdiff_t>((g.k_h - 1) * g.dilation_h), span_w = static_cast<ptrdiff_t>(g.k_w - 1);
-  size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
-  alignas(16) int8_t tmp[16];
-  std::vector<int8_t> slow(kp);
-  for (size_t i = 0; i < m; ++i, dst += kp) {
-    const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
-    const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
-    if (fast && iy0 >= 0 && iy0 + span_h < static_cast<ptrdiff_t>(g.in_h) && ix0 >= 0 &&
-        ix0 + span_w < static_cast<ptrdiff_t>(g.in_w)) {
-      const int8_t* s = in + ((b * g.in_h + static_cast<size_t>(iy0)) * g.in_w + static_cast<size_t>(ix0)) * g.in_c;
-      int16_t* d = dst;
-      for (size_t ky = 0; ky < g.k_h; ++ky, s += row_stride, d += run) {
-        __m128i v;
-        if (s + 16 <= in_end) {
-          v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-        } else {
-          std::memcpy(tmp, s, run);
-          v = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp));
+// All blocks of `npix` pixels whose filter rows start at rows[ky] (pixel stride apart).
+template <int kRq>
+inline void pixels(const ConvWeights& w, const int16_t* const* rows, size_t pixel_stride, const Output& q,
+                   size_t npix, size_t n, int8_t* out) {
+  const size_t k_h = w.k_h(), rp = w.avx2_row_pairs();
+  for (size_t b = 0; b * 16 < n; ++b) {
+    tile<kRq>(rows, k_h, rp, pixel_stride, w.avx2_panel() + b * k_h * rp * 32, w.avx2_params() + b * kRqParams * 16,
+              q, npix, std::min<size_t>(16, n - b * 16), out + b * 16, n);
+  }
+}
+
+// Dilation 1 across: input rows widened once into a ring (a window's rows are consecutive
+// modulo its height), each row as [pad_left zero-point columns][in_w columns][zero points
+// up to the last window's end, plus slack for the zero-weight partner and the tile's
+// unused pixels].
+template <int kRq>
+void run_widened(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  const size_t C = g.in_c, S = g.stride_w, n = g.out_c;
+  const size_t pad_left = static_cast<size_t>(g.pad_left);
+  const size_t cols = std::max(pad_left + g.in_w, (g.out_w + kRows) * S + g.k_w);
+  const size_t row_len = cols * C + 16;
+  const size_t slots = (g.k_h - 1) * g.dilation_h + 1;
+  const int16_t zp = static_cast<int16_t>(w.input_zero_point());
+  std::vector<int16_t> ring(slots * row_len), zero_row(row_len, zp);
+  std::vector<ptrdiff_t> tags(slots, -1);
+  std::vector<const int16_t*> rows(g.k_h), tile_rows(g.k_h);
+  const Output q(w.gemm().requantization());
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
+      for (size_t ky = 0; ky < g.k_h; ++ky) {
+        const ptrdiff_t iy = iy0 + static_cast<ptrdiff_t>(ky * g.dilation_h);
+        if (iy < 0 || iy >= static_cast<ptrdiff_t>(g.in_h)) {
+          rows[ky] = zero_row.data();
+          continue;
         }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_cvtepi8_epi16(v));
+        const size_t index = b * g.in_h + static_cast<size_t>(iy), slot = index % slots;
+        int16_t* dst = ring.data() + slot * row_len;
+        if (tags[slot] != static_cast<ptrdiff_t>(index)) {
+          const int8_t* src = in + index * g.in_w * C;
+          std::fill(dst, dst + row_len, zp);
+          int16_t* d = dst + pad_left * C;
+          size_t i = 0;
+          for (; i + 16 <= g.in_w * C; i += 16) {
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i),
+                                _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+          }
+          for (; i < g.in_w * C; ++i) d[i] = src[i];
+          tags[slot] = static_cast<ptrdiff_t>(index);
+        }
+        rows[ky] = dst;
       }
-      for (size_t j = k; j < kp; ++j) dst[j] = 0;
-    } else {
-      conv_window_rows(g, in, zp, p0 + i, 1, kp, slow.data());
-      for (size_t j = 0; j < kp; ++j) dst[j] = slow[j];
-    }
-    if (++ox == g.out_w) {
-      ox = 0;
-      if (++oy == g.out_h) {
-        oy = 0;
-        ++b;
+      int8_t* orow = out + (b * g.out_h + oy) * g.out_w * n;
+      for (size_t ox = 0; ox < g.out_w; ox += kRows) {
+        for (size_t ky = 0; ky < g.k_h; ++ky) tile_rows[ky] = rows[ky] + ox * S * C;
+        pixels<kRq>(w, tile_rows.data(), S * C, q, std::min(kRows, g.out_w - ox), n, orow + ox * n);
       }
     }
   }
 }
 
+// Any other geometry: each window copied (conv_window_rows), then widened into filter rows
+// of 2 * rp values, chunk by chunk of output pixels.
 template <int kRq>
-void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  const size_t n = g.out_c, kp = w.kp2(), blocks = (n + 15) / 16;
-  const size_t pixels = g.batch * g.out_h * g.out_w;
-  const size_t chunk = std::min<size_t>(std::max<size_t>(kRows, (16384 / kp) / kRows * kRows),
-                                        (pixels + kRows - 1) / kRows * kRows);
-  std::vector<int16_t> a16(chunk * kp + 16, 0);
+void run_windows(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  const size_t n = g.out_c, run = g.k_w * g.in_c, k = g.k_h * run, rp = w.avx2_row_pairs(), kpad = g.k_h * 2 * rp;
+  const size_t pixels_total = g.batch * g.out_h * g.out_w;
+  const size_t chunk = std::min<size_t>(std::max<size_t>(kRows, (8192 / kpad) / kRows * kRows),
+                                        (pixels_total + kRows - 1) / kRows * kRows);
+  std::vector<int8_t> a8(chunk * k);
+  std::vector<int16_t> a16(chunk * kpad, 0);
+  std::vector<const int16_t*> rows(g.k_h);
   const Output q(w.gemm().requantization());
   const int8_t zp = static_cast<int8_t>(w.input_zero_point());
-  for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
-    const size_t m = std::min(chunk, pixels - p0);
-    window_rows16(g, in, zp, p0, m, kp, a16.data());
-    std::fill(a16.begin() + static_cast<ptrdiff_t>(m * kp), a16.end(), int16_t{0});  // rows past m: computed, not stored
-    for (size_t r0 = 0; r0 < m; r0 += kRows) {
-      const size_t rows = std::min(kRows, m - r0);
-      for (size_t b = 0; b < blocks; ++b) {
-        tile<kRq>(a16.data() + r0 * kp, kp, w.avx2_panel() + b * kp * 16, w.avx2_params() + b * kRqParams * 16, q,
-                    rows, std::min<size_t>(16, n - b * 16), out + (p0 + r0) * n + b * 16, n);
+  for (size_t p0 = 0; p0 < pixels_total; p0 += chunk) {
+    const size_t m = std::min(chunk, pixels_total - p0);
+    conv_window_rows(g, in, zp, p0, m, k, a8.data());
+    for (size_t i = 0; i < m; ++i) {
+      for (size_t ky = 0; ky < g.k_h; ++ky) {
+        for (size_t e = 0; e < run; ++e) a16[i * kpad + ky * 2 * rp + e] = a8[i * k + ky * run + e];
       }
+    }
+    for (size_t r0 = 0; r0 < m; r0 += kRows) {
+      for (size_t ky = 0; ky < g.k_h; ++ky) rows[ky] = a16.data() + r0 * kpad + ky * 2 * rp;
+      pixels<kRq>(w, rows.data(), kpad, q, std::min(kRows, m - r0), n, out + (p0 + r0) * n);
     }
   }
 }
@@ -137,16 +166,11 @@ void run(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* 
 }  // namespace
 
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  switch (rq_flags(w.any_left_shift(), w.gemm().requantization())) {
-    case 0:
-      return run<0>(w, g, in, out);
-    case kRqLeft:
-      return run<kRqLeft>(w, g, in, out);
-    case kRqClamp:
-      return run<kRqClamp>(w, g, in, out);
-    default:
-      return run<kRqLeft | kRqClamp>(w, g, in, out);
-  }
+  const bool widened = g.dilation_w == 1 && g.pad_left >= 0;
+  with_rq_flags(rq_flags(w.avx2_left_shift(), w.gemm().requantization()), [&](auto flags) {
+    if (widened) return run_widened<flags()>(w, g, in, out);
+    run_windows<flags()>(w, g, in, out);
+  });
 }
 
 }  // namespace edgeinf::qs8

@@ -44,15 +44,22 @@ class ConvWeights {
   size_t in_c() const { return in_c_; }
   int32_t input_zero_point() const { return gemm_.input_zero_point(); }
   bool direct() const { return direct_; }  // the few-input-channel kernel applies
-  bool any_left_shift() const { return any_left_shift_; }
+  // Some channel shifts left by more than the AVX2 panel carries (rq_params.h).
+  bool avx2_left_shift() const { return avx2_left_shift_; }
 
   // Direct kernel panels (empty unless direct()); K is padded with zero weights.
-  //  - AVX2: [out_c / 16][kp2 / 2][16 lanes][2] int16, kp2 = K rounded up to 2, lanes in
-  //    rq_params.h's unpack order; avx2_params(): rq_params.h's blocks.
+  //  - AVX2: [out_c / 16][k_h * avx2_row_pairs()][16 lanes][2] int16: each filter row's
+  //    k_w * in_c values padded to an even count with a zero weight (the pairs then never
+  //    straddle two filter rows), lanes in rq_params.h's unpack order, times 2^left_shift
+  //    when every channel's left shift folds (rq_params.h); avx2_params():
+  //    rq_params.h's blocks.
   //  - NEON: [out_c / 8][kp2 / 2][8 channels][2] int8 (VMULL + VPADAL).
   //  - NEON dot product: [out_c / 16][kp4 / 4][16 channels][4] int8, kp4 = K rounded up to 4.
   size_t kp2() const { return (k() + 1) / 2 * 2; }
   size_t kp4() const { return (k() + 3) / 4 * 4; }
+  size_t k_h() const { return k_h_; }
+  size_t k_w() const { return k_w_; }
+  size_t avx2_row_pairs() const { return (k_w_ * in_c_ + 1) / 2; }
   const int16_t* avx2_panel() const { return avx2_panel_.data(); }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
   const int8_t* neon_panel() const { return neon_panel_.data(); }
@@ -60,8 +67,8 @@ class ConvWeights {
 
  private:
   GemmWeights gemm_;
-  size_t in_c_;
-  bool direct_ = false, any_left_shift_ = false;
+  size_t k_h_, k_w_, in_c_;
+  bool direct_ = false, avx2_left_shift_ = false;
   std::vector<int16_t> avx2_panel_;
   std::vector<int32_t> avx2_params_;
   std::vector<int8_t> neon_panel_, neondot_panel_;

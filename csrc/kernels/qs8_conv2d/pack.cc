@@ -9,31 +9,35 @@ namespace edgeinf::qs8 {
 
 ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, size_t in_c, const int32_t* bias,
                          int32_t input_zero_point, Requantization rq)
-    : gemm_(w, out_c, k_h * k_w * in_c, bias, input_zero_point, std::move(rq)), in_c_(in_c) {
+    : gemm_(w, out_c, k_h * k_w * in_c, bias, input_zero_point, std::move(rq)), k_h_(k_h), k_w_(k_w), in_c_(in_c) {
   direct_ = in_c <= kSmallInputChannels;
   if (!direct_) return;
   const size_t n = out_c, k = gemm_.k(), kp2 = this->kp2(), kp4 = this->kp4();
   const int8_t* wk = gemm_.weights();
   auto at = [&](size_t c, size_t kk) -> int8_t { return c < n && kk < k ? wk[c * k + kk] : 0; };
   const Requantization& q = gemm_.requantization();
-  for (size_t c = 0; c < n; ++c) any_left_shift_ = any_left_shift_ || q.left_shift[c] != 0;
+  const bool fold = left_shifts_fold(q, n);
+  for (size_t c = 0; c < n; ++c) avx2_left_shift_ = avx2_left_shift_ || (!fold && q.left_shift[c] != 0);
 
   const size_t blocks16 = (n + 15) / 16, blocks8 = (n + 7) / 8;
-  avx2_panel_.assign(blocks16 * kp2 * 16, 0);
+  const size_t run = k_w * in_c, rp = avx2_row_pairs();
+  avx2_panel_.assign(blocks16 * k_h * rp * 32, 0);
   for (size_t b = 0; b < blocks16; ++b) {
-    for (size_t p = 0; p < kp2 / 2; ++p) {
-      int16_t* dst = avx2_panel_.data() + (b * kp2 / 2 + p) * 32;
+    for (size_t p = 0; p < k_h * rp; ++p) {
+      int16_t* dst = avx2_panel_.data() + (b * k_h * rp + p) * 32;
+      const size_t ky = p / rp, e = 2 * (p % rp);
       for (size_t h = 0; h < 2; ++h) {
         for (size_t i = 0; i < 8; ++i) {
           const size_t c = b * 16 + unpack_lane_channel(h, i);
-          dst[h * 16 + 2 * i] = at(c, 2 * p);
-          dst[h * 16 + 2 * i + 1] = at(c, 2 * p + 1);
+          const int32_t scale = fold && c < n ? 1 << q.left_shift[c] : 1;
+          dst[h * 16 + 2 * i] = static_cast<int16_t>(at(c, ky * run + e) * scale);
+          dst[h * 16 + 2 * i + 1] = static_cast<int16_t>(e + 1 < run ? at(c, ky * run + e + 1) * scale : 0);
         }
       }
     }
   }
   avx2_params_.assign(blocks16 * kRqParams * 16, 0);
-  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, avx2_params_.data());
+  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, fold, avx2_params_.data());
 
   neon_panel_.assign(blocks8 * kp2 * 8, 0);
   for (size_t b = 0; b < blocks8; ++b) {

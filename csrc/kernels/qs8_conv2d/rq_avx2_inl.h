@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "rq_params.h"
 
@@ -22,7 +23,8 @@ static inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cas
 
 // MultiplyByQuantizedMultiplier of 8 lanes with their parameters in registers: the
 // multiplier of lane i | 1 in lane i (`multiplier_odd`) and half = (1 << right_shift) >> 1.
-template <bool kLeft>
+// Without kRight no channel shifts right, and the rounding divide by 2^0 is the identity.
+template <bool kLeft, bool kRight = true>
 static inline __m256i mbqm8(__m256i x, __m256i multiplier, __m256i multiplier_odd, __m256i left_shift,
                             __m256i right_shift, __m256i half) {
   if (kLeft) x = _mm256_sllv_epi32(x, left_shift);
@@ -31,16 +33,19 @@ static inline __m256i mbqm8(__m256i x, __m256i multiplier, __m256i multiplier_od
   const __m256i odd =
       _mm256_slli_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), multiplier_odd), round), 1);
   const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
+  if (!kRight) return y;
   const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), half);
   return _mm256_sign_epi32(_mm256_srlv_epi32(mag, right_shift), y);
 }
 
 // Half h (8 lanes) of a block whose parameters start at prm.
-template <bool kLeft>
+template <bool kLeft, bool kRight>
 static inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
-  return mbqm8<kLeft>(x, load(prm + kRqMultiplier * 16 + h * 8), load(prm + kRqMultiplierOdd * 16 + h * 8),
-                      kLeft ? load(prm + kRqLeftShift * 16 + h * 8) : _mm256_setzero_si256(),
-                      load(prm + kRqRightShift * 16 + h * 8), load(prm + kRqHalf * 16 + h * 8));
+  const __m256i zero = _mm256_setzero_si256();
+  return mbqm8<kLeft, kRight>(x, load(prm + kRqMultiplier * 16 + h * 8), load(prm + kRqMultiplierOdd * 16 + h * 8),
+                              kLeft ? load(prm + kRqLeftShift * 16 + h * 8) : zero,
+                              kRight ? load(prm + kRqRightShift * 16 + h * 8) : zero,
+                              kRight ? load(prm + kRqHalf * 16 + h * 8) : zero);
 }
 
 struct Output {
@@ -53,20 +58,38 @@ struct Output {
 };
 
 // Variants of the requantization, as template flags: kRqLeft when some channel shifts
-// left, kRqClamp when the activation range is narrower than int8 (else the saturating
-// packs are the clamp).
-enum : int { kRqLeft = 1, kRqClamp = 2 };
+// left, kRqRight when some channel shifts right (multipliers below 1/2), kRqClamp when the
+// activation range is narrower than int8 (else the saturating packs are the clamp).
+enum : int { kRqLeft = 1, kRqClamp = 2, kRqRight = 4 };
 
 inline int rq_flags(bool any_left_shift, const Requantization& rq) {
-  return (any_left_shift ? kRqLeft : 0) | (rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0);
+  bool any_right_shift = false;
+  for (int32_t s : rq.right_shift) any_right_shift = any_right_shift || s != 0;
+  return (any_left_shift ? kRqLeft : 0) | (any_right_shift ? kRqRight : 0) |
+         (rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0);
+}
+
+// Calls f(std::integral_constant<int, flags>()) for run-time flags.
+template <class F>
+inline void with_rq_flags(int flags, F&& f) {
+  switch (flags) {
+    case 0: return f(std::integral_constant<int, 0>());
+    case 1: return f(std::integral_constant<int, 1>());
+    case 2: return f(std::integral_constant<int, 2>());
+    case 3: return f(std::integral_constant<int, 3>());
+    case 4: return f(std::integral_constant<int, 4>());
+    case 5: return f(std::integral_constant<int, 5>());
+    case 6: return f(std::integral_constant<int, 6>());
+    default: return f(std::integral_constant<int, 7>());
+  }
 }
 
 // 16 int8 outputs in channel order from the block's two accumulator halves.
 template <int kFlags>
 static inline __m128i requantize16(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q) {
-  constexpr bool kLeft = (kFlags & kRqLeft) != 0;
-  const __m256i v16 =
-      _mm256_adds_epi16(_mm256_packs_epi32(mbqm_half<kLeft>(acc0, prm, 0), mbqm_half<kLeft>(acc1, prm, 1)), q.zero_point16);
+  constexpr bool kLeft = (kFlags & kRqLeft) != 0, kRight = (kFlags & kRqRight) != 0;
+  const __m256i lo = mbqm_half<kLeft, kRight>(acc0, prm, 0), hi = mbqm_half<kLeft, kRight>(acc1, prm, 1);
+  const __m256i v16 = _mm256_adds_epi16(_mm256_packs_epi32(lo, hi), q.zero_point16);
   const __m128i v8 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08));
   if (!(kFlags & kRqClamp)) return v8;
   return _mm_min_epi8(_mm_max_epi8(v8, q.lo), q.hi);

@@ -26,10 +26,23 @@ enum RqParam : size_t {
 // Channel of lane i (0-7) of half h (0-1) within a block of 16.
 inline size_t unpack_lane_channel(size_t h, size_t i) { return (i / 4) * 8 + h * 4 + i % 4; }
 
+// Left shifts up to this one are folded into the AVX2 panels' int16 weights (w * 2^s still
+// fits int16 for int8 w, a VPMADDWD pair sum int32) and into the start values, which then
+// equal the shifted accumulator modulo 2^32, as the reference's wrapping shift does.
+inline constexpr int32_t kMaxFoldedLeftShift = 8;
+
+inline bool left_shifts_fold(const Requantization& rq, size_t channels) {
+  for (size_t c = 0; c < channels; ++c) {
+    if (rq.left_shift[c] > kMaxFoldedLeftShift) return false;
+  }
+  return true;
+}
+
 // dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.
-// rq must have at least blocks * 16 entries (Requantization::pad_to).
+// rq must have at least blocks * 16 entries (Requantization::pad_to). With fold_left, the
+// start values carry the left shift and the left-shift parameters are 0.
 inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_t channels, size_t blocks,
-                           int32_t* dst) {
+                           bool fold_left, int32_t* dst) {
   for (size_t b = 0; b < blocks; ++b) {
     int32_t* prm = dst + b * kRqParams * 16;
     for (size_t h = 0; h < 2; ++h) {
@@ -39,10 +52,10 @@ inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_
         const size_t at = h * 8 + i;
         const bool live = c < channels;
         const int32_t rs = live ? rq.right_shift[c] : 0;
-        prm[kRqStart * 16 + at] = live ? start[c] : 0;
+        prm[kRqStart * 16 + at] = live ? (fold_left ? shift_left_wrapping(start[c], rq.left_shift[c]) : start[c]) : 0;
         prm[kRqMultiplier * 16 + at] = live ? rq.multiplier[c] : 0;
         prm[kRqMultiplierOdd * 16 + at] = c_odd < channels ? rq.multiplier[c_odd] : 0;
-        prm[kRqLeftShift * 16 + at] = live ? rq.left_shift[c] : 0;
+        prm[kRqLeftShift * 16 + at] = live && !fold_left ? rq.left_shift[c] : 0;
         prm[kRqRightShift * 16 + at] = rs;
         prm[kRqHalf * 16 + at] = static_cast<int32_t>((int64_t{1} << rs) >> 1);
       }

@@ -212,16 +212,7 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
     }
   }
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
-  switch (rq_flags(w.any_left_shift(), rq)) {
-    case 0:
-      return dispatch_pairs<0>(c, in, rows, out);
-    case kRqLeft:
-      return dispatch_pairs<kRqLeft>(c, in, rows, out);
-    case kRqClamp:
-      return dispatch_pairs<kRqClamp>(c, in, rows, out);
-    default:
-      return dispatch_pairs<kRqLeft | kRqClamp>(c, in, rows, out);
-  }
+  with_rq_flags(rq_flags(w.avx2_left_shift(), rq), [&](auto flags) { dispatch_pairs<flags()>(c, in, rows, out); });
 }
 
 }  // namespace edgeinf::qs8

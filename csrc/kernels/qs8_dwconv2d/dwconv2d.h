@@ -43,7 +43,8 @@ class DwWeights {
   const Requantization& requantization() const { return rq_; }
   // No weight is -128: two int8 products then sum within int16 (|sum| <= 2 * 128 * 127).
   bool weights_above_min() const { return weights_above_min_; }
-  bool any_left_shift() const { return any_left_shift_; }
+  // Some channel shifts left by more than the AVX2 weights carry (rq_params.h).
+  bool avx2_left_shift() const { return avx2_left_shift_; }
 
   // Tap pairs: rows 2r and 2r+1 of each filter column (r < k_h / 2), then for an odd k_h
   // the last row's columns 2j and 2j+1 (an odd last column alone). Taps are ky * k_w + kx.
@@ -52,6 +53,7 @@ class DwWeights {
   // AVX2 panels, per block of 16 channels (padded_channels / 16 blocks):
   //  - pairs: [block][pair][2 halves][8 lanes][2 taps] int16; half 0 holds channels 0-3
   //    and 8-11 of the block, half 1 channels 4-7 and 12-15 (VPUNPCKL/HWD's order);
+  //    weights times 2^left_shift when every channel's left shift folds (rq_params.h);
   //  - params: rq_params.h's blocks (the start value is bias_minus_zero_point_terms()).
   const int16_t* avx2_pairs() const { return avx2_pairs_.data(); }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
@@ -59,7 +61,7 @@ class DwWeights {
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
-  bool weights_above_min_ = true, any_left_shift_ = false;
+  bool weights_above_min_ = true, avx2_left_shift_ = false;
   std::vector<int8_t> w_;
   std::vector<int16_t> avx2_pairs_;
   std::vector<int32_t> bias_, bias_zp_, avx2_params_;

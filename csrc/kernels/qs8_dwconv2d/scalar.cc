@@ -44,7 +44,8 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
     bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
   }
   rq_.pad_to(padded_);
-  for (size_t c = 0; c < channels; ++c) any_left_shift_ = any_left_shift_ || rq_.left_shift[c] != 0;
+  const bool fold = left_shifts_fold(rq_, channels);
+  for (size_t c = 0; c < channels; ++c) avx2_left_shift_ = avx2_left_shift_ || (!fold && rq_.left_shift[c] != 0);
 
   // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();
@@ -56,14 +57,15 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
           const size_t c = b * 16 + unpack_lane_channel(h, i);
           int16_t* dst = avx2_pairs_.data() + ((b * npairs + p) * 2 + h) * 16 + 2 * i;
           if (c >= channels) continue;
-          dst[0] = w_[pairs_[p].first * channels + c];
-          dst[1] = pairs_[p].second < 0 ? 0 : w_[pairs_[p].second * channels + c];
+          const int32_t scale = fold ? 1 << rq_.left_shift[c] : 1;
+          dst[0] = static_cast<int16_t>(w_[pairs_[p].first * channels + c] * scale);
+          dst[1] = static_cast<int16_t>(pairs_[p].second < 0 ? 0 : w_[pairs_[p].second * channels + c] * scale);
         }
       }
     }
   }
   avx2_params_.assign(blocks * kRqParams * 16, 0);
-  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, avx2_params_.data());
+  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, fold, avx2_params_.data());
 }
 
 namespace {
