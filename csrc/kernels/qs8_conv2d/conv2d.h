@@ -75,6 +75,7 @@ void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point
 
 void qs8_conv2d__scalar(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_gemm__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__neon(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
