@@ -121,15 +121,16 @@ class Epilogue {
 // registers; rows beyond R compile away.
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-// One slice of K, pairs [k0, k0 + kpairs), for a tile: row r's segment t starts at
-// rows[r * taps + t] (int16 a - zero_point, seg_pairs pairs each; a slice may start or
-// end inside a segment). The accumulators start from the bias (`first`) or from `acc`
+// One slice of K for a tile, kpairs pairs from pair `off` of segment t0: row r's segment
+// t starts at rows[r * taps + t] (int16 a - zero_point, seg_pairs pairs each; a slice may
+// start or end inside a segment). The accumulators start from the bias (`first`) or from `acc`
 // ([R][16] int32) and end in `acc`; the epilogue requantizes them from there, out of the
 // loop's registers.
 // Wide: the panel holds int16 pairs (plain loads); else int8 pairs sign-extended here.
-template <int R, bool kWide>
-void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t k0, size_t kpairs, const int8_t* b,
-          const int32_t* bias, int32_t* acc, bool first) {
+// kOneSegment: rows of one segment each (dense rows), without the walk over segments.
+template <int R, bool kWide, bool kOneSegment>
+void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t t0, size_t off, size_t kpairs,
+          const int8_t* b, const int32_t* bias, int32_t* acc, bool first) {
   using namespace avx2;
   const __m256i bias0 = load8_i32(bias), bias1 = load8_i32(bias + 8);
 #define EDGEINF_INIT(r)                                                        \
@@ -139,9 +140,8 @@ void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t k0, 
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
 #undef EDGEINF_INIT
-  size_t t = k0 / seg_pairs, off = k0 % seg_pairs;
-  for (size_t left = kpairs; left > 0; ++t, off = 0) {
-    const size_t count = std::min(seg_pairs - off, left);
+  for (size_t t = t0, left = kpairs; left > 0; ++t, off = 0) {
+    const size_t count = kOneSegment ? left : std::min(seg_pairs - off, left);
     left -= count;
 #define EDGEINF_ROW(r) \
   if constexpr (R > r) a##r = rows[r * taps + t] + 2 * off;
@@ -239,12 +239,17 @@ void gemv(const GemmWeights& w, const GemmRows& a, int8_t* out) {
   }
 }
 
-using TileFn = void (*)(const int16_t* const*, size_t, size_t, size_t, size_t, const int8_t*, const int32_t*, int32_t*,
-                        bool);
-constexpr TileFn kTiles[kMr + 1] = {nullptr,           &tile<1, false>, &tile<2, false>, &tile<3, false>,
-                                    &tile<4, false>, &tile<5, false>, &tile<6, false>};
-constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<2, true>, &tile<3, true>,
-                                        &tile<4, true>, &tile<5, true>, &tile<6, true>};
+using TileFn = void (*)(const int16_t* const*, size_t, size_t, size_t, size_t, size_t, const int8_t*, const int32_t*,
+                        int32_t*, bool);
+// Tiles by height for each panel width and row form.
+template <bool kWide, bool kOneSegment>
+constexpr TileFn kTileSet[kMr + 1] = {nullptr,
+                                      &tile<1, kWide, kOneSegment>,
+                                      &tile<2, kWide, kOneSegment>,
+                                      &tile<3, kWide, kOneSegment>,
+                                      &tile<4, kWide, kOneSegment>,
+                                      &tile<5, kWide, kOneSegment>,
+                                      &tile<6, kWide, kOneSegment>};
 // Below this many rows the weights are streamed once or twice: int8 panels halve the
 // memory traffic; above it, int16 panels save the sign extension in the loop.
 constexpr size_t kWideMinRows = 4 * kMr;
@@ -269,7 +274,8 @@ void gemm_tiles(const GemmWeights& w, size_t m, size_t taps, size_t seg_pairs, R
   const size_t n = w.n(), kpairs = taps * seg_pairs, kp = 2 * kpairs;
   const bool wide = m >= kWideMinRows;
   const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
-  const TileFn* tiles = wide ? kWideTiles : kTiles;
+  const TileFn* tiles = taps == 1 ? (wide ? kTileSet<true, true> : kTileSet<false, true>)
+                                   : (wide ? kTileSet<true, false> : kTileSet<false, false>);
   const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
   const size_t blocks = (n + kNr - 1) / kNr;
   const size_t mc = block_rows(m, kp);
@@ -289,9 +295,10 @@ void gemm_tiles(const GemmWeights& w, size_t m, size_t taps, size_t seg_pairs, R
       for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
         const size_t count = std::min(slice, kpairs - k0);
         const int8_t* slice_b = panel + k0 * 2 * kNr * (wide ? 2 : 1);
+        const size_t t0 = k0 / seg_pairs, off = k0 % seg_pairs;  // where the slice starts
         for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-          tiles[std::min(kMr, rows - r0)](segs + r0 * taps, taps, seg_pairs, k0, count, slice_b, w.bias() + j * kNr,
-                                          partial + r0 * kNr, k0 == 0);
+          tiles[std::min(kMr, rows - r0)](segs + r0 * taps, taps, seg_pairs, t0, off, count, slice_b,
+                                          w.bias() + j * kNr, partial + r0 * kNr, k0 == 0);
         }
       }
       Epilogue(w, j * kNr, ncols).store_rows(partial, rows, out + m0 * out_stride + j * kNr, out_stride);
