@@ -140,11 +140,12 @@ void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t t0, 
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
 #undef EDGEINF_INIT
-  for (size_t t = t0, left = kpairs; left > 0; ++t, off = 0) {
+  size_t t = t0, left = kpairs;  // kpairs > 0
+  do {
     const size_t count = kOneSegment ? left : std::min(seg_pairs - off, left);
     left -= count;
 #define EDGEINF_ROW(r) \
-  if constexpr (R > r) a##r = rows[r * taps + t] + 2 * off;
+  if constexpr (R > r) a##r = rows[r * (kOneSegment ? 1 : taps) + t] + 2 * off;
     EDGEINF_ROWS(EDGEINF_ROW)
 #undef EDGEINF_ROW
 #pragma GCC unroll 2
@@ -168,7 +169,8 @@ void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t t0, 
       EDGEINF_ROWS(EDGEINF_STEP)
 #undef EDGEINF_STEP
     }
-  }
+    ++t, off = 0;
+  } while (!kOneSegment && left > 0);
 #define EDGEINF_SAVE(r)                                                         \
   if constexpr (R > r) {                                                        \
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + 16 * r), c##r##0);     \
