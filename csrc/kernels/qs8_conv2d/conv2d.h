@@ -9,7 +9,9 @@
 //    than to multiply.
 //  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
 //    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
-//    every ISA variant of the GEMM serves convolution as well.
+//    every ISA variant of the GEMM serves convolution as well. On AVX2, with several
+//    taps and an even channel count, the indirection points into input rows converted
+//    once to int16 (qs8_conv2d_gemm__avx2).
 #pragma once
 
 #include <cstddef>
