@@ -301,3 +301,43 @@ def test_conv2d_few_input_channels(shape, variant):
     what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} {variant}"
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"{what} on {isa}")
+
+
+# conv2d with more than 4 input channels runs as GEMM over an indirection buffer; on AVX2,
+# with an even channel count and more than one tap, over input rows converted once per
+# chunk of output pixels. Shapes for its schedules: blocks of rows and slices of K that
+# start inside a tap, chunks of pixels that end inside an output row or span two images,
+# padding on every side with strides and dilation, and an odd channel count (int8 route).
+GEMM_CONV_SHAPES = [
+    # (batch, h, w, c, o, (kh, kw), stride, dilation, padding)
+    (1, 28, 28, 64, 24, (3, 3), (1, 1), (1, 1), "same"),
+    (2, 45, 45, 8, 16, (3, 3), (1, 1), (1, 1), "same"),
+    (1, 66, 60, 6, 8, (3, 3), (1, 1), (1, 1), "valid"),
+    (1, 23, 19, 10, 19, (5, 5), (2, 2), (2, 1), "same"),
+    (1, 15, 17, 9, 20, (3, 3), (2, 1), (1, 1), "same"),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(GEMM_CONV_SHAPES)))
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_conv2d_gemm_schedules(shape, per_channel):
+    b, h, w, c, o, (kh, kw), stride, dilation, padding = GEMM_CONV_SHAPES[shape]
+    rng = np.random.default_rng(6000 + 10 * shape + per_channel)
+    in_q = (random_scale(rng), int(rng.choice([-128, 127, 5])))
+    ws = np.array([random_scale(rng, 0.01, 0.02) for _ in range(o)], np.float32) if per_channel else random_scale(rng)
+    weights = _weights(rng, (o, kh, kw, c))
+    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
+    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    # Outputs spread over the int8 range rather than saturated: the accumulators' spread is
+    # about sqrt(K) * rms(x - zero point) * rms(w).
+    spread = np.sqrt(kh * kw * c * np.mean((x - np.float64(in_q[1])) ** 2)) * 74.0
+    out_q = (float(np.float32(in_q[0] * np.max(ws) * spread / 50)), int(rng.integers(-128, 128)))
+    model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
+                       out_q=out_q, weight_scale=ws)  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
+                        input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+                        output_zero_point=out_q[1])  # fmt: skip
+    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} per_channel={per_channel}"
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"{what} on {isa}")

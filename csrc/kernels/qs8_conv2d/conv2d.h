@@ -9,7 +9,9 @@
 //    than to multiply.
 //  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
 //    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
-//    every ISA variant of the GEMM serves convolution as well.
+//    every ISA variant of the GEMM serves convolution as well. On AVX2, with several
+//    taps and an even channel count, the indirection points into input rows converted
+//    once to int16 (qs8_conv2d_gemm__avx2).
 #pragma once
 
 #include <cstddef>
@@ -82,6 +84,7 @@ void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point
 
 void qs8_conv2d__scalar(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_gemm__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__neon(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);

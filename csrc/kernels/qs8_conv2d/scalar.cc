@@ -55,7 +55,7 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
   }
   // Every other SIMD path goes through the GEMM, which dispatches to its own variant.
   const Fn simd = &conv2d_gemm;
-  select<Fn>(&qs8_conv2d__scalar, simd, simd, simd)(w, g, in, out);
+  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

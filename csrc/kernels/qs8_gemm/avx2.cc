@@ -1,7 +1,7 @@
 // AVX2 GEMM: 6x16 tiles of int32 accumulators fed by VPMADDWD.
 //
-// A rows are converted once per block to int16 (a - zero_point) and read as broadcast
-// pairs of K; packed weights hold pairs of K per column and are sign-extended in the
+// A rows are converted once per block to int16 (a - zero_point), or arrive converted
+// (GemmRows16), and are read as broadcast pairs of K; packed weights hold pairs of K per column and are sign-extended in the
 // loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <= 255,
 // |w| <= 128), unlike VPMADDUBSW's saturating int16 pairs, so the result is exact.
 #include <immintrin.h>
@@ -121,43 +121,56 @@ class Epilogue {
 // registers; rows beyond R compile away.
 #define EDGEINF_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 
-// One slice of K for a tile: the accumulators start from the bias (`first`) or from
-// `acc` ([R][16] int32) and end in `acc`; the epilogue requantizes them from there, out of
-// the loop's registers.
+// One slice of K for a tile, kpairs pairs from pair `off` of segment t0: row r's segment
+// t starts at rows[r * taps + t] (int16 a - zero_point, seg_pairs pairs each; a slice may
+// start or end inside a segment). The accumulators start from the bias (`first`) or from `acc`
+// ([R][16] int32) and end in `acc`; the epilogue requantizes them from there, out of the
+// loop's registers.
 // Wide: the panel holds int16 pairs (plain loads); else int8 pairs sign-extended here.
-template <int R, bool kWide>
-void tile(size_t kpairs, const int16_t* a, size_t a_stride, const int8_t* b, const int32_t* bias, int32_t* acc,
-          bool first) {
+// kOneSegment: rows of one segment each (dense rows), without the walk over segments.
+template <int R, bool kWide, bool kOneSegment>
+void tile(const int16_t* const* rows, size_t taps, size_t seg_pairs, size_t t0, size_t off, size_t kpairs,
+          const int8_t* b, const int32_t* bias, int32_t* acc, bool first) {
   using namespace avx2;
   const __m256i bias0 = load8_i32(bias), bias1 = load8_i32(bias + 8);
 #define EDGEINF_INIT(r)                                                        \
   __m256i c##r##0 = first ? bias0 : load8_i32(acc + 16 * (R > r ? r : 0));     \
   __m256i c##r##1 = first ? bias1 : load8_i32(acc + 16 * (R > r ? r : 0) + 8); \
-  const int16_t* a##r = a + (R > r ? r : 0) * a_stride;                        \
+  const int16_t* a##r = nullptr;                                               \
   (void)a##r;
   EDGEINF_ROWS(EDGEINF_INIT)
 #undef EDGEINF_INIT
+  size_t t = t0, left = kpairs;  // kpairs > 0
+  do {
+    const size_t count = kOneSegment ? left : std::min(seg_pairs - off, left);
+    left -= count;
+#define EDGEINF_ROW(r) \
+  if constexpr (R > r) a##r = rows[r * (kOneSegment ? 1 : taps) + t] + 2 * off;
+    EDGEINF_ROWS(EDGEINF_ROW)
+#undef EDGEINF_ROW
 #pragma GCC unroll 2
-  for (size_t p = 0; p < kpairs; ++p) {
-    __m256i b0, b1;
-    if constexpr (kWide) {
-      b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
-      b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
-      b += 64;
-    } else {
-      b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
-      b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
-      b += 32;
-    }
-#define EDGEINF_STEP(r)                                                \
-  if constexpr (R > r) {                                               \
-    const __m256i av = _mm256_set1_epi32(load_i32(a##r + 2 * p));     \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));    \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));    \
+    for (size_t p = 0; p < count; ++p) {
+      __m256i b0, b1;
+      if constexpr (kWide) {
+        b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+        b += 64;
+      } else {
+        b0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+        b1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16)));
+        b += 32;
+      }
+#define EDGEINF_STEP(r)                                             \
+  if constexpr (R > r) {                                            \
+    const __m256i av = _mm256_set1_epi32(load_i32(a##r + 2 * p));   \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0)); \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1)); \
   }
-    EDGEINF_ROWS(EDGEINF_STEP)
+      EDGEINF_ROWS(EDGEINF_STEP)
 #undef EDGEINF_STEP
-  }
+    }
+    ++t, off = 0;
+  } while (!kOneSegment && left > 0);
 #define EDGEINF_SAVE(r)                                                         \
   if constexpr (R > r) {                                                        \
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(acc + 16 * r), c##r##0);     \
@@ -228,17 +241,72 @@ void gemv(const GemmWeights& w, const GemmRows& a, int8_t* out) {
   }
 }
 
-using TileFn = void (*)(size_t, const int16_t*, size_t, const int8_t*, const int32_t*, int32_t*, bool);
-constexpr TileFn kTiles[kMr + 1] = {nullptr,           &tile<1, false>, &tile<2, false>, &tile<3, false>,
-                                    &tile<4, false>, &tile<5, false>, &tile<6, false>};
-constexpr TileFn kWideTiles[kMr + 1] = {nullptr,          &tile<1, true>, &tile<2, true>, &tile<3, true>,
-                                        &tile<4, true>, &tile<5, true>, &tile<6, true>};
+using TileFn = void (*)(const int16_t* const*, size_t, size_t, size_t, size_t, size_t, const int8_t*, const int32_t*,
+                        int32_t*, bool);
+// Tiles by height for each panel width and row form.
+template <bool kWide, bool kOneSegment>
+constexpr TileFn kTileSet[kMr + 1] = {nullptr,
+                                      &tile<1, kWide, kOneSegment>,
+                                      &tile<2, kWide, kOneSegment>,
+                                      &tile<3, kWide, kOneSegment>,
+                                      &tile<4, kWide, kOneSegment>,
+                                      &tile<5, kWide, kOneSegment>,
+                                      &tile<6, kWide, kOneSegment>};
 // Below this many rows the weights are streamed once or twice: int8 panels halve the
 // memory traffic; above it, int16 panels save the sign extension in the loop.
 constexpr size_t kWideMinRows = 4 * kMr;
 // Pairs of K per slice: 16 columns x 512 values of int16 weights (16 KB) plus a 6-row
 // A tile (6 KB) fit in a 32 KB L1 data cache.
 constexpr size_t kSlicePairs = 256;
+
+// Rows per block: a block's int16 rows stay within about 192 KB (L2). Blocks of equal
+// height: a thin last block would stream all the weights for a few rows.
+size_t block_rows(size_t m, size_t kp) {
+  const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
+  const size_t mblocks = (m + fit - 1) / fit;
+  return round_up((m + mblocks - 1) / mblocks, kMr);
+}
+
+// The tiled GEMM over m rows of K = taps * seg_pairs pairs, given as int16 segments:
+// rows_of(m0, rows) returns the segment pointers of rows [m0, m0 + rows) (rows * taps of
+// them, row-major), making the rows ready first if needed.
+template <class RowsOf>
+void gemm_tiles(const GemmWeights& w, size_t m, size_t taps, size_t seg_pairs, RowsOf rows_of, int8_t* out,
+                size_t out_stride) {
+  const size_t n = w.n(), kpairs = taps * seg_pairs, kp = 2 * kpairs;
+  const bool wide = m >= kWideMinRows;
+  const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
+  const TileFn* tiles = taps == 1 ? (wide ? kTileSet<true, true> : kTileSet<false, true>)
+                                   : (wide ? kTileSet<true, false> : kTileSet<false, false>);
+  const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
+  const size_t blocks = (n + kNr - 1) / kNr;
+  const size_t mc = block_rows(m, kp);
+  // Slices of K keep a weight slice and an A tile in L1 together; the accumulators of
+  // every tile of a column block wait in int32 between slices. Few rows stream the
+  // weights once: no slicing. Slices are of equal length: a short last one would save
+  // and reload the accumulators for little work.
+  const size_t kslices = wide ? (kpairs + kSlicePairs - 1) / kSlicePairs : 1;
+  const size_t slice = (kpairs + kslices - 1) / kslices;
+  int32_t* partial = scratch<int32_t, 1>(mc * kNr);
+  for (size_t m0 = 0; m0 < m; m0 += mc) {
+    const size_t rows = std::min(mc, m - m0);
+    const int16_t* const* segs = rows_of(m0, rows);
+    for (size_t j = 0; j < blocks; ++j) {
+      const int8_t* panel = packed + j * panel_bytes;
+      const size_t ncols = std::min(kNr, n - j * kNr);
+      for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
+        const size_t count = std::min(slice, kpairs - k0);
+        const int8_t* slice_b = panel + k0 * 2 * kNr * (wide ? 2 : 1);
+        const size_t t0 = k0 / seg_pairs, off = k0 % seg_pairs;  // where the slice starts
+        for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+          tiles[std::min(kMr, rows - r0)](segs + r0 * taps, taps, seg_pairs, t0, off, count, slice_b,
+                                          w.bias() + j * kNr, partial + r0 * kNr, k0 == 0);
+        }
+      }
+      Epilogue(w, j * kNr, ncols).store_rows(partial, rows, out + m0 * out_stride + j * kNr, out_stride);
+    }
+  }
+}
 
 }  // namespace
 
@@ -265,44 +333,23 @@ uint64_t qs8_peak_probe__avx2(size_t iterations) {
 
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   if (a.m == 1 && w.weights_negatable()) return gemv(w, a, out);
-  const size_t n = w.n(), kp = round_up(a.k(), 2), kpairs = kp / 2;
-  const bool wide = a.m >= kWideMinRows;
-  const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
-  const TileFn* tiles = wide ? kWideTiles : kTiles;
-  const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
-  const size_t blocks = (n + kNr - 1) / kNr;
-  // Rows converted per block: the int16 block stays within about 192 KB (L2). Blocks of
-  // equal height: a thin last block would stream all the weights for a few rows.
-  const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
-  const size_t mblocks = (a.m + fit - 1) / fit;
-  const size_t mc = round_up((a.m + mblocks - 1) / mblocks, kMr);
-  // Slices of K keep a weight slice and an A tile in L1 together; the accumulators of
-  // every tile of a column block wait in int32 between slices. Few rows stream the
-  // weights once: no slicing. Slices are of equal length: a short last one would save
-  // and reload the accumulators for little work.
-  const size_t kslices = wide ? (kpairs + kSlicePairs - 1) / kSlicePairs : 1;
-  const size_t slice = (kpairs + kslices - 1) / kslices;
+  // Each block of rows is converted once to int16 (a - zero_point), K padded to pairs.
+  const size_t kp = round_up(a.k(), 2);
+  const size_t mc = block_rows(a.m, kp);
   int16_t* abuf = scratch<int16_t, 0>(mc * kp);
-  int32_t* partial = scratch<int32_t, 1>(mc * kNr);
-  for (size_t m0 = 0; m0 < a.m; m0 += mc) {
-    const size_t rows = std::min(mc, a.m - m0);
+  const int16_t** row_ptrs = scratch<const int16_t*, 3>(mc);
+  auto convert_block = [&](size_t m0, size_t rows) -> const int16_t* const* {
     for (size_t r = 0; r < rows; ++r) {
       convert_row(a.ptrs + (m0 + r) * a.taps, a.taps, a.seg, w.input_zero_point(), abuf + r * kp, kp);
+      row_ptrs[r] = abuf + r * kp;
     }
-    for (size_t j = 0; j < blocks; ++j) {
-      const int8_t* panel = packed + j * panel_bytes;
-      const size_t ncols = std::min(kNr, n - j * kNr);
-      for (size_t k0 = 0; k0 < kpairs; k0 += slice) {
-        const size_t count = std::min(slice, kpairs - k0);
-        const int8_t* slice_b = panel + k0 * 2 * kNr * (wide ? 2 : 1);
-        for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-          tiles[std::min(kMr, rows - r0)](count, abuf + r0 * kp + 2 * k0, kp, slice_b, w.bias() + j * kNr,
-                                          partial + r0 * kNr, k0 == 0);
-        }
-      }
-      Epilogue(w, j * kNr, ncols).store_rows(partial, rows, out + m0 * out_stride + j * kNr, out_stride);
-    }
-  }
+    return row_ptrs;
+  };
+  gemm_tiles(w, a.m, 1, kp / 2, convert_block, out, out_stride);
+}
+
+void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, size_t out_stride) {
+  gemm_tiles(w, a.m, a.taps, a.seg / 2, [&](size_t m0, size_t) { return a.ptrs + m0 * a.taps; }, out, out_stride);
 }
 
 }  // namespace edgeinf::qs8

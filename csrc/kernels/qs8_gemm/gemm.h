@@ -88,9 +88,18 @@ struct GemmRows {
   size_t k() const { return taps * seg; }
 };
 
+// Rows already as int16 (a - input_zero_point), each `taps` segments of `seg` values with
+// seg even, so that no pair of K straddles two segments: a convolution's input converted
+// once per call, where GemmRows would convert each pixel once per filter tap.
+struct GemmRows16 {
+  const int16_t* const* ptrs;
+  size_t m, taps, seg;
+};
+
 // out row m starts at out + m * out_stride and receives n values.
 void qs8_gemm__scalar(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
