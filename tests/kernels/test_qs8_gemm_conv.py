@@ -34,9 +34,10 @@ def _weights(rng, shape):
 
 
 def _output_scale(rng, in_scale, w_scale, k):
-    # Around the accumulator's spread; a wide random factor makes some cases saturate.
-    spread = float(in_scale) * float(np.max(w_scale)) * 60.0 * np.sqrt(k)
-    return float(np.float32(spread / 127.0 * np.exp(rng.uniform(-2.5, 1.0))))
+    # Around the accumulator's spread (uniform int8 inputs and weights: a standard deviation
+    # of about 74 * 74 * sqrt(k)); the random factor makes some cases saturate and most not.
+    spread = float(in_scale) * float(np.max(w_scale)) * 74.0 * 74.0 * np.sqrt(k)
+    return float(np.float32(spread / 127.0 * np.exp(rng.uniform(-2.0, 1.0))))
 
 
 def _weight_scales(rng, n):
