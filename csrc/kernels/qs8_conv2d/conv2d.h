@@ -46,8 +46,8 @@ class ConvWeights {
   size_t in_c() const { return in_c_; }
   int32_t input_zero_point() const { return gemm_.input_zero_point(); }
   bool direct() const { return direct_; }  // the few-input-channel kernel applies
-  // Some channel shifts left by more than the AVX2 panel carries (rq_params.h).
-  bool avx2_left_shift() const { return avx2_left_shift_; }
+  // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
+  int avx2_rq_flags() const { return avx2_rq_flags_; }
 
   // Direct kernel panels (empty unless direct()); K is padded with zero weights.
   //  - AVX2: [out_c / 16][k_h * avx2_row_pairs()][16 lanes][2] int16: each filter row's
@@ -70,7 +70,8 @@ class ConvWeights {
  private:
   GemmWeights gemm_;
   size_t k_h_, k_w_, in_c_;
-  bool direct_ = false, avx2_left_shift_ = false;
+  bool direct_ = false;
+  int avx2_rq_flags_ = 0;
   std::vector<int16_t> avx2_panel_;
   std::vector<int32_t> avx2_params_;
   std::vector<int8_t> neon_panel_, neondot_panel_;

@@ -17,7 +17,7 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
   auto at = [&](size_t c, size_t kk) -> int8_t { return c < n && kk < k ? wk[c * k + kk] : 0; };
   const Requantization& q = gemm_.requantization();
   const bool fold = left_shifts_fold(q, n);
-  for (size_t c = 0; c < n; ++c) avx2_left_shift_ = avx2_left_shift_ || (!fold && q.left_shift[c] != 0);
+  avx2_rq_flags_ = qs8::avx2_rq_flags(q, n, fold);
 
   const size_t blocks16 = (n + 15) / 16, blocks8 = (n + 7) / 8;
   const size_t run = k_w * in_c, rp = avx2_row_pairs();

@@ -57,18 +57,6 @@ struct Output {
         hi(_mm_set1_epi8(static_cast<char>(rq.act_max))) {}
 };
 
-// Variants of the requantization, as template flags: kRqLeft when some channel shifts
-// left, kRqRight when some channel shifts right (multipliers below 1/2), kRqClamp when the
-// activation range is narrower than int8 (else the saturating packs are the clamp).
-enum : int { kRqLeft = 1, kRqClamp = 2, kRqRight = 4 };
-
-inline int rq_flags(bool any_left_shift, const Requantization& rq) {
-  bool any_right_shift = false;
-  for (int32_t s : rq.right_shift) any_right_shift = any_right_shift || s != 0;
-  return (any_left_shift ? kRqLeft : 0) | (any_right_shift ? kRqRight : 0) |
-         (rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0);
-}
-
 // Calls f(std::integral_constant<int, flags>()) for run-time flags.
 template <class F>
 inline void with_rq_flags(int flags, F&& f) {

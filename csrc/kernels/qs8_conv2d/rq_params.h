@@ -38,6 +38,22 @@ inline bool left_shifts_fold(const Requantization& rq, size_t channels) {
   return true;
 }
 
+// Variants of the AVX2 requantization, as template flags (rq_avx2_inl.h): kRqLeft when some
+// channel shifts left by more than the weights carry, kRqRight when some channel shifts
+// right (multipliers below 1/2), kRqClamp when the activation range is narrower than int8
+// (else the saturating packs are the clamp).
+enum : int { kRqLeft = 1, kRqClamp = 2, kRqRight = 4 };
+
+// The flags of channels [0, channels), whose left shifts are folded into the weights or not.
+inline int avx2_rq_flags(const Requantization& rq, size_t channels, bool fold_left) {
+  int flags = rq.act_min > -128 || rq.act_max < 127 ? kRqClamp : 0;
+  for (size_t c = 0; c < channels; ++c) {
+    if (!fold_left && rq.left_shift[c] != 0) flags |= kRqLeft;
+    if (rq.right_shift[c] != 0) flags |= kRqRight;
+  }
+  return flags;
+}
+
 // dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.
 // rq must have at least blocks * 16 entries (Requantization::pad_to). With fold_left, the
 // start values carry the left shift and the left-shift parameters are 0.

@@ -212,7 +212,7 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
     }
   }
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
-  with_rq_flags(rq_flags(w.avx2_left_shift(), rq), [&](auto flags) { dispatch_pairs<flags()>(c, in, rows, out); });
+  with_rq_flags(w.avx2_rq_flags(), [&](auto flags) { dispatch_pairs<flags()>(c, in, rows, out); });
 }
 
 }  // namespace edgeinf::qs8

@@ -43,8 +43,8 @@ class DwWeights {
   const Requantization& requantization() const { return rq_; }
   // No weight is -128: two int8 products then sum within int16 (|sum| <= 2 * 128 * 127).
   bool weights_above_min() const { return weights_above_min_; }
-  // Some channel shifts left by more than the AVX2 weights carry (rq_params.h).
-  bool avx2_left_shift() const { return avx2_left_shift_; }
+  // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
+  int avx2_rq_flags() const { return avx2_rq_flags_; }
 
   // Tap pairs: rows 2r and 2r+1 of each filter column (r < k_h / 2), then for an odd k_h
   // the last row's columns 2j and 2j+1 (an odd last column alone). Taps are ky * k_w + kx.
@@ -61,7 +61,8 @@ class DwWeights {
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
-  bool weights_above_min_ = true, avx2_left_shift_ = false;
+  bool weights_above_min_ = true;
+  int avx2_rq_flags_ = 0;
   std::vector<int8_t> w_;
   std::vector<int16_t> avx2_pairs_;
   std::vector<int32_t> bias_, bias_zp_, avx2_params_;

@@ -45,7 +45,7 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   }
   rq_.pad_to(padded_);
   const bool fold = left_shifts_fold(rq_, channels);
-  for (size_t c = 0; c < channels; ++c) avx2_left_shift_ = avx2_left_shift_ || (!fold && rq_.left_shift[c] != 0);
+  avx2_rq_flags_ = qs8::avx2_rq_flags(rq_, channels, fold);
 
   // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();
