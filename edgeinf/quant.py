@@ -22,7 +22,6 @@ output channel; activations are int8 with any zero point in [-128, 127].
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -74,6 +73,17 @@ def _int8(x: np.ndarray, what: str) -> np.ndarray:
     if x.dtype != np.int8:
         raise InputError(f"{what}: expected dtype int8, got {x.dtype}")
     return np.ascontiguousarray(x)
+
+
+def _run(op, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``op.run(x, out)`` of a prepared layer. The native side checks a C-contiguous int8
+    array itself (and the output geometry), so the usual call skips the Python checks,
+    about a microsecond; they run only when it rejects ``x``, to name the problem or to
+    copy a strided array."""
+    try:
+        return op.run(x, out)
+    except (TypeError, ValueError):
+        return op.run(_int8(x, "x"), out)
 
 
 def _scale(s: float, what: str) -> float:
@@ -169,15 +179,6 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     return tuple(
         _C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output"))
     )
-
-
-@functools.lru_cache(maxsize=256)
-def _conv_geometry(h, w, kernel_size, stride, dilation, padding) -> tuple[int, int, int, int]:
-    """(out_h, out_w, pad_top, pad_left) of a layer's call: a layer sees the same input size
-    call after call, and the two axis computations cost about 1 µs in Python."""
-    oh, pt = conv_output_size(h, kernel_size[0], stride[0], dilation[0], padding)
-    ow, pl = conv_output_size(w, kernel_size[1], stride[1], dilation[1], padding)
-    return oh, ow, pt, pl
 
 
 def conv_output_size(size: int, filter_size: int, stride: int, dilation: int, padding: str) -> tuple[int, int]:
@@ -351,7 +352,7 @@ class FullyConnected(_Quantized):
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 ``x[..., K]``; returns (or fills ``out``) int8 ``[..., N]``."""
-        return self._op.run(_int8(x, "x"), out)
+        return _run(self._op, x, out)
 
 
 class Conv2D(_Quantized):
@@ -396,18 +397,12 @@ class Conv2D(_Quantized):
         self.multiplier, self.shift = _multipliers(reals)
         self._op = _C.Qs8Conv2d(
             weights, _bias(bias, o), self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
-            self.act_min, self.act_max, *self.stride, *self.dilation,
+            self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
         )  # fmt: skip
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 NHWC ``x``; returns int8 ``[N, OH, OW, O]``."""
-        x = _int8(x, "x")
-        if x.ndim != 4:
-            raise InputError(f"x: expected NHWC, got shape {x.shape}")
-        oh, ow, pt, pl = _conv_geometry(
-            x.shape[1], x.shape[2], self.kernel_size, self.stride, self.dilation, self.padding
-        )
-        return self._op.run(x, oh, ow, pt, pl, out)
+        return _run(self._op, x, out)
 
 
 class DepthwiseConv2D(_Quantized):
@@ -450,18 +445,12 @@ class DepthwiseConv2D(_Quantized):
         self.multiplier, self.shift = _multipliers(reals)
         self._op = _C.Qs8DepthwiseConv2d(
             weights, _bias(bias, c), self.depth_multiplier, self.input_zero_point, self.multiplier, self.shift,
-            self.output_zero_point, self.act_min, self.act_max, *self.stride, *self.dilation,
+            self.output_zero_point, self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
         )  # fmt: skip
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 NHWC ``x``; returns int8 ``[N, OH, OW, C * depth_multiplier]``."""
-        x = _int8(x, "x")
-        if x.ndim != 4:
-            raise InputError(f"x: expected NHWC, got shape {x.shape}")
-        oh, ow, pt, pl = _conv_geometry(
-            x.shape[1], x.shape[2], self.kernel_size, self.stride, self.dilation, self.padding
-        )
-        return self._op.run(x, oh, ow, pt, pl, out)
+        return _run(self._op, x, out)
 
 
 # ---------------------------------------------------------------- weightless operators

@@ -61,6 +61,36 @@ void check_spatial(size_t out_h, size_t out_w, size_t stride_h, size_t stride_w,
   }
 }
 
+// Output size and leading padding of one axis as TFLite computes them: SAME puts the odd
+// extra padding after. Mirrors edgeinf.quant.conv_output_size, which the tests' oracle uses.
+struct AxisGeometry {
+  size_t out;
+  ptrdiff_t pad_before;
+};
+
+AxisGeometry axis_geometry(size_t size, size_t filter, size_t stride, size_t dilation, bool same) {
+  const size_t extent = (filter - 1) * dilation + 1;
+  const size_t out = same ? (size + stride - 1) / stride : (size + stride >= extent ? (size + stride - extent) / stride : 0);
+  if (out == 0) {
+    throw std::invalid_argument("input size " + std::to_string(size) + " is smaller than the filter extent " +
+                                std::to_string(extent) + " with '" + (same ? "same" : "valid") + "' padding: no output");
+  }
+  const size_t needed = (out - 1) * stride + extent;
+  return {out, static_cast<ptrdiff_t>(needed > size ? (needed - size) / 2 : 0)};
+}
+
+// Strides, dilations and padding mode of a convolution layer; the output geometry follows
+// from each call's input size.
+struct Spatial {
+  size_t k_h, k_w, stride_h, stride_w, dilation_h, dilation_w;
+  bool same;
+
+  std::pair<AxisGeometry, AxisGeometry> of(const py::array& x) const {
+    return {axis_geometry(static_cast<size_t>(x.shape(1)), k_h, stride_h, dilation_h, same),
+            axis_geometry(static_cast<size_t>(x.shape(2)), k_w, stride_w, dilation_w, same)};
+  }
+};
+
 std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
   return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w), static_cast<py::ssize_t>(c)};
 }
@@ -127,50 +157,51 @@ class FullyConnected {
 };
 
 
-// conv2d with prepared OHWI weights; geometry beyond the filter is given per call.
+// conv2d with prepared OHWI weights; the output geometry follows from each call's input.
 class Conv2d {
  public:
   Conv2d(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& multiplier,
          const py::array& shift, int32_t output_zero_point, int32_t act_min, int32_t act_max, size_t stride_h,
-         size_t stride_w, size_t dilation_h, size_t dilation_w)
-      : stride_h_(stride_h), stride_w_(stride_w), dilation_h_(dilation_h), dilation_w_(dilation_w) {
+         size_t stride_w, size_t dilation_h, size_t dilation_w, bool same_padding) {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights (OHWI)", 4);
     out_c_ = static_cast<size_t>(weights.shape(0));
-    k_h_ = static_cast<size_t>(weights.shape(1));
-    k_w_ = static_cast<size_t>(weights.shape(2));
     in_c_ = static_cast<size_t>(weights.shape(3));
+    spatial_ = {static_cast<size_t>(weights.shape(1)), static_cast<size_t>(weights.shape(2)), stride_h, stride_w,
+                dilation_h, dilation_w, same_padding};
     check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
     check_int8_zero_point(input_zero_point, "input");
     py::array keep;
     const int32_t* b = optional_bias(bias, out_c_, &keep);
     weights_ = std::make_unique<qs8::ConvWeights>(
-        w, out_c_, k_h_, k_w_, in_c_, b, input_zero_point,
+        w, out_c_, spatial_.k_h, spatial_.k_w, in_c_, b, input_zero_point,
         make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
   }
 
-  py::array_t<int8_t> run(const py::array& x, size_t out_h, size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left,
-                          const py::object& out) const {
+  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
     const int8_t* px = checked_data<int8_t>(x, "x");
     check_ndim(x, "x (NHWC)", 4);
     if (static_cast<size_t>(x.shape(3)) != in_c_) {
       throw std::invalid_argument("x: expected " + std::to_string(in_c_) + " channels (the filter's), got shape " + shape_str(x));
     }
-    check_spatial(out_h, out_w, stride_h_, stride_w_, dilation_h_, dilation_w_, pad_top, pad_left);
+    const auto [y, x_axis] = spatial_.of(x);
+    const Spatial& s = spatial_;
+    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before, x_axis.pad_before);
     qs8::ConvGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                        in_c_, out_h, out_w, out_c_, k_h_, k_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
-                        pad_top, pad_left};
-    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, out_c_));
+                        in_c_, y.out, x_axis.out, out_c_, s.k_h, s.k_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,
+                        y.pad_before, x_axis.pad_before};
+    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
     int8_t* po = result.mutable_data();
     {
       py::gil_scoped_release release;
-      if (g.batch && g.in_h && g.in_w) qs8::qs8_conv2d(*weights_, g, px, po);
+      if (g.batch) qs8::qs8_conv2d(*weights_, g, px, po);
     }
     return result;
   }
 
  private:
-  size_t out_c_, k_h_, k_w_, in_c_, stride_h_, stride_w_, dilation_h_, dilation_w_;
+  size_t out_c_, in_c_;
+  Spatial spatial_;
   std::unique_ptr<qs8::ConvWeights> weights_;
 };
 
@@ -179,15 +210,15 @@ class DepthwiseConv2d {
  public:
   DepthwiseConv2d(const py::array& weights, const py::object& bias, size_t depth_multiplier, int32_t input_zero_point,
                   const py::array& multiplier, const py::array& shift, int32_t output_zero_point, int32_t act_min,
-                  int32_t act_max, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w)
-      : multiplier_(depth_multiplier), stride_h_(stride_h), stride_w_(stride_w), dilation_h_(dilation_h),
-        dilation_w_(dilation_w) {
+                  int32_t act_max, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
+                  bool same_padding)
+      : multiplier_(depth_multiplier) {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights ([1, KH, KW, C])", 4);
     if (weights.shape(0) != 1) throw std::invalid_argument("weights: expected a first dimension of 1, got shape " + shape_str(weights));
-    k_h_ = static_cast<size_t>(weights.shape(1));
-    k_w_ = static_cast<size_t>(weights.shape(2));
     out_c_ = static_cast<size_t>(weights.shape(3));
+    spatial_ = {static_cast<size_t>(weights.shape(1)), static_cast<size_t>(weights.shape(2)), stride_h, stride_w,
+                dilation_h, dilation_w, same_padding};
     if (depth_multiplier == 0 || out_c_ % depth_multiplier != 0) {
       throw std::invalid_argument("depth multiplier " + std::to_string(depth_multiplier) + " does not divide the " +
                                   std::to_string(out_c_) + " output channels");
@@ -197,12 +228,11 @@ class DepthwiseConv2d {
     py::array keep;
     const int32_t* b = optional_bias(bias, out_c_, &keep);
     weights_ = std::make_unique<qs8::DwWeights>(
-        w, k_h_, k_w_, out_c_, b, input_zero_point,
+        w, spatial_.k_h, spatial_.k_w, out_c_, b, input_zero_point,
         make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
   }
 
-  py::array_t<int8_t> run(const py::array& x, size_t out_h, size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left,
-                          const py::object& out) const {
+  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
     const int8_t* px = checked_data<int8_t>(x, "x");
     check_ndim(x, "x (NHWC)", 4);
     const size_t in_c = out_c_ / multiplier_;
@@ -210,21 +240,24 @@ class DepthwiseConv2d {
       throw std::invalid_argument("x: expected " + std::to_string(in_c) + " channels (filter channels / depth multiplier), got shape " +
                                   shape_str(x));
     }
-    check_spatial(out_h, out_w, stride_h_, stride_w_, dilation_h_, dilation_w_, pad_top, pad_left);
+    const auto [y, x_axis] = spatial_.of(x);
+    const Spatial& s = spatial_;
+    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before, x_axis.pad_before);
     qs8::DwGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                      in_c, multiplier_, out_h, out_w, k_h_, k_w_, stride_h_, stride_w_, dilation_h_, dilation_w_,
-                      pad_top, pad_left};
-    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, out_c_));
+                      in_c, multiplier_, y.out, x_axis.out, s.k_h, s.k_w, s.stride_h, s.stride_w, s.dilation_h,
+                      s.dilation_w, y.pad_before, x_axis.pad_before};
+    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
     int8_t* po = result.mutable_data();
     {
       py::gil_scoped_release release;
-      if (g.batch && g.in_h && g.in_w) qs8::qs8_dwconv2d(*weights_, g, px, po);
+      if (g.batch) qs8::qs8_dwconv2d(*weights_, g, px, po);
     }
     return result;
   }
 
  private:
-  size_t multiplier_, stride_h_, stride_w_, dilation_h_, dilation_w_, k_h_ = 0, k_w_ = 0, out_c_ = 0;
+  size_t multiplier_, out_c_ = 0;
+  Spatial spatial_{};
   std::unique_ptr<qs8::DwWeights> weights_;
 };
 
@@ -441,21 +474,19 @@ void bind_quant(py::module_& m) {
 
   py::class_<Conv2d>(m, "Qs8Conv2d")
       .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,
-                    int32_t, size_t, size_t, size_t, size_t>(),
+                    int32_t, size_t, size_t, size_t, size_t, bool>(),
            py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
-           py::arg("dilation_h"), py::arg("dilation_w"))
-      .def("run", &Conv2d::run, py::arg("x"), py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"),
-           py::arg("out") = py::none());
+           py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
+      .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none());
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
       .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
-                    int32_t, int32_t, size_t, size_t, size_t, size_t>(),
+                    int32_t, int32_t, size_t, size_t, size_t, size_t, bool>(),
            py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
-           py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"))
-      .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"),
-           py::arg("pad_left"), py::arg("out") = py::none());
+           py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
+      .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none());
 
   for (const bool is_max : {true, false}) {
     m.def(

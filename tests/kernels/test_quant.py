@@ -207,6 +207,26 @@ def test_operators_reject_bad_arrays():
         quant.quantize(np.zeros(3, np.float64), 0.1, 0)
 
 
+def test_layers_take_strided_inputs_and_name_wrong_types():
+    # The layers call the native side first; a strided view goes through the checked path,
+    # which copies it, and must give the contiguous copy's result.
+    rng = np.random.default_rng(7)
+    q = dict(input_scale=0.05, input_zero_point=-2, weight_scale=0.01, output_scale=0.03, output_zero_point=1)
+    w = rng.integers(-127, 128, (8, 3, 3, 6), dtype=np.int8)
+    layers = [
+        (_fc(weights=w.reshape(8, -1)[:, :6], **q), rng.integers(-128, 128, (5, 12), dtype=np.int8)[:, ::2]),
+        (quant.Conv2D(w, stride=2, **q), rng.integers(-128, 128, (1, 9, 14, 6), dtype=np.int8)[:, :, ::2]),
+        (quant.DepthwiseConv2D(w[:1], **q), rng.integers(-128, 128, (2, 7, 7, 12), dtype=np.int8)[..., ::2]),
+    ]
+    for layer, x in layers:
+        assert not x.flags.c_contiguous
+        assert_same(layer(x), layer(np.ascontiguousarray(x)), type(layer).__name__)
+        with pytest.raises(InputError, match="expected a numpy int8 array, got list"):
+            layer(x.tolist())
+        with pytest.raises(InputError, match="expected dtype int8, got int16"):
+            layer(x.astype(np.int16))
+
+
 def test_native_layer_validates_before_touching_memory():
     # The private module is the last line of defence: wrong dtypes, layouts and shapes
     # raise ValueError there too, never crash.
