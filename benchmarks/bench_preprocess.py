@@ -14,7 +14,10 @@ counted); ratios are given for both.
 The memory-bandwidth floor of a case is the bytes a pass must move (the source rows the
 bilinear taps touch, plus the output) at this machine's copy bandwidth, which is measured
 in the same run by copying a buffer as large as the frame (same cache level as the
-contenders, which re-read the same frame).
+contenders, which re-read the same frame). "Row read" only loads those source rows, in the
+pass's order (a native probe, `edgeinf._C.read_rows_probe`: no arithmetic, no writes),
+timed with the contenders: a lower bound for any pass that reads them, with a resize's
+access pattern (a new page every row or two) instead of a copy's.
 
 Usage: PYTHONPATH=. python benchmarks/bench_preprocess.py [--runs 200] [--json out.json]
 """
@@ -33,7 +36,7 @@ import numpy as np
 from PIL import Image
 
 import edgeinf
-from edgeinf import kernels, zoo
+from edgeinf import _C, kernels, zoo
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 
@@ -43,13 +46,13 @@ STD = np.array([58.395, 57.12, 57.375], np.float32)
 Q_SCALE = 1 / 128
 
 
-def touched_rows(src: int, dst: int) -> int:
-    """Source rows a half-pixel bilinear resize from src to dst rows reads."""
+def touched_rows(src: int, dst: int) -> np.ndarray:
+    """Source rows a half-pixel bilinear resize from src to dst rows reads, in order."""
     pos = (np.arange(dst) + 0.5) * src / dst - 0.5
     y0 = np.clip(np.floor(pos).astype(np.int64), 0, src - 1)
     frac = pos - np.floor(pos)
     y1 = np.where((frac > 0) & (pos > 0) & (y0 < src - 1), y0 + 1, y0)
-    return len(np.union1d(y0, y1))
+    return np.union1d(y0, y1)
 
 
 def int8_lut() -> np.ndarray:
@@ -60,15 +63,26 @@ def int8_lut() -> np.ndarray:
 
 
 class Case:
-    def __init__(self, name, frame, out_shape, out_dtype, floor_bytes):
-        self.name, self.frame, self.floor_bytes = name, frame, floor_bytes
+    """A frame, its contenders, and the source rows a bilinear pass must read: `planes` is
+    a list of (2-D view of a plane's rows, indices of the rows read)."""
+
+    def __init__(self, name, frame, out_shape, out_dtype, planes):
+        self.name, self.frame, self.planes = name, frame, planes
         self.out_shape, self.out_dtype = out_shape, np.dtype(out_dtype)
+        out_bytes = int(np.prod(out_shape)) * self.out_dtype.itemsize
+        self.floor_bytes = sum(len(rows) * plane.shape[1] for plane, rows in planes) + out_bytes
         self.contenders: dict[str, callable] = {}
         self.outputs: dict[str, np.ndarray] = {}
 
     def add(self, name, fn, out):
         self.contenders[name] = fn
         self.outputs[name] = out
+
+    def read_rows(self):
+        """Only load the rows the pass reads, in its order, with no arithmetic and no writes
+        (a native probe): a lower bound for any pass that reads them."""
+        for plane, rows in self.planes:
+            _C.read_rows_probe(plane, rows)
 
 
 def bgr_f32_case(rng) -> Case:
@@ -79,7 +93,7 @@ def bgr_f32_case(rng) -> Case:
         frame,
         (1, size, size, 3),
         np.float32,
-        touched_rows(H, size) * W * 3 + size * size * 3 * 4,
+        [(frame.reshape(H, W * 3), touched_rows(H, size))],
     )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.float32), Layout.NHWC)
     pipe = Pipeline.for_input(spec, color="bgr", mean=MEAN, std=STD)
@@ -137,7 +151,7 @@ def bgr_i8_case(rng) -> Case:
         frame,
         (1, size, size, 3),
         np.int8,
-        touched_rows(H, size) * W * 3 + size * size * 3,
+        [(frame.reshape(H, W * 3), touched_rows(H, size))],
     )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
     pipe = Pipeline.for_input(spec, color="bgr", mean=127.5, std=127.5)
@@ -174,7 +188,7 @@ def nv12_i8_case(rng) -> Case:
         frame,
         (1, size, size, 3),
         np.int8,
-        touched_rows(H, size) * W + touched_rows(H // 2, size) * W + size * size * 3,
+        [(frame[:H], touched_rows(H, size)), (frame[H:], touched_rows(H // 2, size))],
     )
     spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
     pipe = Pipeline.for_input(spec, color="nv12", mean=127.5, std=127.5)
@@ -276,7 +290,8 @@ def measure(case: Case, runs: int, copy_fn, block: int) -> dict:
     caches, as a new camera frame arrives), a larger block is "warm" (frame, tables, outputs in cache).
     """
     names = list(case.contenders)
-    fns = [case.contenders[n] for n in names] + [copy_fn]
+    # the row read leaves its rows in cache: the copy runs after it and before edgeinf
+    fns = [case.contenders[n] for n in names] + [case.read_rows, copy_fn]
     for fn in fns:
         for _ in range(10):
             fn()
@@ -293,7 +308,7 @@ def measure(case: Case, runs: int, copy_fn, block: int) -> dict:
                 times[i].append(time.perf_counter_ns() - t0)
                 cpu[i].append(time.thread_time_ns() - c0)
     stats = {}
-    for name, t, c in zip([*names, "copy"], times, cpu):
+    for name, t, c in zip([*names, "row read", "copy"], times, cpu):
         a = np.array(t) / 1e3
         stats[name] = {
             "median_us": float(np.median(a)),
@@ -385,6 +400,11 @@ def run_case(case: Case, mode: str, block: int, runs: int, copy_fn, copy_bytes: 
         f"  cpu:  best OpenCV ({best_cv_cpu[1]}) takes {best_cv_cpu[0] / ours_cpu:.2f}x edgeinf's time; edgeinf is "
         f"{ours_cpu / floor_cpu_us:.2f}x the bandwidth floor ({floor_cpu_us:.1f} us at {copy_bw_cpu / 1e9:.1f} GB/s)"
     )
+    fetch = stats["row read"]["median_us"]
+    print(
+        f"  row read (loading the {sum(len(r) for _, r in case.planes)} source rows the taps read, nothing else): "
+        f"{fetch:.1f} us = {fetch / floor_us:.2f}x the floor; edgeinf takes {ours / fetch:.2f}x it"
+    )
     return {
         "stats": stats,
         "floor_us": floor_us,
@@ -397,6 +417,9 @@ def run_case(case: Case, mode: str, block: int, runs: int, copy_fn, copy_bytes: 
         "cpu_speedup_vs_best_opencv": best_cv_cpu[0] / ours_cpu,
         "cpu_best_opencv": best_cv_cpu[1],
         "cpu_edgeinf_over_floor": ours_cpu / floor_cpu_us,
+        "row_read_us": fetch,
+        "row_read_over_floor": fetch / floor_us,
+        "edgeinf_over_row_read": ours / fetch,
     }
 
 

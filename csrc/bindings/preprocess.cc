@@ -8,6 +8,7 @@
 
 #include "../kernels/u8_image_to_tensor/image_to_tensor.h"
 #include "bindings.h"
+#include "quant_arrays.h"
 
 namespace py = pybind11;
 
@@ -46,12 +47,6 @@ OutType parse_dtype(const std::string& s) {
 
 const char* dtype_name(OutType t) {
   return t == OutType::kFloat32 ? "float32" : t == OutType::kInt8 ? "int8" : "uint8";
-}
-
-std::string shape_str(const py::array& a) {
-  std::string s = "(";
-  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
-  return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
 std::string dims_str(std::initializer_list<int64_t> dims) {
@@ -221,6 +216,27 @@ void bind_preprocess(py::module_& m) {
                              [](const Plan& p) { return std::array<int, 4>{p.dst_x, p.dst_y, p.dst_w, p.dst_h}; })
       .def_property_readonly("roi",
                              [](const Plan& p) { return std::array<int, 4>{p.roi_x, p.roi_y, p.roi_w, p.roi_h}; });
+
+  m.def(
+      "read_rows_probe",
+      [](const py::array& plane, const py::array& rows) {
+        const uint8_t* base = checked_data<uint8_t>(plane, "plane");
+        const int64_t* idx = checked_data<int64_t>(rows, "rows");
+        check_ndim(plane, "plane", 2);
+        check_ndim(rows, "rows", 1);
+        const size_t h = static_cast<size_t>(plane.shape(0)), w = static_cast<size_t>(plane.shape(1));
+        const size_t n = static_cast<size_t>(rows.size());
+        for (size_t i = 0; i < n; ++i) {
+          if (idx[i] < 0 || static_cast<size_t>(idx[i]) >= h) {
+            throw std::invalid_argument("rows: index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
+                                        " is outside the plane's " + std::to_string(h) + " rows");
+          }
+        }
+        py::gil_scoped_release release;
+        return preprocess::read_rows_probe(base, w, w, idx, n);
+      },
+      py::arg("plane"), py::arg("rows"),
+      "Benchmark probe: loads the listed rows of a C-contiguous uint8 plane, nothing else; returns their bytes OR-ed.");
 }
 
 }  // namespace edgeinf::bindings

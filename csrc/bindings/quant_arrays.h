@@ -28,6 +28,8 @@ inline const char* dtype_name<uint8_t>() { return "uint8"; }
 template <>
 inline const char* dtype_name<int32_t>() { return "int32"; }
 template <>
+inline const char* dtype_name<int64_t>() { return "int64"; }
+template <>
 inline const char* dtype_name<float>() { return "float32"; }
 template <>
 inline const char* dtype_name<double>() { return "float64"; }
