@@ -25,9 +25,7 @@ Usage: PYTHONPATH=. python benchmarks/bench_preprocess.py [--runs 200] [--json o
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import platform
 import resource
 import time
 
@@ -37,6 +35,7 @@ from PIL import Image
 
 import edgeinf
 from edgeinf import _C, kernels, zoo
+from edgeinf.bench import environment
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 
@@ -338,19 +337,16 @@ def main() -> int:
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     report = {
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "machine": platform.machine(),
+        # the contract of tools/bench_report.py: benchmark, title, date, machine, versions, rows
+        "benchmark": "preprocess",
+        "title": "1280x720 frame to tensor: edgeinf's fused pass vs OpenCV, Pillow, numpy, the bandwidth floor (1 thread)",
+        **environment(),
         "cpu_isa": kernels.active_isa(),
         "cpu_features": kernels.cpu_features(),
         "threads": 1,
-        "versions": {
-            "edgeinf": edgeinf.__version__,
-            "numpy": np.__version__,
-            "opencv": cv2.__version__,
-            "pillow": Image.__version__,
-        },
         "cases": {},
     }
+    report["versions"].update(opencv=cv2.__version__, pillow=Image.__version__)
     print(
         f"edgeinf {edgeinf.__version__} ({kernels.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
         f"Pillow {Image.__version__}; 1 thread; {args.runs} interleaved runs per mode; {report['date']}"
@@ -359,6 +355,7 @@ def main() -> int:
         case = make(rng)
         for mode, block in (("cold", 1), ("warm", 20)):
             report["cases"][f"{case.name} [{mode}]"] = run_case(case, mode, block, args.runs, copy_fn, copy_src.nbytes)
+    report["rows"] = table_rows(report["cases"])
     report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report["rss_growth_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     print(f"\npeak RSS {report['peak_rss_mb']:.0f} MB")
@@ -366,6 +363,29 @@ def main() -> int:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)
     return 0
+
+
+def table_rows(cases: dict) -> list[dict]:
+    """One row per case, mode and contender, then the row read and the floor: the table of
+    benchmarks/README.md. "x edgeinf" is the contender's median time over edgeinf's."""
+    rows = []
+    for key, result in cases.items():
+        name, mode = key.rsplit(" [", 1)
+        stats, ours = result["stats"], result["stats"]["edgeinf"]["median_us"]
+        for contender, st in stats.items():
+            if contender == "copy":
+                continue
+            rows.append({
+                "case": name, "mode": mode.rstrip("]"), "contender": contender, "median_us": st["median_us"],
+                "p95_us": st["p95_us"], "cpu_median_us": st["cpu_median_us"], "x_edgeinf": st["median_us"] / ours,
+                "x_floor": st["median_us"] / result["floor_us"],
+            })  # fmt: skip
+        rows.append({
+            "case": name, "mode": mode.rstrip("]"), "contender": "bandwidth floor", "median_us": result["floor_us"],
+            "p95_us": None, "cpu_median_us": result["cpu_floor_us"], "x_edgeinf": result["floor_us"] / ours,
+            "x_floor": 1.0,
+        })  # fmt: skip
+    return rows
 
 
 def run_case(case: Case, mode: str, block: int, runs: int, copy_fn, copy_bytes: int) -> dict:
