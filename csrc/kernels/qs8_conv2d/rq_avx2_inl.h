@@ -30,8 +30,10 @@ static inline __m256i mbqm8(__m256i x, __m256i multiplier, __m256i multiplier_od
   if (kLeft) x = _mm256_sllv_epi32(x, left_shift);
   const __m256i round = _mm256_set1_epi64x(int64_t{1} << 30);
   const __m256i even = _mm256_srli_epi64(_mm256_add_epi64(_mm256_mul_epi32(x, multiplier), round), 31);
-  const __m256i odd =
-      _mm256_slli_epi64(_mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), multiplier_odd), round), 1);
+  // odd << 1 as odd + odd: an add runs on any vector pipe, a shift only on the two that
+  // also do every unpack, widening and pack of the kernels.
+  const __m256i odd_sum = _mm256_add_epi64(_mm256_mul_epi32(_mm256_srli_epi64(x, 32), multiplier_odd), round);
+  const __m256i odd = _mm256_add_epi64(odd_sum, odd_sum);
   const __m256i y = _mm256_blend_epi32(even, odd, 0xAA);
   if (!kRight) return y;
   const __m256i mag = _mm256_add_epi32(_mm256_abs_epi32(y), half);
