@@ -80,7 +80,8 @@ static inline __m128i requantize16(__m256i acc0, __m256i acc1, const int32_t* pr
   constexpr bool kLeft = (kFlags & kRqLeft) != 0, kRight = (kFlags & kRqRight) != 0;
   const __m256i lo = mbqm_half<kLeft, kRight>(acc0, prm, 0), hi = mbqm_half<kLeft, kRight>(acc1, prm, 1);
   const __m256i v16 = _mm256_adds_epi16(_mm256_packs_epi32(lo, hi), q.zero_point16);
-  const __m128i v8 = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0x08));
+  // the two 128-bit halves packed together: VEXTRACTI128 is cheaper than a VPERMQ on Zen 3
+  const __m128i v8 = _mm_packs_epi16(_mm256_castsi256_si128(v16), _mm256_extracti128_si256(v16, 1));
   if (!(kFlags & kRqClamp)) return v8;
   return _mm_min_epi8(_mm_max_epi8(v8, q.lo), q.hi);
 }
