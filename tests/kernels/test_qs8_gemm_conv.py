@@ -227,10 +227,11 @@ def _small_products(x, weights, bias, zero_point, variant):
 
 
 # Explicit shapes for the SIMD schedules the random cases reach only by chance. Depthwise:
-# 3x3 with a horizontal stride of 1 or 2 runs steps of 4 output pixels (widths that leave
-# 2- and 1-pixel remainders), other filters and dilations go pixel by pixel, a depth
-# multiplier above 1 reads rows with repeated channels; channel counts straddle the
-# 16/8-channel blocks. Weights without -128 take NEON's paired taps.
+# 3x3 with a horizontal stride of 1 (2) runs steps of 4 (3) output pixels (widths that
+# leave 2- and 1-pixel remainders; steps inside the image and over the padding), other
+# filters and dilations go pixel by pixel, a depth multiplier above 1 reads rows with
+# repeated channels; channel counts straddle the 16/8-channel blocks. Weights without
+# -128 take NEON's paired taps.
 DW_SHAPES = [
     # (h, w, c, multiplier, (kh, kw), stride, dilation, padding)
     (7, 11, 16, 1, (3, 3), (1, 1), (1, 1), "same"),
@@ -245,6 +246,8 @@ DW_SHAPES = [
     (7, 9, 8, 2, (3, 3), (1, 1), (1, 1), "same"),
     (6, 7, 11, 3, (3, 3), (2, 2), (1, 1), "same"),
     (5, 6, 20, 2, (1, 3), (1, 1), (1, 2), "valid"),
+    (7, 9, 40, 1, (3, 3), (2, 2), (1, 1), "same"),
+    (6, 11, 17, 1, (3, 3), (2, 2), (1, 1), "valid"),
 ]
 
 
