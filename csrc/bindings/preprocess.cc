@@ -236,7 +236,7 @@ void bind_preprocess(py::module_& m) {
         return preprocess::read_rows_probe(base, w, w, idx, n);
       },
       py::arg("plane"), py::arg("rows"),
-      "Benchmark probe: loads the listed rows of a C-contiguous uint8 plane, nothing else; returns their bytes OR-ed.");
+      "Benchmark probe: loads the listed rows of a C-contiguous uint8 plane, nothing else; returns the OR of their bytes.");
 }
 
 }  // namespace edgeinf::bindings

@@ -188,11 +188,11 @@ def test_row_read_probe_reads_exactly_the_listed_rows():
     # The benchmark's lower bound must load every byte of the listed rows and no others.
     from edgeinf import _C
 
-    plane = np.zeros((9, 37), np.uint8)  # 37: not a multiple of the probe's 32-byte step
-    plane[2, 36], plane[5, 0], plane[7, 20] = 1, 2, 64
-    assert _C.read_rows_probe(plane, np.array([2, 5], np.int64)) == 1 | 2  # the tail byte, then a word's first byte
-    assert _C.read_rows_probe(plane, np.array([7], np.int64)) == 64 << (8 * 4)  # byte 20 = byte 4 of a word
-    assert _C.read_rows_probe(plane, np.array([0, 1, 3], np.int64)) == 0
+    plane = np.zeros((9, 150), np.uint8)  # two 64-byte blocks and a 22-byte tail
+    plane[2, 149], plane[5, 0], plane[7, 70], plane[8, 100] = 1, 2, 64, 128
+    assert _C.read_rows_probe(plane, np.array([2, 5, 7], np.int64)) == 1 | 2 | 64
+    assert _C.read_rows_probe(plane, np.array([8], np.int64)) == 128
+    assert _C.read_rows_probe(plane, np.array([0, 1, 3, 4, 6], np.int64)) == 0
     with pytest.raises(ValueError, match="index 9 at position 1 is outside the plane's 9 rows"):
         _C.read_rows_probe(plane, np.array([0, 9], np.int64))
     with pytest.raises(ValueError, match="rows: expected dtype int64, got int32"):

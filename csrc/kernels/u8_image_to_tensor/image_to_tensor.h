@@ -215,7 +215,7 @@ struct PlanRequest {
 Plan build_plan(const PlanRequest& request);  // throws std::invalid_argument
 void run_plan(const Plan& plan, const Frame& frame, void* out);
 
-// Benchmark probe: reads rows[0..n) of a plane (row_bytes each), returns their bytes OR-ed.
+// Benchmark probe: reads rows[0..n) of a plane (row_bytes each), returns the OR of their bytes.
 uint64_t read_rows_probe(const uint8_t* plane, size_t row_stride, size_t row_bytes, const int64_t* rows, size_t n);
 
 }  // namespace edgeinf::preprocess
