@@ -24,20 +24,27 @@ Usage: PYTHONPATH=. python benchmarks/bench_preprocess.py [--runs 200] [--json o
 
 from __future__ import annotations
 
-import argparse
-import json
-import resource
-import time
+import os
 
-import cv2
-import numpy as np
-from PIL import Image
+# one thread everywhere: no BLAS worker threads spinning on the other core (numpy loads
+# OpenBLAS, which starts them at import even though no contender calls it)
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 
-import edgeinf
-from edgeinf import _C, kernels, zoo
-from edgeinf.bench import environment
-from edgeinf.preprocess import Pipeline
-from edgeinf.types import Layout, Quantization, TensorSpec
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import time  # noqa: E402
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import edgeinf  # noqa: E402
+from edgeinf import _C, kernels, zoo  # noqa: E402
+from edgeinf.bench import environment  # noqa: E402
+from edgeinf.preprocess import Pipeline  # noqa: E402
+from edgeinf.types import Layout, Quantization, TensorSpec  # noqa: E402
 
 W, H = 1280, 720
 MEAN = np.array([123.675, 116.28, 103.53], np.float32)
