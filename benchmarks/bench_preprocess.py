@@ -353,6 +353,7 @@ def main() -> int:
         "cpu_features": kernels.cpu_features(),
         "threads": 1,
         "cases": {},
+        "rows": [],
     }
     report["versions"].update(opencv=cv2.__version__, pillow=Image.__version__)
     print(
@@ -362,8 +363,9 @@ def main() -> int:
     for make in (bgr_f32_case, bgr_i8_case, nv12_i8_case):
         case = make(rng)
         for mode, block in (("cold", 1), ("warm", 20)):
-            report["cases"][f"{case.name} [{mode}]"] = run_case(case, mode, block, args.runs, copy_fn, copy_src.nbytes)
-    report["rows"] = table_rows(report["cases"])
+            result = run_case(case, mode, block, args.runs, copy_fn, copy_src.nbytes)
+            report["cases"][f"{case.name} [{mode}]"] = result
+            report["rows"] += table_rows(case.name, mode, result)
     report["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     report["rss_growth_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     print(f"\npeak RSS {report['peak_rss_mb']:.0f} MB")
@@ -373,26 +375,20 @@ def main() -> int:
     return 0
 
 
-def table_rows(cases: dict) -> list[dict]:
-    """One row per case, mode and contender, then the row read and the floor: the table of
-    benchmarks/README.md. "x edgeinf" is the contender's median time over edgeinf's."""
-    rows = []
-    for key, result in cases.items():
-        name, mode = key.rsplit(" [", 1)
-        stats, ours = result["stats"], result["stats"]["edgeinf"]["median_us"]
-        for contender, st in stats.items():
-            if contender == "copy":
-                continue
-            rows.append({
-                "case": name, "mode": mode.rstrip("]"), "contender": contender, "median_us": st["median_us"],
-                "p95_us": st["p95_us"], "cpu_median_us": st["cpu_median_us"], "x_edgeinf": st["median_us"] / ours,
-                "x_floor": st["median_us"] / result["floor_us"],
-            })  # fmt: skip
-        rows.append({
-            "case": name, "mode": mode.rstrip("]"), "contender": "bandwidth floor", "median_us": result["floor_us"],
-            "p95_us": None, "cpu_median_us": result["cpu_floor_us"], "x_edgeinf": result["floor_us"] / ours,
-            "x_floor": 1.0,
-        })  # fmt: skip
+def table_rows(name: str, mode: str, result: dict) -> list[dict]:
+    """A case's rows of the benchmarks/README.md table: one per contender (the row read
+    included), then the floor. "x edgeinf" is the contender's median time over edgeinf's."""
+    stats, ours, floor = result["stats"], result["stats"]["edgeinf"]["median_us"], result["floor_us"]
+    rows = [
+        {"case": name, "mode": mode, "contender": contender, "median_us": st["median_us"], "p95_us": st["p95_us"],
+         "cpu_median_us": st["cpu_median_us"], "x_edgeinf": st["median_us"] / ours, "x_floor": st["median_us"] / floor}
+        for contender, st in stats.items()
+        if contender != "copy"
+    ]  # fmt: skip
+    rows.append({
+        "case": name, "mode": mode, "contender": "bandwidth floor", "median_us": floor, "p95_us": None,
+        "cpu_median_us": result["cpu_floor_us"], "x_edgeinf": floor / ours, "x_floor": 1.0,
+    })  # fmt: skip
     return rows
 
 
@@ -428,10 +424,10 @@ def run_case(case: Case, mode: str, block: int, runs: int, copy_fn, copy_bytes: 
         f"  cpu:  best OpenCV ({best_cv_cpu[1]}) takes {best_cv_cpu[0] / ours_cpu:.2f}x edgeinf's time; edgeinf is "
         f"{ours_cpu / floor_cpu_us:.2f}x the bandwidth floor ({floor_cpu_us:.1f} us at {copy_bw_cpu / 1e9:.1f} GB/s)"
     )
-    fetch = stats["row read"]["median_us"]
+    row_read = stats["row read"]["median_us"]
     print(
         f"  row read (loading the {sum(len(r) for _, r in case.planes)} source rows the taps read, nothing else): "
-        f"{fetch:.1f} us = {fetch / floor_us:.2f}x the floor; edgeinf takes {ours / fetch:.2f}x it"
+        f"{row_read:.1f} us = {row_read / floor_us:.2f}x the floor; edgeinf takes {ours / row_read:.2f}x it"
     )
     return {
         "stats": stats,
@@ -445,9 +441,9 @@ def run_case(case: Case, mode: str, block: int, runs: int, copy_fn, copy_bytes: 
         "cpu_speedup_vs_best_opencv": best_cv_cpu[0] / ours_cpu,
         "cpu_best_opencv": best_cv_cpu[1],
         "cpu_edgeinf_over_floor": ours_cpu / floor_cpu_us,
-        "row_read_us": fetch,
-        "row_read_over_floor": fetch / floor_us,
-        "edgeinf_over_row_read": ours / fetch,
+        "row_read_us": row_read,
+        "row_read_over_floor": row_read / floor_us,
+        "edgeinf_over_row_read": ours / row_read,
     }
 
 

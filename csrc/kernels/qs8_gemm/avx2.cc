@@ -1,8 +1,8 @@
 // AVX2 GEMM: 6x16 tiles of int32 accumulators fed by VPMADDWD.
 //
 // A rows are converted once per block to int16 (a - zero_point), or arrive converted
-// (GemmRows16), and are read as broadcast pairs of K; packed weights hold pairs of K per column and are sign-extended in the
-// loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <= 255,
+// (GemmRows16), and are read as broadcast pairs of K; packed weights hold pairs of K per
+// column and are sign-extended in the loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <= 255,
 // |w| <= 128), unlike VPMADDUBSW's saturating int16 pairs, so the result is exact.
 #include <immintrin.h>
 
