@@ -19,8 +19,9 @@ is compared with a straightforward numpy implementation.
 
 Method (BENCHMARKS.md): 10 warm-up calls, then the contenders are timed in turn, a block
 of calls each (A A A B B B ... A A A ...), 20 rounds, so that drift on the shared machine
-favours none. A block's first call is "cold" (the caches hold the other contenders'
-data, as a layer's weights are in a model); the rest are "warm", as a kernel in a loop.
+favours none. A block's first call is "cold": before it, untimed, a read of twice the
+last-level cache (edgeinf.bench.Evictor) leaves nothing of the op in cache, as a layer's
+weights are in a model; the rest are "warm", as a kernel in a loop.
 About --runs warm calls each; a contender that would take more than --budget seconds so
 runs fewer rounds of 2 calls (at least 3).
 GOPS counts a multiply-add as 2 operations; "peak" is the CPU's measured int8
@@ -52,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import edgeinf  # noqa: E402
 from edgeinf import _C, kernels, quant  # noqa: E402
+from edgeinf.bench import Evictor  # noqa: E402
 
 THREADS = 1
 
@@ -383,12 +385,14 @@ class Timings:
 ROUNDS = 20  # blocks per contender (fewer for slow ones)
 
 
-def measure(case: Case, runs: int, budget: float) -> dict[str, Timings]:
+def measure(case: Case, runs: int, budget: float, evict: Evictor) -> dict[str, Timings]:
     """Contenders in turn, a block of calls each (A A A B B B ... A A A ...), ROUNDS times.
 
-    A block's first call finds the caches holding the other contenders' data (cold); the
-    rest find their own (warm), as a kernel called in a loop does. Slow contenders (all
-    blocks over `budget` seconds) run fewer rounds of two calls, at least three.
+    A block's first call is cold: the evictor runs before it, untimed, so every contender's
+    weights and inputs start outside the caches, as a layer's do in a model (before, each
+    first call found whatever the previous contender had left, which differed per
+    contender). The rest of the block is warm, as a kernel called in a loop. Slow
+    contenders (all blocks over `budget` seconds) run fewer rounds of two calls, at least three.
     """
     calls = {name: fn for name, (fn, _) in case.contenders.items()}
     for fn in calls.values():
@@ -413,6 +417,8 @@ def measure(case: Case, runs: int, budget: float) -> dict[str, Timings]:
             if r >= rounds:
                 continue
             for i in range(block):
+                if i == 0:
+                    evict()
                 t = time.perf_counter()
                 fn()
                 (cold if i == 0 else warm)[name].append(time.perf_counter() - t)
@@ -489,8 +495,9 @@ def main(argv=None) -> int:
     print(f"numpy BLAS: {info['blas']}")
     print(f"int8 peak (VPMADDUBSW+VPMADDWD probe): {peak:.1f} GOPS" if peak else "int8 peak: n/a (no AVX2)")
     results = []
+    evict = Evictor()
     for case in build_cases(args):
-        times = measure(case, args.runs, args.budget)
+        times = measure(case, args.runs, args.budget, evict)
         base = float(np.median(times["edgeinf"].warm))
         best = float(np.min(times["edgeinf"].warm))
         base_cold = float(np.median(times["edgeinf"].cold))
@@ -517,7 +524,7 @@ def main(argv=None) -> int:
                   f"{row['max_us']:9.1f} {len(t):5d} {g} {p} {row['edgeinf_speedup']:8.2f}x "
                   f"{row['edgeinf_speedup_min']:5.2f}x {row['cold_median_us']:9.1f} {row['edgeinf_speedup_cold']:7.2f}x")  # fmt: skip
     print("\nmin/median/p95/p99/max: warm calls (a block's calls after its first); 'cold' = median of the")
-    print("blocks' first calls, which find the caches holding the other contenders' data.")
+    print("blocks' first calls, each after a read of twice the last-level cache (nothing of the op in cache).")
     print("'edgeinf x' = contender's median time / edgeinf's: how many times faster edgeinf is (>1 = faster);")
     print("'(min)' = the same ratio of the fastest calls, steadier when other processes share the cores;")
     print("'(cold x)' = the same ratio of the cold medians.")

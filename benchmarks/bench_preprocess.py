@@ -35,7 +35,6 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
@@ -43,7 +42,7 @@ from PIL import Image  # noqa: E402
 
 import edgeinf  # noqa: E402
 from edgeinf import _C, kernels, zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import Evictor, environment  # noqa: E402
 from edgeinf.preprocess import Pipeline  # noqa: E402
 from edgeinf.types import Layout, Quantization, TensorSpec  # noqa: E402
 
@@ -290,28 +289,6 @@ def add_numpy(case: Case, frame: np.ndarray, size: int, finish) -> None:
         finish(rgb8, out[0])
 
     case.add("numpy", run, out)
-
-
-def last_level_cache_bytes() -> int:
-    """The largest CPU cache, from sysfs (32 MiB when it cannot be read)."""
-    sizes = []
-    for path in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = path.read_text().strip()
-        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KM")) * scale)
-    return max(sizes, default=32 << 20)
-
-
-class Evictor:
-    """Reads a buffer twice the size of the last-level cache, one byte per 64-byte line, so
-    that the frame, tables and outputs of the previous call are gone from every cache (as
-    when a camera delivers a new frame to DRAM). Reads only: no dirty lines left to write back."""
-
-    def __init__(self):
-        self.lines = np.ones(2 * last_level_cache_bytes(), np.uint8)[::64]
-
-    def __call__(self):
-        self.lines.max()
 
 
 def measure(case: Case, runs: int, copy_fn, block: int, evict: Evictor) -> dict:

@@ -144,6 +144,37 @@ def compare(
     return {name: summarize(samples[name], batches[name]) for name in contenders}
 
 
+# -- cold caches ---------------------------------------------------------------------------
+
+
+def last_level_cache_bytes(cache_dir: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The largest CPU cache in bytes, from sysfs (32 MiB where it cannot be read)."""
+    sizes = []
+    for path in cache_dir.glob("index*/size"):
+        text = path.read_text().strip()
+        scale = {"K": 1 << 10, "M": 1 << 20}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KM")) * scale)
+        except ValueError:
+            continue
+    return max(sizes, default=32 << 20)
+
+
+class Evictor:
+    """Calling it reads a buffer twice the size of the last-level cache, one byte per 64-byte
+    line, so that nothing a timed call used before is left in any cache: a "cold" call then
+    starts from the same state for every contender (as when a camera delivers a new frame
+    to DRAM, or a model's other layers ran in between). Reads only: no dirty lines are left
+    for the next call to write back."""
+
+    def __init__(self, cache_bytes: int | None = None):
+        size = 2 * (cache_bytes if cache_bytes is not None else last_level_cache_bytes())
+        self.lines = np.ones(size, np.uint8)[::64]
+
+    def __call__(self) -> None:
+        self.lines.max()
+
+
 # -- memory -------------------------------------------------------------------------------
 
 
