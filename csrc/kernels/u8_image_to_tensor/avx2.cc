@@ -40,7 +40,7 @@ inline __m256i blend_rows(__m256i m0, __m256i m1, __m256i b) {
 // blend them vertically (a fused hblend).
 template <bool kTwoRows>
 int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                 int plane_stride) {
+                 int plane_stride, LinePrefetch& ahead) {
   const int nch = pass.nch;
   __m256i control[2];
   for (int c = 0; c < nch; ++c) {
@@ -61,8 +61,21 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
     return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip));
   };
+  // three lines of each of `ahead`'s rows per step (20 per row for a 1280-byte plane row
+  // in 8 steps); locals, so that the stores to `out` do not force reloads
+  const uint8_t* const pf0 = ahead.row0;
+  const uint8_t* const pf1 = ahead.row1;
+  int pf = ahead.next;
+  const int pf_end = pf0 ? ahead.end : 0;
   int x = 0;
   for (; x + 16 <= end; x += 16) {
+    if (pf < pf_end) {
+      for (int k = 0; k < 3 * 64; k += 64) {
+        __builtin_prefetch(pf0 + pf + k);
+        __builtin_prefetch(pf1 + pf + k);
+      }
+      pf += 3 * 64;
+    }
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
     const int32_t* o = offsets + x;
@@ -79,6 +92,7 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
                           _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
     }
   }
+  ahead.next = pf;
   return x;
 }
 
@@ -145,20 +159,21 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
 
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-                   int plane_stride) {
+                   int plane_stride, LinePrefetch& ahead) {
   const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (window4) return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  if (window4)
+    return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
   return hresample_nch<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }
 
-void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
-  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride);
+void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
+  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride, ahead);
   u8_hresample__scalar(pass, row, x, n, out, plane_stride);
 }
 
 void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-            int plane_stride) {
-  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride);
+            int plane_stride, LinePrefetch& ahead) {
+  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride, ahead);
   u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
 }
 

@@ -148,14 +148,32 @@ struct Frame {
   int64_t stride[3] = {0, 0, 0};
 };
 
+// The source rows of a later output row, for a row kernel to request from inside its loop
+// a few cache lines per step, so that they arrive while the current row is computed; what
+// the kernel leaves is requested after the row (flush).
+struct LinePrefetch {
+  const uint8_t* row0 = nullptr;  // null: nothing to request
+  const uint8_t* row1 = nullptr;  // the second row of the pair, or row0 again
+  int next = 0, end = 0;          // byte range [next, end) of each row still to request
+
+  void flush() {
+    for (; row0 && next < end; next += 64) {
+      __builtin_prefetch(row0 + next);
+      __builtin_prefetch(row1 + next);
+    }
+  }
+};
+
 // Row primitives one ISA provides. All take counts in elements.
 struct Kernels {
   // Bilinear / nearest horizontal pass over one source row. `out` has nch rows of
   // `plane_stride` elements when planar, else one interleaved row.
-  void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride);
+  // `ahead`: see LinePrefetch (a kernel may leave it untouched).
+  void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride,
+                    LinePrefetch& ahead);
   // hresample of row0 and row1 blended by vblend, fused (rows no other output row needs).
   void (*hblend)(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-                 int plane_stride);
+                 int plane_stride, LinePrefetch& ahead);
   // out = h0 + ((h1 - h0) * b1 + 2^14) >> 15, for 0 <= b1 < 2^15.
   void (*vblend)(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out);
   // acc[i] (=|+=) w * row[i] for n bytes (area, vertical accumulation).

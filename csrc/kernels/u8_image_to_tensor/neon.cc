@@ -32,7 +32,7 @@ inline uint8x16_t load4x4(const uint8_t* row, const int32_t* o) {
 // One or two planar channels from a 4-byte window per pixel: 8 pixels per step.
 template <bool kTwoRows>
 int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                 int plane_stride) {
+                 int plane_stride, LinePrefetch&) {
   const int nch = pass.nch;
   uint8x8_t idx0[2], idx1[2];
   for (int c = 0; c < nch; ++c) {
@@ -112,21 +112,22 @@ int hresample_8b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
 
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-                   int plane_stride) {
+                   int plane_stride, LinePrefetch& ahead) {
   const bool window4 =
       pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (window4) return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  if (window4)
+    return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
   return hresample_8b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }
 
-void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride) {
-  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride);
+void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
+  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride, ahead);
   u8_hresample__scalar(pass, row, x, n, out, plane_stride);
 }
 
 void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-            int plane_stride) {
-  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride);
+            int plane_stride, LinePrefetch& ahead) {
+  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride, ahead);
   u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
 }
 

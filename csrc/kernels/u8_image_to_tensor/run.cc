@@ -36,7 +36,7 @@ constexpr int kPrefetchRows = 4;
 struct PassRows {
   std::vector<int16_t> h[2], v;
   int tag[2] = {-1, -1};
-  int next_prefetch = -1;  // first output row whose source rows are not prefetched yet
+  bool primed = false;  // the source rows of the first output rows ahead were requested
   int plane_stride = 0;
 };
 
@@ -97,20 +97,22 @@ class RowRunner {
       if (r.tag[s] == row) return r.h[s].data();
     const int slot = (r.tag[0] == keep) ? 1 : 0;  // never evict the other row this output needs
     const HPass& pass = p_.passes[pi];
-    k_.hresample(pass, plane_row(pass.plane, row), p_.dst_w, r.h[slot].data(), r.plane_stride);
+    LinePrefetch none;
+    k_.hresample(pass, plane_row(pass.plane, row), p_.dst_w, r.h[slot].data(), r.plane_stride, none);
     r.tag[slot] = row;
     return r.h[slot].data();
   }
 
-  // Source rows come from L3 or DRAM; the hardware prefetchers do not follow the jumps
-  // between rows, so ask for the rows of the output rows ahead.
-  void prefetch_rows(const HPass& pass, const VTable& t, int cy) const {
-    if (pass.offset.empty()) return;
-    const int begin = pass.offset.front(), end = pass.offset.back() + kWindow;
-    for (int k = 0; k < (t.b1[cy] ? 2 : 1); ++k) {
-      const uint8_t* row = plane_row(pass.plane, t.row0[cy] + k);
-      for (int b = begin; b < end; b += 64) __builtin_prefetch(row + b);
-    }
+  // Source rows come from L3 or DRAM, and the hardware prefetchers do not follow the jumps
+  // between rows: the rows of output row cy, to request ahead of their use.
+  LinePrefetch source_lines(const HPass& pass, const VTable& t, int cy) const {
+    LinePrefetch lines;
+    if (pass.offset.empty() || cy >= static_cast<int>(t.row0.size())) return lines;
+    lines.row0 = plane_row(pass.plane, t.row0[cy]);
+    lines.row1 = t.b1[cy] ? plane_row(pass.plane, t.row0[cy] + 1) : lines.row0;
+    lines.next = pass.offset.front();
+    lines.end = pass.offset.back() + kWindow;
+    return lines;
   }
 
   void linear_row(size_t pi, int cy) {
@@ -119,16 +121,19 @@ class RowRunner {
     const int row0 = t.row0[cy], b1 = t.b1[cy];
     PassRows& r = ws_.pass[pi];
     if (t.disjoint) {  // each source row serves this output row only: resample straight into v
-      // keep kPrefetchRows output rows of source rows in flight: a camera frame arrives cold
-      int& next = ws_.pass[pi].next_prefetch;
-      if (next < cy) next = cy;
-      const int last = std::min(cy + kPrefetchRows, static_cast<int>(t.row0.size()) - 1);
-      for (; next <= last; ++next) prefetch_rows(pass, t, next);
+      // a camera frame arrives cold: the rows of the output row kPrefetchRows ahead are
+      // requested during this row (at the first row, the rows in between at once)
+      if (!r.primed) {
+        for (int k = 0; k < kPrefetchRows; ++k) source_lines(pass, t, cy + k).flush();
+        r.primed = true;
+      }
+      LinePrefetch ahead = source_lines(pass, t, cy + kPrefetchRows);
       const uint8_t* src0 = plane_row(pass.plane, row0);
       if (b1 == 0)
-        k_.hresample(pass, src0, p_.dst_w, r.v.data(), r.plane_stride);
+        k_.hresample(pass, src0, p_.dst_w, r.v.data(), r.plane_stride, ahead);
       else
-        k_.hblend(pass, src0, plane_row(pass.plane, row0 + 1), b1, p_.dst_w, r.v.data(), r.plane_stride);
+        k_.hblend(pass, src0, plane_row(pass.plane, row0 + 1), b1, p_.dst_w, r.v.data(), r.plane_stride, ahead);
+      ahead.flush();  // the lines the kernel's loop did not request
       return;
     }
     const int n = pass.planar ? pass.nch * r.plane_stride : pass.nch * p_.dst_w;
