@@ -14,26 +14,27 @@ spawned stub vcgencmd), as the share of one core at 4 and 10 decisions per secon
 Part 3 (unless --no-real) profiles the two real face detectors and runs them under a
 budget with the power model as sensor (the same scenario as tests/power/test_real_run.py).
 
-    PYTHONPATH=. python benchmarks/bench_power.py [--seeds 3] [--duration 3600] [--json out.json]
+With ``--json`` the document keeps the report contract of tools/bench_report.py: its
+``rows`` are the printed simulation table (one line per trace and controller, over the
+seeds), plus one line for the decision cost and one for the real run; the detailed
+figures stay beside them under ``simulation``, ``overhead`` and ``real``.
+
+    PYTHONPATH=. python benchmarks/bench_power.py [--seeds 3] [--duration 3600] [--quick] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
+import math
 import resource
 import statistics
 import sys
 import tempfile
 import time
-from datetime import date
 from pathlib import Path
 
-import numpy as np
-
-from edgeinf import __version__
-from edgeinf.bench import measure
+from edgeinf.bench import environment, measure
 from edgeinf.power import simulate as sim
 from edgeinf.power.profiles import Config
 from edgeinf.power.scheduler import Scheduler
@@ -41,6 +42,27 @@ from edgeinf.power.sensors import ModelSensor, PiPmicSensor, PowerModel, PowerSa
 
 TRACES = ("steady", "bursty", "step_down", "wrong_profile")
 CONTROLLERS = ("scheduler", "hysteresis", "static-max", "static-min", "best-static (hindsight)")
+STEP_S = 0.25  # one control period of the simulated traces
+
+# The report's columns. Central figures are medians over the seeds; a ``_worst`` column is
+# the worst seed (lowest ratio, most budget violation), as the targets must hold on every seed.
+COLUMNS = (
+    "trace",
+    "controller",
+    "seeds",
+    "throughput_per_s",
+    "vs_best_static_worst",
+    "vs_clairvoyant_worst",
+    "violation_fraction_worst",
+    "energy_above_budget_fraction_worst",
+    "settling_periods_worst",
+    "overshoot_worst",
+    "mean_power_w",
+    "drop_fraction",
+    "latency_p99_ms",
+    "energy_per_inference_mj",
+    "controller_us_per_step",
+)
 
 
 def part_simulation(seeds: int, duration_s: float) -> dict:
@@ -51,7 +73,7 @@ def part_simulation(seeds: int, duration_s: float) -> dict:
         wall = []
         for seed in range(seeds):
             started = time.perf_counter()
-            out = sim.compare(sim.make_trace(kind, seed=100 + seed, duration_s=duration_s))
+            out = sim.compare(sim.make_trace(kind, seed=100 + seed, duration_s=duration_s, step_s=STEP_S))
             wall.append(time.perf_counter() - started)
             for row in out["rows"]:
                 per_controller[row["controller"]].append(row)
@@ -60,46 +82,126 @@ def part_simulation(seeds: int, duration_s: float) -> dict:
     return results
 
 
-def _agg(rows: list[dict], key: str):
-    values = [r[key] for r in rows if r[key] is not None]
-    if not values:
-        return None
-    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values)}
+def report_row(**values) -> dict:
+    """One line of the report: every column of `COLUMNS`, in order, None where it does not apply."""
+    unknown = set(values) - set(COLUMNS)
+    if unknown:
+        raise ValueError(f"report row has columns {sorted(unknown)} that are not in COLUMNS {COLUMNS}")
+    return {column: values.get(column) for column in COLUMNS}
 
 
-def print_simulation(results: dict, seeds: int, duration_s: float) -> None:
+def _seed_values(runs: list[dict], key: str) -> list[float]:
+    """The seeds' values of one metric, leaving out those that do not apply (None, NaN)."""
+    return [r[key] for r in runs if r[key] is not None and not (isinstance(r[key], float) and math.isnan(r[key]))]
+
+
+def _median(runs: list[dict], key: str):
+    values = _seed_values(runs, key)
+    return statistics.median(values) if values else None
+
+
+def _worst(runs: list[dict], key: str, worst=max):
+    values = _seed_values(runs, key)
+    return worst(values) if values else None
+
+
+def simulation_rows(simulation: dict, steps_per_run: int) -> list[dict]:
+    """The simulation table: one row per (trace, controller) over the seeds.
+
+    Args:
+        simulation: `part_simulation`'s result, ``{trace: {"rows": {controller: [metrics per seed]}}}``.
+        steps_per_run: control periods in one simulated trace, to turn the controller's total time
+            into its cost per decision.
+    """
+    rows = []
+    for kind, data in simulation.items():
+        for name, runs in data["rows"].items():
+            controller_s = _median(runs, "controller_seconds")
+            rows.append(
+                report_row(
+                    trace=kind,
+                    controller=name,
+                    seeds=len(runs),
+                    throughput_per_s=_median(runs, "throughput_per_s"),
+                    vs_best_static_worst=_worst(runs, "vs_best_static", min),
+                    vs_clairvoyant_worst=_worst(runs, "vs_clairvoyant", min),
+                    violation_fraction_worst=_worst(runs, "violation_fraction"),
+                    energy_above_budget_fraction_worst=_worst(runs, "energy_above_budget_fraction"),
+                    settling_periods_worst=_worst(runs, "settling_periods"),
+                    overshoot_worst=_worst(runs, "overshoot"),
+                    mean_power_w=_median(runs, "mean_power_w"),
+                    drop_fraction=_median(runs, "drop_fraction"),
+                    latency_p99_ms=_median(runs, "latency_p99_ms"),
+                    energy_per_inference_mj=_median(runs, "energy_per_inference_mj"),
+                    controller_us_per_step=None if controller_s is None else controller_s / steps_per_run * 1e6,
+                )
+            )
+    return rows
+
+
+def overhead_row(overhead: dict) -> dict:
+    """The scheduler's decision cost measured alone (wall median), in the per-step column."""
+    return report_row(
+        trace="decision alone (32 configurations)",
+        controller="scheduler",
+        controller_us_per_step=overhead["wall"]["decision"]["median_us"],
+    )
+
+
+def real_row(real: dict) -> dict:
+    """The real run's figures over both budget phases (power from the power model: an estimate)."""
+    report = real["report"]
+    budgets = " then ".join(f"{phase['budget_w']:g}" for phase in real["phases"])
+    offered = report["served"] + report["dropped"]
+    return report_row(
+        trace=f"real: 2 face detectors at 30/s, budget {budgets} W, power model as sensor",
+        controller="scheduler",
+        throughput_per_s=report["served"] / report["duration_s"],
+        violation_fraction_worst=report["violation_fraction"],
+        mean_power_w=report["mean_power_w"],
+        drop_fraction=report["dropped"] / offered if offered else 0.0,
+        latency_p99_ms=report["latency_p99_ms"],
+    )
+
+
+def report_title(seeds: int, duration_s: float) -> str:
+    return (
+        f"Power-budget scheduler vs baselines on simulated traces ({seeds} seed(s) x {duration_s / 3600:g} h;"
+        " medians over seeds, `_worst` = worst seed), its decision cost, a real run"
+    )
+
+
+def print_simulation(rows: list[dict], simulation: dict, seeds: int, duration_s: float) -> None:
     print(
         f"\n== Simulation: {seeds} seed(s) x {duration_s / 3600:.2f} h per trace (synthetic plant; truth-based metrics)"
     )
-    header = f"{'trace':<14}{'controller':<25}{'thr/s':>8}{'vs best':>9}{'vs clair':>9}{'viol>5%':>9}{'settle':>7}{'oversh':>8}{'drop':>7}{'p99 ms':>8}{'mJ/inf':>8}"
+    header = (
+        f"{'trace':<14}{'controller':<25}{'thr/s':>8}{'vs best':>9}{'vs clair':>9}{'viol>5%':>9}{'settle':>7}"
+        f"{'oversh':>8}{'drop':>7}{'p99 ms':>8}{'mJ/inf':>8}{'ctl us':>8}"
+    )
     print(header)
     print("-" * len(header))
-    for kind, data in results.items():
-        for name in CONTROLLERS:
-            rows = data["rows"][name]
-            thr, bs, cl = _agg(rows, "throughput_per_s"), _agg(rows, "vs_best_static"), _agg(rows, "vs_clairvoyant")
-            viol, settle, over = (
-                _agg(rows, "violation_fraction"),
-                _agg(rows, "settling_periods"),
-                _agg(rows, "overshoot"),
-            )
-            drop, p99, epi = (
-                _agg(rows, "drop_fraction"),
-                _agg(rows, "latency_p99_ms"),
-                _agg(rows, "energy_per_inference_mj"),
-            )
-            settle_text = f"{settle['max']:.0f}" if settle else "-"
-            over_text = f"{over['max']:.3f}" if over else "-"
+
+    def text(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for kind, data in simulation.items():
+        for row in (r for r in rows if r["trace"] == kind):
             print(
-                f"{kind:<14}{name:<25}{thr['mean']:8.1f}{bs['min']:9.3f}{cl['min']:9.3f}{viol['max']:9.4f}"
-                f"{settle_text:>7}{over_text:>8}{drop['mean']:7.3f}{p99['mean']:8.1f}{epi['mean']:8.2f}"
+                f"{kind:<14}{row['controller']:<25}{text(row['throughput_per_s'], '.1f'):>8}"
+                f"{text(row['vs_best_static_worst'], '.3f'):>9}{text(row['vs_clairvoyant_worst'], '.3f'):>9}"
+                f"{text(row['violation_fraction_worst'], '.4f'):>9}{text(row['settling_periods_worst'], '.0f'):>7}"
+                f"{text(row['overshoot_worst'], '.3f'):>8}{text(row['drop_fraction'], '.3f'):>7}"
+                f"{text(row['latency_p99_ms'], '.1f'):>8}{text(row['energy_per_inference_mj'], '.2f'):>8}"
+                f"{text(row['controller_us_per_step'], '.1f'):>8}"
             )
         print(
-            f"{'':<14}(ratios: worst seed; violations: worst seed; one compare of 5 controllers + bounds: {statistics.fmean(data['compare_wall_s']):.1f} s wall)"
+            f"{'':<14}(ratios, violations, settling, overshoot: worst seed; the rest: median over seeds;"
+            f" one compare of 5 controllers + bounds: {statistics.fmean(data['compare_wall_s']):.1f} s wall)"
         )
 
 
-def part_overhead() -> dict:
+def part_overhead(quick: bool = False) -> dict:
     profile = sim.synthetic_profile()
     clock = [0.0]
 
@@ -117,7 +219,8 @@ def part_overhead() -> dict:
         scheduler.record(0.004, 60)
         scheduler.step()
 
-    step = measure(one_decision, runs=2000, warmup=50)
+    calls = 200 if quick else 2000
+    step = measure(one_decision, runs=calls, warmup=50)
     with tempfile.TemporaryDirectory() as root:
         device = Path(root, "sys/devices/platform/i2c/1-0040/hwmon/hwmon0")
         device.mkdir(parents=True)
@@ -128,7 +231,7 @@ def part_overhead() -> dict:
         Path(root, "sys/class/hwmon").mkdir(parents=True)
         Path(root, "sys/class/hwmon/hwmon0").symlink_to(device)
         hwmon = hwmon_power_sensors(Sysfs(root))[0]
-        hwmon_read = measure(hwmon.read, runs=2000, warmup=50)
+        hwmon_read = measure(hwmon.read, runs=calls, warmup=50)
         stub = Path(root, "vcgencmd")
         stub.write_text(
             "#!/bin/sh\ncat "
@@ -137,15 +240,16 @@ def part_overhead() -> dict:
         )
         stub.chmod(0o755)
         pmic = PiPmicSensor(str(stub), min_interval_s=0.0)
-        pmic_read = measure(pmic.read, runs=40, warmup=3)
+        spawns = 10 if quick else 40
+        pmic_read = measure(pmic.read, runs=spawns, warmup=3)
         cpu = {
-            "decision": _cpu_us_per_call(one_decision, 2000),
-            "hwmon_read": _cpu_us_per_call(hwmon.read, 2000),
-            "power_model_read": _cpu_us_per_call(model_sensor_read_fresh(), 2000),
-            "vcgencmd_pmic_read": _cpu_us_per_call(pmic.read, 40),
+            "decision": _cpu_us_per_call(one_decision, calls),
+            "hwmon_read": _cpu_us_per_call(hwmon.read, calls),
+            "power_model_read": _cpu_us_per_call(model_sensor_read_fresh(), calls),
+            "vcgencmd_pmic_read": _cpu_us_per_call(pmic.read, spawns),
         }
     model_sensor = ModelSensor(PowerModel(), min_interval_s=0.0)
-    model_read = measure(model_sensor.read, runs=2000, warmup=50)
+    model_read = measure(model_sensor.read, runs=calls, warmup=50)
     out = {
         "wall": {
             "decision": step.to_dict(),
@@ -265,27 +369,38 @@ def main(argv=None) -> int:
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds of trace per run (default one hour)")
     parser.add_argument("--real-seconds", type=float, default=4.0, help="seconds per budget phase of the real run")
     parser.add_argument("--no-real", action="store_true")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: 1 seed x 5 min, fewer overhead calls, 1 s real phases"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    meta = {
-        "date": date.today().isoformat(),
-        "edgeinf": __version__,
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "machine": platform.machine(),
-        "processor": platform.processor() or platform.machine(),
-    }
+    if args.quick:
+        args.seeds, args.duration, args.real_seconds = 1, 300.0, 1.0
+    env = environment()
+    versions = env["versions"]
     print(
-        f"edgeinf {meta['edgeinf']}  python {meta['python']}  numpy {meta['numpy']}  {meta['machine']}  {meta['date']}"
+        f"edgeinf {versions['edgeinf']}  python {versions['python']}  numpy {versions['numpy']}"
+        f"  {env['machine']['arch']}  {env['date']}"
     )
-    results = {"meta": meta}
+    results = {
+        "benchmark": "power",
+        "title": report_title(args.seeds, args.duration),
+        **env,
+        "quick": args.quick,
+        "settings": {"seeds": args.seeds, "duration_s": args.duration, "step_s": STEP_S},
+        "rows": [],
+    }
     results["simulation"] = part_simulation(args.seeds, args.duration)
-    print_simulation(results["simulation"], args.seeds, args.duration)
-    results["overhead"] = part_overhead()
+    rows = simulation_rows(results["simulation"], steps_per_run=round(args.duration / STEP_S))
+    print_simulation(rows, results["simulation"], args.seeds, args.duration)
+    results["overhead"] = part_overhead(args.quick)
     print_overhead(results["overhead"])
+    rows.append(overhead_row(results["overhead"]))
     if not args.no_real:
         results["real"] = part_real(args.real_seconds)
         print_real(results["real"])
+        rows.append(real_row(results["real"]))
+    results["rows"] = rows
     if args.json:
         args.json.write_text(
             json.dumps(results, indent=2, default=lambda o: o.label if isinstance(o, Config) else str(o))
