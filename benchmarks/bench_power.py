@@ -166,7 +166,8 @@ def real_row(real: dict) -> dict:
 
 def report_title(seeds: int, duration_s: float) -> str:
     return (
-        f"Power-budget scheduler vs baselines on simulated traces ({seeds} seed(s) x {duration_s / 3600:g} h;"
+        f"Power-budget scheduler vs baselines on simulated traces ({seeds} seed{'s' if seeds != 1 else ''}"
+        f" x {duration_s / 3600:g} h;"
         " medians over seeds, `_worst` = worst seed), its decision cost, a real run"
     )
 
