@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,3 +111,145 @@ def test_report_finds_context_in_env_or_meta_and_names_untitled_benchmarks(tmp_p
     assert "## old: Old style: its own JSON layout." in text
     assert "Measured D on x (x); numpy 2.4." in text
     assert "| m | 0.5, 0.25 |" in text
+
+
+def load_bench_power():
+    spec = importlib.util.spec_from_file_location("bench_power", REPO / "benchmarks" / "bench_power.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic_simulation(traces, controllers, seeds: int) -> dict:
+    """A `part_simulation`-shaped result with seeded random metrics, some not applicable (None, NaN)."""
+    rng = np.random.default_rng(7)
+    simulation = {}
+    for kind in traces:
+        per_controller = {}
+        for name in controllers:
+            runs = []
+            for seed in range(seeds):
+                runs.append(
+                    {
+                        "controller": name,
+                        "trace": kind,
+                        "seed": 100 + seed,
+                        "throughput_per_s": float(rng.uniform(50, 400)),
+                        "vs_best_static": float(rng.uniform(0.4, 2.0)),
+                        "vs_clairvoyant": float(rng.uniform(0.4, 1.8)),
+                        "violation_fraction": float(rng.uniform(0, 1)),
+                        "energy_above_budget_fraction": float(rng.uniform(0, 0.5)),
+                        # Settling and overshoot exist only on traces with a budget step.
+                        "settling_periods": int(rng.integers(0, 60)) if kind == "step_down" else None,
+                        "overshoot": float(rng.uniform(0, 1)) if kind == "step_down" else None,
+                        "mean_power_w": float(rng.uniform(2, 6)),
+                        "drop_fraction": float(rng.uniform(0, 0.8)),
+                        "latency_p99_ms": float(rng.uniform(10, 100)),
+                        # A seed that served nothing has no energy per inference.
+                        "energy_per_inference_mj": float("nan") if seed == 0 else float(rng.uniform(10, 40)),
+                        "controller_seconds": float(rng.uniform(0.001, 2.0)),
+                    }
+                )
+            per_controller[name] = runs
+        simulation[kind] = {"rows": per_controller, "bounds": [], "compare_wall_s": [1.0] * seeds}
+    return simulation
+
+
+def test_power_rows_are_one_per_trace_and_controller_with_medians_and_worst_seeds():
+    bench_power = load_bench_power()
+    traces, controllers, seeds, steps = ("steady", "step_down"), ("scheduler", "static-max", "hysteresis"), 5, 1440
+    simulation = synthetic_simulation(traces, controllers, seeds)
+    rows = bench_power.simulation_rows(simulation, steps_per_run=steps)
+
+    assert [(r["trace"], r["controller"]) for r in rows] == [(t, c) for t in traces for c in controllers]
+    for i, row in enumerate(rows):
+        assert list(row) == list(bench_power.COLUMNS), f"row {i} columns {list(row)}"
+        assert all(not isinstance(v, (dict, list)) for v in row.values()), f"row {i} is not flat: {row}"
+    check_contract({"benchmark": "power", "title": "t", "date": "d", "machine": {}, "versions": {}, "rows": rows})
+
+    for row in rows:
+        runs = simulation[row["trace"]]["rows"][row["controller"]]
+
+        def values(key, runs=runs):
+            return np.array([r[key] for r in runs], dtype=float)
+
+        expected = {
+            "seeds": seeds,
+            "throughput_per_s": np.median(values("throughput_per_s")),
+            "vs_best_static_worst": values("vs_best_static").min(),
+            "vs_clairvoyant_worst": values("vs_clairvoyant").min(),
+            "violation_fraction_worst": values("violation_fraction").max(),
+            "energy_above_budget_fraction_worst": values("energy_above_budget_fraction").max(),
+            "mean_power_w": np.median(values("mean_power_w")),
+            "drop_fraction": np.median(values("drop_fraction")),
+            "latency_p99_ms": np.median(values("latency_p99_ms")),
+            "energy_per_inference_mj": np.nanmedian(values("energy_per_inference_mj")),
+            "controller_us_per_step": np.median(values("controller_seconds")) / steps * 1e6,
+        }
+        if row["trace"] == "step_down":
+            expected["settling_periods_worst"] = values("settling_periods").max()
+            expected["overshoot_worst"] = values("overshoot").max()
+        else:
+            expected["settling_periods_worst"] = expected["overshoot_worst"] = None
+        for key, want in expected.items():
+            got = row[key]
+            where = f"{row['trace']}/{row['controller']} {key}: got {got}, expected {want}"
+            if want is None:
+                assert got is None, where
+            else:
+                assert got == pytest.approx(float(want), rel=1e-12), where
+
+
+def test_power_rows_of_the_decision_cost_and_the_real_run_share_the_columns():
+    bench_power = load_bench_power()
+    overhead = {"wall": {"decision": {"median_us": 36.5}}}
+    real = {
+        "phases": [{"budget_w": 2.0}, {"budget_w": 1.72}],
+        "report": {
+            "duration_s": 8.0,
+            "served": 200,
+            "dropped": 40,
+            "violation_fraction": 0.125,
+            "mean_power_w": 1.74,
+            "latency_p99_ms": 12.1,
+        },
+    }
+    decision, run = bench_power.overhead_row(overhead), bench_power.real_row(real)
+    assert list(decision) == list(run) == list(bench_power.COLUMNS)
+    assert decision["controller_us_per_step"] == 36.5 and decision["throughput_per_s"] is None
+    assert "budget 2 then 1.72 W" in run["trace"]
+    assert run["throughput_per_s"] == pytest.approx(200 / 8.0)
+    assert run["drop_fraction"] == pytest.approx(40 / 240)
+    assert run["violation_fraction_worst"] == 0.125 and run["vs_best_static_worst"] is None
+    with pytest.raises(ValueError, match="not in COLUMNS"):
+        bench_power.report_row(trace="x", throughput=1.0)
+
+
+@pytest.mark.slow
+def test_power_benchmark_quick_run_keeps_the_contract(tmp_path):
+    target = tmp_path / "power.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_power.py"), "--quick", "--no-real", "--json", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(target.read_text())
+    check_contract(doc)
+    assert doc["benchmark"] == "power" and doc["quick"] is True
+    assert doc["settings"] == {"seeds": 1, "duration_s": 300.0, "step_s": 0.25}
+    simulation = doc["simulation"]
+    pairs = [(r["trace"], r["controller"]) for r in doc["rows"]]
+    expected_pairs = [(t, c) for t, data in simulation.items() for c in data["rows"]]
+    assert len(expected_pairs) == 20 and pairs[:20] == expected_pairs
+    assert pairs[20:] == [("decision alone (32 configurations)", "scheduler")]
+    # With one seed the median and the worst seed are that seed's own figures.
+    for row in doc["rows"][:20]:
+        (run,) = simulation[row["trace"]]["rows"][row["controller"]]
+        assert row["seeds"] == 1
+        assert row["throughput_per_s"] == run["throughput_per_s"], f"{row['trace']}/{row['controller']}"
+        assert row["vs_best_static_worst"] == run["vs_best_static"], f"{row['trace']}/{row['controller']}"
+        assert row["violation_fraction_worst"] == run["violation_fraction"], f"{row['trace']}/{row['controller']}"
+    assert doc["rows"][20]["controller_us_per_step"] == doc["overhead"]["wall"]["decision"]["median_us"]
+    assert "vs best" in done.stdout and "decision" in done.stdout  # the table is printed too
