@@ -188,6 +188,10 @@ class Pipeline:
         self._bias = tuple(float(v) for v in bias)
         self._pad = tuple(float(v) for v in pad)
         self._plans: OrderedDict[tuple, tuple[Any, Letterbox]] = OrderedDict()
+        # The per-frame path: frame shape -> (the plan's bound run, letterbox) for whole
+        # frames, so that a call costs one dict lookup and one native call. Its cold cost
+        # (caches flushed by other work between camera frames) counts: see docs/preprocess.md.
+        self._whole_frame: dict[tuple, tuple[Any, Letterbox]] = {}
         self._lock = threading.Lock()
         self.last_letterbox: Letterbox | None = None
 
@@ -316,8 +320,12 @@ class Pipeline:
         entry = (plan, Letterbox(cw / rw, ch / rh, cx, cy, cw, ch, rx, ry, rw, rh, self.width, self.height))
         with self._lock:
             self._plans[key] = entry
+            if roi is None:
+                self._whole_frame[key[0]] = (plan.run, entry[1])
             while len(self._plans) > _PLAN_CACHE_SIZE:
-                self._plans.popitem(last=False)
+                (shape, old_roi), _ = self._plans.popitem(last=False)
+                if old_roi is None:
+                    self._whole_frame.pop(shape, None)
         return entry
 
     def __call__(self, frame: np.ndarray, out: np.ndarray, roi: Sequence[int] | None = None) -> Letterbox:
@@ -335,7 +343,14 @@ class Pipeline:
         Raises:
             ValueError: naming the problem, for a wrong dtype, shape, stride, ROI or size.
         """
-        plan, letterbox = self._entry(frame, roi)  # the per-frame path: one dict lookup, one native call
+        if roi is None and type(frame) is np.ndarray:
+            fast = self._whole_frame.get(frame.shape)
+            if fast is not None:
+                run, letterbox = fast
+                run(frame, out)
+                self.last_letterbox = letterbox
+                return letterbox
+        plan, letterbox = self._entry(frame, roi)
         plan.run(frame, out)
         self.last_letterbox = letterbox
         return letterbox

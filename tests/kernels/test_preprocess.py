@@ -318,6 +318,37 @@ def test_threads_give_the_same_result(rng, resize, color):
         assert not first_mismatch(a, b), (size, first_mismatch(a, b))
 
 
+def test_each_frame_gets_its_own_result_when_plans_and_buffers_are_reused(photo, rng):
+    # One pipeline, frames one after another, then a plan of another size in between on
+    # the same thread: the row buffers kept from call to call (and the source rows cached
+    # in them when upscaling) must never leak into the next frame.
+    flipped = np.ascontiguousarray(photo[::-1, ::-1])
+    # upscale (cached source rows; from a 2-row strip, the rows a call ends with are the
+    # rows the next call starts with), downscale
+    for rows, size in [(slice(None), (700, 650)), (slice(0, 2), (600, 9)), (slice(None), (61, 37))]:
+        a, b = np.ascontiguousarray(photo[rows]), np.ascontiguousarray(flipped[rows])
+        pipe = pipeline(*size, dtype="uint8", color="bgr")
+        other = pipeline(13, 300, dtype="uint8", color="bgr")
+        out, scratch = pipe.new_output(), other.new_output()
+        for frame, between in ((a, False), (b, False), (a, True)):
+            if between:
+                other(flipped, scratch)
+            pipe(frame, out)
+            want = reference_bgr(frame, *size, 1.0, 0.0, "uint8")
+            msg = first_mismatch(out[0], want)
+            assert not msg, (size, msg)
+
+
+def test_plan_cache_keeps_a_bounded_number_of_frame_shapes(rng):
+    pipe = pipeline(16, 12, dtype="uint8", color="bgr")
+    out = pipe.new_output()
+    frames = [make_frame(rng, "bgr", 20 + 2 * k, 18) for k in range(12)]
+    for frame in frames + frames[:3]:
+        pipe(frame, out)
+        assert np.array_equal(out[0], convert(frame, "bgr", 16, 12)), frame.shape
+    assert len(pipe._plans) <= 8 and set(pipe._whole_frame) <= {key[0] for key in pipe._plans}
+
+
 def test_pipeline_writes_into_model_like_buffers(rng):
     spec = TensorSpec("in", (1, 3, 32, 48), np.dtype(np.float32), Layout.NCHW)
     pipe = Pipeline.for_input(spec, color="nv12", mean=0.0, std=255.0)
