@@ -30,11 +30,12 @@ def check_contract(doc: dict) -> None:
         assert all(not isinstance(v, (dict, list)) for v in row.values()), f"row is not flat: {row}"
 
 
-@pytest.mark.slow
-def test_overhead_benchmark_quick_run_keeps_the_contract(tmp_path):
-    target = tmp_path / "overhead.json"
+def quick_run(tmp_path, name: str, *options: str) -> tuple[dict, str]:
+    """Runs benchmarks/bench_<name>.py --quick --json: its document, checked against the
+    contract, and what it printed."""
+    target = tmp_path / f"{name}.json"
     done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_overhead.py"), "--quick", "--json", str(target)],
+        [sys.executable, str(REPO / "benchmarks" / f"bench_{name}.py"), "--quick", *options, "--json", str(target)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -42,7 +43,13 @@ def test_overhead_benchmark_quick_run_keeps_the_contract(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     doc = json.loads(target.read_text())
     check_contract(doc)
-    assert doc["benchmark"] == "overhead" and doc["quick"] is True
+    assert doc["benchmark"] == name and doc["quick"] is True
+    return doc, done.stdout
+
+
+@pytest.mark.slow
+def test_overhead_benchmark_quick_run_keeps_the_contract(tmp_path):
+    doc, printed = quick_run(tmp_path, "overhead")
     cases = [row["case"] for row in doc["rows"]]
     assert any("one ADD" in c for c in cases) and any("face_detection_short_range" in c for c in cases)
     assert any("import edgeinf" in c for c in cases)
@@ -50,7 +57,7 @@ def test_overhead_benchmark_quick_run_keeps_the_contract(tmp_path):
     # The comparison ran on the same model for both contenders and recorded both medians.
     assert details["one_op"]["raw_median_us"] > 0 and details["one_op"]["run_median_us"] > 0
     assert details["import"]["rounds"] == 3
-    assert "Model.run vs raw" in done.stdout  # the table is printed too
+    assert "Model.run vs raw" in printed  # the table is printed too
 
 
 def test_report_renders_tables_errors_and_quick_marks(tmp_path, monkeypatch):
@@ -227,17 +234,7 @@ def test_power_rows_of_the_decision_cost_and_the_real_run_share_the_columns():
 
 @pytest.mark.slow
 def test_power_benchmark_quick_run_keeps_the_contract(tmp_path):
-    target = tmp_path / "power.json"
-    done = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "bench_power.py"), "--quick", "--no-real", "--json", str(target)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    doc = json.loads(target.read_text())
-    check_contract(doc)
-    assert doc["benchmark"] == "power" and doc["quick"] is True
+    doc, printed = quick_run(tmp_path, "power", "--no-real")
     assert doc["settings"] == {"seeds": 1, "duration_s": 300.0, "step_s": 0.25}
     simulation = doc["simulation"]
     pairs = [(r["trace"], r["controller"]) for r in doc["rows"]]
@@ -252,4 +249,4 @@ def test_power_benchmark_quick_run_keeps_the_contract(tmp_path):
         assert row["vs_best_static_worst"] == run["vs_best_static"], f"{row['trace']}/{row['controller']}"
         assert row["violation_fraction_worst"] == run["violation_fraction"], f"{row['trace']}/{row['controller']}"
     assert doc["rows"][20]["controller_us_per_step"] == doc["overhead"]["wall"]["decision"]["median_us"]
-    assert "vs best" in done.stdout and "decision" in done.stdout  # the table is printed too
+    assert "vs best" in printed and "decision" in printed  # the table is printed too
