@@ -46,8 +46,9 @@ PROFILES = ("pi3", "pi4", "pi5")
 EXPECTED_ISA = {"pi3": "neon", "pi4": "neon", "pi5": "neondot"}
 CORE_OF = {"pi3": "Cortex-A53", "pi4": "Cortex-A72", "pi5": "Cortex-A76"}
 
-# What the emulated run leaves out: benchmarks (timing means nothing under qemu), tests
-# marked slow, and the host-side driver of this very run.
+# What the emulated run leaves out: running benchmarks (timing means nothing under qemu;
+# their scripts are staged for the tests of their logic), tests marked slow, and the
+# host-side driver of this very run.
 PYTEST_ARGS = ("-m", "not slow", "-p", "no:cacheprovider", "-p", "edgeinf_emulation", "-rs")
 HOST_ONLY_TESTS = ("tests/arm64/test_emulated.py",)
 
@@ -272,7 +273,8 @@ def stage(so: Path, dest: Path, repo: Path = REPO) -> Path:
     ignore = shutil.ignore_patterns("*.so", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis", "build")
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
-    for name in ("edgeinf", "tests", "examples", "tools", "models"):  # tests use tools/ helpers too
+    # tests use tools/ helpers, and load functions of benchmarks/ scripts (never run here)
+    for name in ("edgeinf", "tests", "examples", "tools", "models", "benchmarks"):
         if (repo / name).is_dir():
             shutil.copytree(repo / name, dest / name, ignore=ignore)
     for name in ("pyproject.toml", "setup.py"):
