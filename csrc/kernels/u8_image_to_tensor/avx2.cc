@@ -9,11 +9,6 @@
 namespace edgeinf::preprocess {
 namespace {
 
-// Tap pairs are multiplied with VPMADDUBSW: unsigned weights (0..128) times signed
-// pixels. Pixels are biased to p - 128 so they fit int8; w0*(p0-128) + w1*(p1-128) lies in
-// [-16384, 16256] (no saturation) and adding 128*128 gives exactly w0*p0 + w1*p1.
-inline __m256i unbias(__m256i v) { return _mm256_add_epi16(v, _mm256_set1_epi16(kHOne * 128)); }
-
 inline __m128i load4(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -29,11 +24,15 @@ inline __m256i load8x4(const uint8_t* row, const int32_t* o) {
   return _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
 }
 
-// Blend of two resampled rows held as biased products m = h - 128*128:
-// h0 + ((h1 - h0) * b1 + 2^14) >> 15 via PMULHRSW (the scalar rounding, see scalar.cc).
-inline __m256i blend_rows(__m256i m0, __m256i m1, __m256i b) {
-  return unbias(_mm256_add_epi16(m0, _mm256_mulhrs_epi16(_mm256_sub_epi16(m1, m0), b)));
+// Tap pairs are multiplied with VPMADDUBSW: unsigned pixels times the negated weights
+// (HPass::wpair_neg, -128..0), so m = -(w0 * p0 + w1 * p1) exactly, no saturation and no
+// bias. Blend of two such rows: h0 + ((h1 - h0) * b1 + 2^14) >> 15 (the scalar rounding)
+// is PMULHRSW(m0 - m1, b1) - m0.
+inline __m256i blend_negated(__m256i m0, __m256i m1, __m256i b) {
+  return _mm256_sub_epi16(_mm256_mulhrs_epi16(_mm256_sub_epi16(m0, m1), b), m0);
 }
+
+inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(), m); }
 
 // One or two planar channels from a 4-byte window per pixel (gray, Y, I420 U/V, NV12
 // UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
@@ -42,24 +41,21 @@ template <bool kTwoRows>
 int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
                  int plane_stride, LinePrefetch& ahead) {
   const int nch = pass.nch;
+  // per lane, pair k of pixel k / 2 (dwords 0-3) takes bytes i0, i1 of its window; the
+  // upper half of each lane is zero (0x80 + i keeps the zeroing bit)
+  const __m256i window_base = _mm256_setr_epi8(0, 0, 4, 4, 8, 8, 12, 12, -128, -128, -128, -128, -128, -128, -128,
+                                               -128, 0, 0, 4, 4, 8, 8, 12, 12, -128, -128, -128, -128, -128, -128,
+                                               -128, -128);
   __m256i control[2];
-  for (int c = 0; c < nch; ++c) {
-    alignas(32) uint8_t ctl[32];
-    for (int lane = 0; lane < 2; ++lane)
-      for (int k = 0; k < 16; ++k) {
-        const int d = k / 2;  // dword (pixel) of the pair
-        ctl[16 * lane + k] = d < 4 ? static_cast<uint8_t>(4 * d + (k % 2 ? pass.i1[c] : pass.i0[c])) : 0x80;
-      }
-    control[c] = _mm256_load_si256(reinterpret_cast<const __m256i*>(ctl));
-  }
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int c = 0; c < nch; ++c)
+    control[c] = _mm256_add_epi8(window_base, _mm256_set1_epi16(static_cast<int16_t>(pass.i0[c] | pass.i1[c] << 8)));
   const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   const int32_t* offsets = pass.offset.data();
-  const uint16_t* wpairs = pass.wpair.data();
+  const uint16_t* wpairs = pass.wpair_neg.data();
   // lane 0: pixels 0-3 | 8-11, lane 1: pixels 4-7 | 12-15 (unpacklo of the two halves)
   auto products = [&](__m256i wa, __m256i wb, int c, __m256i w) {
     const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
-    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_unpacklo_epi64(ga, gb), flip));
+    return _mm256_maddubs_epi16(_mm256_unpacklo_epi64(ga, gb), w);
   };
   // three lines of each of `ahead`'s rows per step (20 per row for a 1280-byte plane row
   // in 8 steps); locals, so that the stores to `out` do not force reloads
@@ -79,15 +75,15 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
     const int32_t* o = offsets + x;
-    const __m256i a0 = load8x4(row0, o), b0 = load8x4(row0, o + 8);  // windows loaded once for all channels
-    __m256i a1 = a0, b1v = b0;
-    if (kTwoRows) {
-      a1 = load8x4(row1, o);
-      b1v = load8x4(row1, o + 8);
-    }
+    // windows loaded once for all channels; both rows of 8 pixels at a time, so that
+    // only 8 offsets are live (16 spilled registers)
+    const __m256i a0 = load8x4(row0, o);
+    const __m256i a1 = kTwoRows ? load8x4(row1, o) : a0;
+    const __m256i b0 = load8x4(row0, o + 8);
+    const __m256i b1v = kTwoRows ? load8x4(row1, o + 8) : b0;
     for (int c = 0; c < nch; ++c) {
       const __m256i m0 = products(a0, b0, c, w);
-      const __m256i r = kTwoRows ? blend_rows(m0, products(a1, b1v, c, w), bv) : unbias(m0);
+      const __m256i r = kTwoRows ? blend_negated(m0, products(a1, b1v, c, w), bv) : negate(m0);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * plane_stride + x),
                           _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
     }
@@ -96,28 +92,52 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
   return x;
 }
 
+// VPSHUFB controls of the 8-byte-window kernel for one output layout. Per 128-bit lane
+// (two pixels' windows), int16 slot k takes channel c of pixel p: its tap bytes are
+// 8 * p + i0[c] and 8 * p + i1[c] (`pixel` holds 8 * p, `tap` the index of i0[c] / i1[c]
+// in {i0[0], i1[0], i0[1], i1[1], i0[2], i1[2]}) and its weights the pair of the lane's
+// pixel p (`weight`, over four broadcast pairs). Unused slots are 0x80 (zero).
+struct WindowControls {
+  uint8_t pixel[32], tap[32], weight[32];
+};
+
+constexpr WindowControls window_controls(bool planar, int nch) {
+  WindowControls w{};
+  for (int lane = 0; lane < 2; ++lane)
+    for (int k = 0; k < 8; ++k) {
+      const bool used = k < 2 * nch;
+      const int p = planar ? k % 2 : k / nch;
+      const int c = planar ? k / 2 : k % nch;
+      for (int j = 0; j < 2; ++j) {
+        const int i = 16 * lane + 2 * k + j;
+        w.pixel[i] = used ? static_cast<uint8_t>(8 * p) : 0x80;
+        w.tap[i] = used ? static_cast<uint8_t>(2 * c + j) : 0x80;
+        w.weight[i] = used ? static_cast<uint8_t>(2 * (2 * lane + p) + j) : 0x80;
+      }
+    }
+  return w;
+}
+
+// planar (or one channel) with 1, 2, 3 channels; interleaved with 2, 3
+constexpr WindowControls kWindowControls[5] = {window_controls(true, 1), window_controls(true, 2),
+                                               window_controls(true, 3), window_controls(false, 2),
+                                               window_controls(false, 3)};
+
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
 // One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
 template <bool kTwoRows>
 int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
                   int plane_stride) {
   const int nch = pass.nch;
   const bool planar = pass.planar || nch == 1;
-  alignas(32) uint8_t pctl[32], wctl[32];
-  for (int lane = 0; lane < 2; ++lane)
-    for (int k = 0; k < 8; ++k) {  // output slot k of the lane: int16 pair 2k, 2k+1
-      const bool used = k < 2 * nch;
-      const int p = planar ? k % 2 : k / nch;  // pixel within the lane
-      const int c = planar ? k / 2 : k % nch;
-      uint8_t* pc = pctl + 16 * lane + 2 * k;
-      uint8_t* wc = wctl + 16 * lane + 2 * k;
-      pc[0] = used ? static_cast<uint8_t>(8 * p + pass.i0[c]) : 0x80;
-      pc[1] = used ? static_cast<uint8_t>(8 * p + pass.i1[c]) : 0x80;
-      wc[0] = used ? static_cast<uint8_t>(2 * (2 * lane + p)) : 0x80;
-      wc[1] = used ? static_cast<uint8_t>(2 * (2 * lane + p) + 1) : 0x80;
-    }
-  const __m256i pcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(pctl));
-  const __m256i wcontrol = _mm256_load_si256(reinterpret_cast<const __m256i*>(wctl));
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const WindowControls& layout = kWindowControls[planar ? nch - 1 : nch + 1];
+  const __m256i taps = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+      static_cast<char>(pass.i0[0]), static_cast<char>(pass.i1[0]), static_cast<char>(pass.i0[1]),
+      static_cast<char>(pass.i1[1]), static_cast<char>(pass.i0[2]), static_cast<char>(pass.i1[2]), 0, 0, 0, 0, 0, 0,
+      0, 0, 0, 0));
+  const __m256i pcontrol = _mm256_add_epi8(load32(layout.pixel), _mm256_shuffle_epi8(taps, load32(layout.tap)));
+  const __m256i wcontrol = load32(layout.weight);
   const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   // interleaved: the lanes' first nch dwords are contiguous output; planar: dword c of
   // each lane is channel c of two pixels
@@ -125,7 +145,7 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
                                  : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
                                              : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
   const int32_t* offsets = pass.offset.data();  // locals: the compiler cannot know that
-  const uint16_t* wpairs = pass.wpair.data();    // stores to `out` leave pass's vectors alone
+  const uint16_t* wpairs = pass.wpair_neg.data();  // stores to `out` leave pass's vectors alone
   // four 8-byte loads beat VPGATHERDQ here (it stalls badly on these machines)
   auto products = [&](const uint8_t* row, const int32_t* o, __m256i w) {
     const __m128i w01 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[0])),
@@ -133,7 +153,7 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
     const __m128i w23 = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[2])),
                                            _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + o[3])));
     const __m256i win = _mm256_inserti128_si256(_mm256_castsi128_si256(w01), w23, 1);
-    return _mm256_maddubs_epi16(w, _mm256_xor_si256(_mm256_shuffle_epi8(win, pcontrol), flip));
+    return _mm256_maddubs_epi16(_mm256_shuffle_epi8(win, pcontrol), w);
   };
   int x = 0;
   for (; x + 4 <= end; x += 4) {
@@ -141,7 +161,7 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
     std::memcpy(&wp, wpairs + x, 8);
     const __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol);
     const __m256i m0 = products(row0, offsets + x, w);
-    const __m256i h = kTwoRows ? blend_rows(m0, products(row1, offsets + x, w), bv) : unbias(m0);
+    const __m256i h = kTwoRows ? blend_negated(m0, products(row1, offsets + x, w), bv) : negate(m0);
     const __m256i r = _mm256_permutevar8x32_epi32(h, compact);
     if (!planar) {
       // 4 * nch int16; the store runs into the next pixels' slots or the row slack

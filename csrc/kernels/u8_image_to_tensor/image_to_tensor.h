@@ -48,6 +48,9 @@ struct HPass {
   // bilinear / nearest: per output pixel, byte offset of tap 0 in the row and w0|w1<<8
   std::vector<int32_t> offset;
   std::vector<uint16_t> wpair;
+  // The same weights negated, as int8 bytes (-w0 | -w1 << 8): AVX2 multiplies the unsigned
+  // pixels by them (VPMADDUBSW); -(w0 * p0 + w1 * p1) lies in [-32640, 0], no saturation.
+  std::vector<uint16_t> wpair_neg;
   int simd_end8 = 0;  // leading pixels whose 8-byte window lies inside the plane row
   int simd_end4 = 0;  // same for a 4-byte window
   // area: per output pixel, taps [tap_start[x], tap_start[x+1]) of (byte offset, weight)
@@ -157,7 +160,9 @@ struct LinePrefetch {
   int next = 0, end = 0;          // byte range [next, end) of each row still to request
 
   void flush() {
-    for (; row0 && next < end; next += 64) {
+    if (!row0) return;
+#pragma GCC unroll 4
+    for (; next < end; next += 64) {  // unrolled: a 720p BGR row pair is 120 lines
       __builtin_prefetch(row0 + next);
       __builtin_prefetch(row1 + next);
     }

@@ -416,10 +416,12 @@ Plan build_plan(const PlanRequest& r) {
       const auto& w1 = chroma_cols ? cw1 : lw1;
       pass.offset.resize(p.dst_w);
       pass.wpair.resize(p.dst_w);
+      pass.wpair_neg.resize(p.dst_w);
       pass.simd_end8 = pass.simd_end4 = 0;
       for (int x = 0; x < p.dst_w; ++x) {
         pass.offset[x] = t0[x] * pass.bpp;
         pass.wpair[x] = static_cast<uint16_t>((kHOne - w1[x]) | (w1[x] << 8));
+        pass.wpair_neg[x] = static_cast<uint16_t>(((w1[x] - kHOne) & 0xff) | ((-w1[x] & 0xff) << 8));
         // offsets never decrease, so the pixels with an in-row window form a prefix
         if (pass.offset[x] + kWindow <= row_bytes) pass.simd_end8 = x + 1;
         if (pass.offset[x] + 4 <= row_bytes) pass.simd_end4 = x + 1;
