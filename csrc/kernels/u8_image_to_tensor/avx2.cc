@@ -74,11 +74,13 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     }
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
+    // windows loaded once for all channels, both rows of 8 pixels at a time; the empty asm
+    // (ordered after the first half's windows) keeps the compiler from loading all 16
+    // offsets up front, which spilled about 10 registers per step (NV12 warm 5 % faster)
     const int32_t* o = offsets + x;
-    // windows loaded once for all channels; both rows of 8 pixels at a time, so that
-    // only 8 offsets are live (16 spilled registers)
     const __m256i a0 = load8x4(row0, o);
     const __m256i a1 = kTwoRows ? load8x4(row1, o) : a0;
+    asm("" : "+r"(o) : "x"(a1));
     const __m256i b0 = load8x4(row0, o + 8);
     const __m256i b1v = kTwoRows ? load8x4(row1, o + 8) : b0;
     for (int c = 0; c < nch; ++c) {
