@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import _C
+from ._C import _run_plan
 from .types import Layout, TensorSpec
 
 logger = logging.getLogger(__name__)
@@ -187,11 +188,13 @@ class Pipeline:
         self._scale = tuple(float(v) for v in scale)
         self._bias = tuple(float(v) for v in bias)
         self._pad = tuple(float(v) for v in pad)
-        self._plans: OrderedDict[tuple, tuple[Any, Letterbox]] = OrderedDict()
-        # The per-frame path: frame shape -> (the plan's bound run, letterbox) for whole
-        # frames, so that a call costs one dict lookup and one native call. Its cold cost
-        # (caches flushed by other work between camera frames) counts: see docs/preprocess.md.
-        self._whole_frame: dict[tuple, tuple[Any, Letterbox]] = {}
+        # (shape, roi) -> (plan, letterbox, the plan's capsule for _C._run_plan)
+        self._plans: OrderedDict[tuple, tuple[Any, Letterbox, Any]] = OrderedDict()
+        # The per-frame path: frame shape -> (the plan's capsule for _C._run_plan, letterbox,
+        # the plan, which keeps the capsule's address alive) for whole frames, so that a call
+        # costs one dict lookup and one native call. Its cold cost (caches flushed by other
+        # work between camera frames) counts: see docs/preprocess.md.
+        self._whole_frame: dict[tuple, tuple[Any, Letterbox, Any]] = {}
         self._lock = threading.Lock()
         self.last_letterbox: Letterbox | None = None
 
@@ -287,7 +290,7 @@ class Pipeline:
         """The cached native plan for this frame's shape and ROI."""
         return self._entry(frame, roi)[0]
 
-    def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox]:
+    def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox, Any]:
         key = (getattr(frame, "shape", None), None if roi is None else tuple(roi))
         entry = self._plans.get(key)
         if entry is not None:
@@ -317,11 +320,12 @@ class Pipeline:
         )
         cx, cy, cw, ch = plan.content
         rx, ry, rw, rh = plan.roi
-        entry = (plan, Letterbox(cw / rw, ch / rh, cx, cy, cw, ch, rx, ry, rw, rh, self.width, self.height))
+        letterbox = Letterbox(cw / rw, ch / rh, cx, cy, cw, ch, rx, ry, rw, rh, self.width, self.height)
+        entry = (plan, letterbox, plan._capsule())
         with self._lock:
             self._plans[key] = entry
             if roi is None:
-                self._whole_frame[key[0]] = (plan.run, entry[1])
+                self._whole_frame[key[0]] = (entry[2], letterbox, plan)
             while len(self._plans) > _PLAN_CACHE_SIZE:
                 (shape, old_roi), _ = self._plans.popitem(last=False)
                 if old_roi is None:
@@ -346,12 +350,12 @@ class Pipeline:
         if roi is None and type(frame) is np.ndarray:
             fast = self._whole_frame.get(frame.shape)
             if fast is not None:
-                run, letterbox = fast
-                run(frame, out)
+                capsule, letterbox, _ = fast
+                _run_plan(capsule, frame, out)
                 self.last_letterbox = letterbox
                 return letterbox
-        plan, letterbox = self._entry(frame, roi)
-        plan.run(frame, out)
+        _, letterbox, capsule = self._entry(frame, roi)
+        _run_plan(capsule, frame, out)
         self.last_letterbox = letterbox
         return letterbox
 

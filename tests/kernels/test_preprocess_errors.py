@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from preprocess_helpers import make_frame, pipeline
 
+from edgeinf import _C
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 
@@ -98,26 +101,53 @@ def test_non_contiguous_nv12(rng):
         run(pipe, big[:, :8])
 
 
-def test_output_wrong_dtype(bgr_pipe):
+# The output is checked on the call that builds the frame shape's plan and on the per-frame
+# path of later calls (warm), which takes another native entry point.
+@pytest.fixture(params=[False, True], ids=["first call", "warm"])
+def out_pipe(request, bgr_pipe):
+    if request.param:
+        run(bgr_pipe, np.zeros((8, 8, 3), np.uint8))
+    return bgr_pipe
+
+
+def test_output_wrong_dtype(out_pipe):
     with pytest.raises(ValueError, match="output must be float32, got int8"):
-        run(bgr_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros((1, 16, 16, 3), np.int8))
+        run(out_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros((1, 16, 16, 3), np.int8))
 
 
-def test_output_too_small(bgr_pipe):
+def test_output_not_an_array(out_pipe):
+    with pytest.raises(ValueError, match="output must be a numpy array, got list"):
+        run(out_pipe, np.zeros((8, 8, 3), np.uint8), out=[[0.0] * 3] * 256)
+
+
+def test_output_too_small(out_pipe):
     with pytest.raises(ValueError, match=r"output must have shape \(1, 16, 16, 3\), got \(1, 16, 15, 3\)"):
-        run(bgr_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros((1, 16, 15, 3), np.float32))
+        run(out_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros((1, 16, 15, 3), np.float32))
     with pytest.raises(ValueError, match="output must have shape"):
-        run(bgr_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros(16 * 16 * 3, np.float32))
+        run(out_pipe, np.zeros((8, 8, 3), np.uint8), out=np.zeros(16 * 16 * 3, np.float32))
 
 
-def test_output_not_contiguous_or_read_only(bgr_pipe):
+def test_output_not_contiguous_or_read_only(out_pipe):
     frame = np.zeros((8, 8, 3), np.uint8)
     with pytest.raises(ValueError, match="output must be C-contiguous"):
-        run(bgr_pipe, frame, out=np.zeros((1, 16, 32, 3), np.float32)[:, :, ::2])
+        run(out_pipe, frame, out=np.zeros((1, 16, 32, 3), np.float32)[:, :, ::2])
     ro = np.zeros((1, 16, 16, 3), np.float32)
     ro.flags.writeable = False
     with pytest.raises(ValueError, match="output array is read-only"):
-        run(bgr_pipe, frame, out=ro)
+        run(out_pipe, frame, out=ro)
+
+
+def test_run_plan_refuses_anything_but_a_plan_capsule(bgr_pipe):
+    frame, out = np.zeros((8, 8, 3), np.uint8), bgr_pipe.new_output()
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    with pytest.raises(ValueError, match="PyCapsule_GetPointer called with incorrect name"):
+        _C._run_plan(new_capsule(out.ctypes.data, b"not.a.plan", None), frame, out)
+    with pytest.raises(ValueError, match="invalid PyCapsule"):
+        _C._run_plan(object(), frame, out)
+    with pytest.raises(TypeError, match=r"expects \(plan capsule, frame, out\), got 2 arguments"):
+        _C._run_plan(bgr_pipe.plan(frame)._capsule(), frame)
+    _C._run_plan(bgr_pipe.plan(frame)._capsule(), frame, out)  # the right capsule runs
 
 
 @pytest.mark.parametrize(
