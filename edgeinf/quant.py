@@ -30,6 +30,7 @@ from typing import Union
 import numpy as np
 
 from . import _C
+from ._C import _run_layer
 from .errors import InputError
 
 log = logging.getLogger(__name__)
@@ -75,15 +76,16 @@ def _int8(x: np.ndarray, what: str) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def _run(op, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """``op.run(x, out)`` of a prepared layer. The native side checks a C-contiguous int8
-    array itself (and the output geometry), so the usual call skips the Python checks,
-    about a microsecond; they run only when it rejects ``x``, to name the problem or to
-    copy a strided array."""
+def _run(capsule, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``run(x, out)`` of a prepared layer, by its capsule through ``_C._run_layer`` (not
+    pybind11's dispatcher, about a microsecond less per call). The native side checks a
+    C-contiguous int8 array itself (and the output geometry), so the usual call skips the
+    Python checks, about a microsecond; they run only when it rejects ``x``, to name the
+    problem or to copy a strided array."""
     try:
-        return op.run(x, out)
+        return _run_layer(capsule, x, out)
     except (TypeError, ValueError):
-        return op.run(_int8(x, "x"), out)
+        return _run_layer(capsule, _int8(x, "x"), out)
 
 
 def _scale(s: float, what: str) -> float:
@@ -349,10 +351,11 @@ class FullyConnected(_Quantized):
             weights, _bias(bias, n), self.input_zero_point, self.scale, self.output_zero_point, self.act_min,
             self.act_max,
         )  # fmt: skip
+        self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 ``x[..., K]``; returns (or fills ``out``) int8 ``[..., N]``."""
-        return _run(self._op, x, out)
+        return _run(self._capsule, x, out)
 
 
 class Conv2D(_Quantized):
@@ -399,10 +402,11 @@ class Conv2D(_Quantized):
             weights, _bias(bias, o), self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
             self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
         )  # fmt: skip
+        self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 NHWC ``x``; returns int8 ``[N, OH, OW, O]``."""
-        return _run(self._op, x, out)
+        return _run(self._capsule, x, out)
 
 
 class DepthwiseConv2D(_Quantized):
@@ -447,10 +451,11 @@ class DepthwiseConv2D(_Quantized):
             weights, _bias(bias, c), self.depth_multiplier, self.input_zero_point, self.multiplier, self.shift,
             self.output_zero_point, self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
         )  # fmt: skip
+        self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Apply to int8 NHWC ``x``; returns int8 ``[N, OH, OW, C * depth_multiplier]``."""
-        return _run(self._op, x, out)
+        return _run(self._capsule, x, out)
 
 
 # ---------------------------------------------------------------- weightless operators

@@ -167,6 +167,25 @@ def test_fully_connected_rejects_bad_parameters(kwargs, message):
         _fc(**kwargs)
 
 
+def test_layers_run_through_their_capsule_only():
+    """The per-call entry point takes a prepared layer's capsule and nothing else."""
+    fc = _fc()
+    x = np.arange(6, dtype=np.int8).reshape(2, 3)
+    np.testing.assert_array_equal(_C._run_layer(fc._capsule, x), fc._op.run(x, None))
+    with pytest.raises(TypeError, match="x must be a numpy array, got list"):
+        _C._run_layer(fc._capsule, [[0, 0, 0]])
+    with pytest.raises(InputError, match="expected a numpy int8 array, got list"):
+        fc([[0, 0, 0]])  # the layer names the problem after the native side refuses it
+    with pytest.raises(ValueError, match="invalid PyCapsule"):
+        _C._run_layer(object(), x)
+    plan = _C.ImagePlan("bgr", (4, 4), (0, 0, 4, 4), (2, 2, 3), "NHWC", "float32", "bilinear", False, False,
+                        "limited", (1.0,) * 3, (0.0,) * 3, (0.0,) * 3, 0.0, 0.0, 1)  # fmt: skip
+    with pytest.raises(ValueError, match="'edgeinf.ImagePlan' is not a prepared layer"):
+        _C._run_layer(plan._capsule(), x)
+    with pytest.raises(TypeError, match=r"expects \(layer capsule, x\[, out\]\), got 1 arguments"):
+        _C._run_layer(fc._capsule)
+
+
 def test_operators_reject_bad_arrays():
     fc = _fc()
     with pytest.raises(InputError, match="expected dtype int8, got int16"):
