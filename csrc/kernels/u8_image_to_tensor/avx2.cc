@@ -127,25 +127,28 @@ constexpr WindowControls kWindowControls[5] = {window_controls(true, 1), window_
 
 inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
-// One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane.
-template <bool kTwoRows>
+// One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane,
+// two steps per iteration sharing one load of their 8 weight pairs.
+template <bool kTwoRows, bool kPlanar>
 int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
                   int plane_stride) {
   const int nch = pass.nch;
-  const bool planar = pass.planar || nch == 1;
-  const WindowControls& layout = kWindowControls[planar ? nch - 1 : nch + 1];
+  const WindowControls& layout = kWindowControls[kPlanar ? nch - 1 : nch + 1];
   const __m256i taps = _mm256_broadcastsi128_si256(_mm_setr_epi8(
       static_cast<char>(pass.i0[0]), static_cast<char>(pass.i1[0]), static_cast<char>(pass.i0[1]),
       static_cast<char>(pass.i1[1]), static_cast<char>(pass.i0[2]), static_cast<char>(pass.i1[2]), 0, 0, 0, 0, 0, 0,
       0, 0, 0, 0));
   const __m256i pcontrol = _mm256_add_epi8(load32(layout.pixel), _mm256_shuffle_epi8(taps, load32(layout.tap)));
-  const __m256i wcontrol = load32(layout.weight);
+  // weights of pixels 0-3 and 4-7 of 8 broadcast pairs (the second step's bytes are 8 on;
+  // 0x80 + 8 keeps the zeroing bit)
+  const __m256i wcontrol0 = load32(layout.weight);
+  const __m256i wcontrol1 = _mm256_add_epi8(wcontrol0, _mm256_set1_epi8(8));
   const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   // interleaved: the lanes' first nch dwords are contiguous output; planar: dword c of
   // each lane is channel c of two pixels
-  const __m256i compact = planar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
-                                 : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
-                                             : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  const __m256i compact = kPlanar ? _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+                                  : (nch == 3 ? _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 3, 7)
+                                              : _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
   const int32_t* offsets = pass.offset.data();  // locals: the compiler cannot know that
   const uint16_t* wpairs = pass.wpair_neg.data();  // stores to `out` leave pass's vectors alone
   // four 8-byte loads beat VPGATHERDQ here (it stalls badly on these machines)
@@ -157,15 +160,11 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
     const __m256i win = _mm256_inserti128_si256(_mm256_castsi128_si256(w01), w23, 1);
     return _mm256_maddubs_epi16(_mm256_shuffle_epi8(win, pcontrol), w);
   };
-  int x = 0;
-  for (; x + 4 <= end; x += 4) {
-    long long wp;
-    std::memcpy(&wp, wpairs + x, 8);
-    const __m256i w = _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol);
+  auto step = [&](int x, __m256i w) {
     const __m256i m0 = products(row0, offsets + x, w);
     const __m256i h = kTwoRows ? blend_negated(m0, products(row1, offsets + x, w), bv) : negate(m0);
     const __m256i r = _mm256_permutevar8x32_epi32(h, compact);
-    if (!planar) {
+    if (!kPlanar) {
       // 4 * nch int16; the store runs into the next pixels' slots or the row slack
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x * nch), r);
     } else {
@@ -175,6 +174,18 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
         _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(lo, lo));
       if (nch == 3) _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * plane_stride + x), hi);
     }
+  };
+  int x = 0;
+  for (; x + 8 <= end; x += 8) {
+    const __m256i w8 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wpairs + x)));
+    step(x, _mm256_shuffle_epi8(w8, wcontrol0));
+    step(x + 4, _mm256_shuffle_epi8(w8, wcontrol1));
+  }
+  if (x + 4 <= end) {
+    long long wp;
+    std::memcpy(&wp, wpairs + x, 8);
+    step(x, _mm256_shuffle_epi8(_mm256_set1_epi64x(wp), wcontrol0));
+    x += 4;
   }
   return x;
 }
@@ -185,7 +196,9 @@ int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, 
   const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
   if (window4)
     return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
-  return hresample_nch<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+  if (pass.planar || pass.nch == 1)
+    return hresample_nch<kTwoRows, true>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+  return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }
 
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
