@@ -188,10 +188,10 @@ class Pipeline:
         self._scale = tuple(float(v) for v in scale)
         self._bias = tuple(float(v) for v in bias)
         self._pad = tuple(float(v) for v in pad)
-        # (shape, roi) -> (plan, letterbox, the plan's capsule for _C._run_plan)
+        # (shape, roi) -> (plan, letterbox, the plan's capsule for _C._run_plan; the plan
+        # keeps the capsule's address alive)
         self._plans: OrderedDict[tuple, tuple[Any, Letterbox, Any]] = OrderedDict()
-        # The per-frame path: frame shape -> (the plan's capsule for _C._run_plan, letterbox,
-        # the plan, which keeps the capsule's address alive) for whole frames, so that a call
+        # The per-frame path: frame shape -> the same entry, for whole frames, so that a call
         # costs one dict lookup and one native call. Its cold cost (caches flushed by other
         # work between camera frames) counts: see docs/preprocess.md.
         self._whole_frame: dict[tuple, tuple[Any, Letterbox, Any]] = {}
@@ -325,7 +325,7 @@ class Pipeline:
         with self._lock:
             self._plans[key] = entry
             if roi is None:
-                self._whole_frame[key[0]] = (entry[2], letterbox, plan)
+                self._whole_frame[key[0]] = entry
             while len(self._plans) > _PLAN_CACHE_SIZE:
                 (shape, old_roi), _ = self._plans.popitem(last=False)
                 if old_roi is None:
@@ -350,7 +350,7 @@ class Pipeline:
         if roi is None and type(frame) is np.ndarray:
             fast = self._whole_frame.get(frame.shape)
             if fast is not None:
-                capsule, letterbox, _ = fast
+                _, letterbox, capsule = fast
                 _run_plan(capsule, frame, out)
                 self.last_letterbox = letterbox
                 return letterbox

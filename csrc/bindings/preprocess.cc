@@ -8,6 +8,7 @@
 
 #include "../kernels/u8_image_to_tensor/image_to_tensor.h"
 #include "bindings.h"
+#include "fastcall.h"
 #include "quant_arrays.h"
 
 namespace py = pybind11;
@@ -190,19 +191,10 @@ PyObject* run_plan_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       return nullptr;
     }
   }
-  try {
+  return call_translating([&]() -> PyObject* {
     run_checked(*plan, py::reinterpret_borrow<py::array>(args[1]), py::reinterpret_borrow<py::array>(args[2]));
-  } catch (py::error_already_set& e) {
-    e.restore();
-    return nullptr;
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-    return nullptr;
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-    return nullptr;
-  }
-  Py_RETURN_NONE;
+    Py_RETURN_NONE;
+  });
 }
 
 PyMethodDef run_plan_def = {"_run_plan", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&run_plan_fast)),
@@ -256,17 +248,14 @@ void bind_preprocess(py::module_& m) {
           py::arg("frame"), py::arg("out"), "Convert one frame into `out` (validated first).")
       .def(
           "_capsule",
-          [](const Plan& p) {
-            return py::reinterpret_steal<py::object>(PyCapsule_New(const_cast<Plan*>(&p), kPlanCapsule, nullptr));
-          },
+          [](const Plan& p) { return address_capsule(p, kPlanCapsule); },
           "The plan's address for _run_plan; valid while the plan lives.")
       .def_property_readonly("content",
                              [](const Plan& p) { return std::array<int, 4>{p.dst_x, p.dst_y, p.dst_w, p.dst_h}; })
       .def_property_readonly("roi",
                              [](const Plan& p) { return std::array<int, 4>{p.roi_x, p.roi_y, p.roi_w, p.roi_h}; });
 
-  m.add_object("_run_plan",
-               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&run_plan_def, nullptr, m.attr("__name__").ptr())));
+  add_fastcall(m, run_plan_def);
 
   m.def(
       "read_rows_probe",

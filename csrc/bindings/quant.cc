@@ -16,6 +16,7 @@
 #include "../kernels/qs8_requantize/requantize.h"
 #include "../kernels/qs8_softmax/softmax.h"
 #include "bindings.h"
+#include "fastcall.h"
 #include "quant_arrays.h"
 
 namespace py = pybind11;
@@ -329,11 +330,6 @@ constexpr const char* kFullyConnectedCapsule = "edgeinf.Qs8FullyConnected";
 constexpr const char* kConv2dCapsule = "edgeinf.Qs8Conv2d";
 constexpr const char* kDepthwiseCapsule = "edgeinf.Qs8DepthwiseConv2d";
 
-template <class Layer>
-py::object layer_capsule(const Layer& layer, const char* name) {
-  return py::reinterpret_steal<py::object>(PyCapsule_New(const_cast<Layer*>(&layer), name, nullptr));
-}
-
 // _run_layer(capsule, x[, out]): a prepared layer's run() through CPython's METH_FASTCALL
 // convention instead of pybind11's dispatcher (a bare 2x2x16 depthwise call: 517 against
 // 779 ns warm; cold, the dispatcher's code costs several microseconds more, see
@@ -353,7 +349,7 @@ PyObject* run_layer_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     PyErr_Format(PyExc_TypeError, "x must be a numpy array, got %s", Py_TYPE(args[1])->tp_name);
     return nullptr;
   }
-  try {
+  return call_translating([&]() -> PyObject* {
     const auto x = py::reinterpret_borrow<py::array>(args[1]);
     const auto out = nargs == 3 ? py::reinterpret_borrow<py::object>(args[2]) : py::none();
     if (name == kFullyConnectedCapsule) return static_cast<FullyConnected*>(layer)->run(x, out).release().ptr();
@@ -361,14 +357,7 @@ PyObject* run_layer_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (name == kDepthwiseCapsule) return static_cast<DepthwiseConv2d*>(layer)->run(x, out).release().ptr();
     PyErr_Format(PyExc_ValueError, "_run_layer: a capsule named '%s' is not a prepared layer", name ? name : "");
     return nullptr;
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
+  });
 }
 
 PyMethodDef run_layer_def = {"_run_layer", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&run_layer_fast)),
@@ -377,8 +366,7 @@ PyMethodDef run_layer_def = {"_run_layer", reinterpret_cast<PyCFunction>(reinter
 }  // namespace
 
 void bind_quant(py::module_& m) {
-  m.add_object("_run_layer",
-               py::reinterpret_steal<py::object>(PyCFunction_NewEx(&run_layer_def, nullptr, m.attr("__name__").ptr())));
+  add_fastcall(m, run_layer_def);
 
   m.def(
       "quantize_multiplier",
@@ -523,7 +511,7 @@ void bind_quant(py::module_& m) {
            py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const FullyConnected& l) { return layer_capsule(l, kFullyConnectedCapsule); })
+      .def("_capsule", [](const FullyConnected& l) { return address_capsule(l, kFullyConnectedCapsule); })
       .def_property_readonly("input_size", &FullyConnected::input_size)
       .def_property_readonly("output_size", &FullyConnected::output_size);
 
@@ -534,7 +522,7 @@ void bind_quant(py::module_& m) {
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
            py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const Conv2d& l) { return layer_capsule(l, kConv2dCapsule); });
+      .def("_capsule", [](const Conv2d& l) { return address_capsule(l, kConv2dCapsule); });
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
       .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
@@ -543,7 +531,7 @@ void bind_quant(py::module_& m) {
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
            py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const DepthwiseConv2d& l) { return layer_capsule(l, kDepthwiseCapsule); });
+      .def("_capsule", [](const DepthwiseConv2d& l) { return address_capsule(l, kDepthwiseCapsule); });
 
   for (const bool is_max : {true, false}) {
     m.def(
