@@ -200,6 +200,9 @@ class Conv2d {
     return result;
   }
 
+  // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
+  bool float_requantization() const { return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0; }
+
  private:
   size_t out_c_, in_c_;
   Spatial spatial_;
@@ -255,6 +258,9 @@ class DepthwiseConv2d {
     }
     return result;
   }
+
+  // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
+  bool float_requantization() const { return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0; }
 
  private:
   size_t multiplier_, out_c_ = 0;
@@ -522,7 +528,8 @@ void bind_quant(py::module_& m) {
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
            py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const Conv2d& l) { return address_capsule(l, kConv2dCapsule); });
+      .def("_capsule", [](const Conv2d& l) { return address_capsule(l, kConv2dCapsule); })
+      .def_property_readonly("_float_requantization", &Conv2d::float_requantization);
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
       .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
@@ -531,7 +538,8 @@ void bind_quant(py::module_& m) {
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
            py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const DepthwiseConv2d& l) { return address_capsule(l, kDepthwiseCapsule); });
+      .def("_capsule", [](const DepthwiseConv2d& l) { return address_capsule(l, kDepthwiseCapsule); })
+      .def_property_readonly("_float_requantization", &DepthwiseConv2d::float_requantization);
 
   for (const bool is_max : {true, false}) {
     m.def(

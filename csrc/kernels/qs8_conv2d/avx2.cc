@@ -167,7 +167,7 @@ void run_windows(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, 
 
 void qs8_conv2d_direct__avx2(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const bool widened = g.dilation_w == 1 && g.pad_left >= 0;
-  with_rq_flags(w.avx2_rq_flags(), [&](auto flags) {
+  with_rq_flags(call_flags(w.avx2_rq_flags()), [&](auto flags) {
     if (widened) return run_widened<flags()>(w, g, in, out);
     run_windows<flags()>(w, g, in, out);
   });

@@ -1,5 +1,6 @@
 // conv2d weight preparation and the window rows of the direct kernel (portable).
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "conv2d.h"
@@ -18,6 +19,12 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
   const Requantization& q = gemm_.requantization();
   const bool fold = left_shifts_fold(q, n);
   avx2_rq_flags_ = qs8::avx2_rq_flags(q, n, fold);
+  std::vector<int64_t> abs_sum(n, 0);
+  for (size_t c = 0; c < n; ++c) {
+    for (size_t kk = 0; kk < k; ++kk) abs_sum[c] += std::abs(int{wk[c * k + kk]});
+  }
+  FloatRequantization fl;
+  avx2_rq_flags_ = with_float_form(avx2_rq_flags_, q, gemm_.bias_minus_zero_point_terms(), abs_sum.data(), n, &fl);
 
   const size_t blocks16 = (n + 15) / 16, blocks8 = (n + 7) / 8;
   const size_t run = k_w * in_c, rp = avx2_row_pairs();
@@ -37,7 +44,8 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
     }
   }
   avx2_params_.assign(blocks16 * kRqParams * 16, 0);
-  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, fold, avx2_params_.data());
+  pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, fold, avx2_rq_flags_ & kRqFloat ? &fl : nullptr,
+                 avx2_params_.data());
 
   neon_panel_.assign(blocks8 * kp2 * 8, 0);
   for (size_t b = 0; b < blocks8; ++b) {

@@ -7,7 +7,8 @@
 // from zero, as sign(y) * ((|y| + half) >> r) on magnitudes taken as uint32 (|INT32_MIN|
 // = 2^31 and |y| + half both fit). The output zero point is added with int16 saturation
 // and the clamp is done on bytes: every saturation lands beyond the int8 range, so the
-// result is the reference's int32 clamp.
+// result is the reference's int32 clamp. Channels fitted with a float form (kRqFloat,
+// rq_float__avx2.cc) take one VFMADD instead, its result rounded by VCVTPS2DQ.
 #pragma once
 
 #include <immintrin.h>
@@ -50,6 +51,23 @@ static inline __m256i mbqm_half(__m256i x, const int32_t* prm, size_t h) {
                               kRight ? load(prm + kRqHalf * 16 + h * 8) : zero);
 }
 
+// The float form (rq_params.h's FloatRequantization) of half h: the output zero point is in
+// the offsets, and the saturating packs that follow are the int8 saturation.
+template <bool kSplit>
+static inline __m256i float_form8(__m256i acc, const int32_t* prm, size_t h) {
+  const __m256 x = _mm256_cvtepi32_ps(acc);
+  const float* p = reinterpret_cast<const float*>(prm) + h * 8;
+  __m256 offset = _mm256_loadu_ps(p + kRqOffset * 16);
+  if (kSplit) offset = _mm256_blendv_ps(offset, _mm256_loadu_ps(p + kRqOffsetNeg * 16), x);  // by the sign of x
+  return _mm256_cvtps_epi32(_mm256_fmadd_ps(x, _mm256_loadu_ps(p + kRqScale * 16), offset));
+}
+
+// VCVTPS2DQ rounds by MXCSR's mode; the float form is exact under the default only.
+static inline bool rounds_to_nearest() { return (_mm_getcsr() & _MM_ROUND_MASK) == _MM_ROUND_NEAREST; }
+
+// The flags of a call: the float form only while rounding to nearest.
+static inline int call_flags(int flags) { return (flags & kRqFloat) && !rounds_to_nearest() ? flags & ~kRqFloat : flags; }
+
 struct Output {
   __m256i zero_point16;
   __m128i lo, hi;
@@ -70,7 +88,12 @@ inline void with_rq_flags(int flags, F&& f) {
     case 4: return f(std::integral_constant<int, 4>());
     case 5: return f(std::integral_constant<int, 5>());
     case 6: return f(std::integral_constant<int, 6>());
-    default: return f(std::integral_constant<int, 7>());
+    case 7: return f(std::integral_constant<int, 7>());
+    // the float form: never with kRqLeft
+    case kRqFloat: return f(std::integral_constant<int, kRqFloat>());
+    case kRqFloat | kRqClamp: return f(std::integral_constant<int, kRqFloat | kRqClamp>());
+    case kRqFloat | kRqRight: return f(std::integral_constant<int, kRqFloat | kRqRight>());
+    default: return f(std::integral_constant<int, kRqFloat | kRqClamp | kRqRight>());
   }
 }
 
@@ -78,6 +101,12 @@ inline void with_rq_flags(int flags, F&& f) {
 template <int kFlags>
 static inline __m128i requantize16(__m256i acc0, __m256i acc1, const int32_t* prm, const Output& q) {
   constexpr bool kLeft = (kFlags & kRqLeft) != 0, kRight = (kFlags & kRqRight) != 0;
+  if constexpr ((kFlags & kRqFloat) != 0) {
+    const __m256i v16 = _mm256_packs_epi32(float_form8<kRight>(acc0, prm, 0), float_form8<kRight>(acc1, prm, 1));
+    const __m128i v8 = _mm_packs_epi16(_mm256_castsi256_si128(v16), _mm256_extracti128_si256(v16, 1));
+    if (!(kFlags & kRqClamp)) return v8;
+    return _mm_min_epi8(_mm_max_epi8(v8, q.lo), q.hi);
+  }
   const __m256i lo = mbqm_half<kLeft, kRight>(acc0, prm, 0), hi = mbqm_half<kLeft, kRight>(acc1, prm, 1);
   const __m256i v16 = _mm256_adds_epi16(_mm256_packs_epi32(lo, hi), q.zero_point16);
   // the two 128-bit halves packed together: VEXTRACTI128 is cheaper than a VPERMQ on Zen 3

@@ -7,8 +7,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdlib>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
+#include "../../dispatch.h"
 #include "../qs8_requantize/requantize.h"
 
 namespace edgeinf::qs8 {
@@ -20,6 +24,9 @@ enum RqParam : size_t {
   kRqLeftShift,       // max(shift, 0)
   kRqRightShift,      // max(-shift, 0)
   kRqHalf,            // (1 << right_shift) >> 1, the rounding term
+  kRqScale,           // float form (kRqFloat, below): the factor, as float bits
+  kRqOffset,          // float form: the term added to accumulators >= 0, as float bits
+  kRqOffsetNeg,       // float form: the term added to accumulators < 0, as float bits
   kRqParams
 };
 
@@ -41,8 +48,9 @@ inline bool left_shifts_fold(const Requantization& rq, size_t channels) {
 // Variants of the AVX2 requantization, as template flags (rq_avx2_inl.h): kRqLeft when some
 // channel shifts left by more than the weights carry, kRqRight when some channel shifts
 // right (multipliers below 1/2), kRqClamp when the activation range is narrower than int8
-// (else the saturating packs are the clamp).
-enum : int { kRqLeft = 1, kRqClamp = 2, kRqRight = 4 };
+// (else the saturating packs are the clamp), kRqFloat when every channel has a float form
+// (FloatRequantization) and the left shifts fold.
+enum : int { kRqLeft = 1, kRqClamp = 2, kRqRight = 4, kRqFloat = 8 };
 
 // The flags of channels [0, channels), whose left shifts are folded into the weights or not.
 inline int avx2_rq_flags(const Requantization& rq, size_t channels, bool fold_left) {
@@ -54,11 +62,51 @@ inline int avx2_rq_flags(const Requantization& rq, size_t channels, bool fold_le
   return flags;
 }
 
+// The requantization of an accumulator, the output zero point and the int8 saturation as
+// one float multiply-add: out = saturate_int8(nearest_even(fma(float(acc), scale[c],
+// acc < 0 ? offset_neg[c] : offset[c]))). It has 3-4 vector operations per 8 lanes where
+// the fixed-point form has 8-12, and it is used only where it was found exact: for each
+// channel, fit_float_requantization checks every accumulator whose output is not saturated
+// (rq_float__avx2.cc); beyond them both forms saturate, the float one being monotonic.
+struct FloatRequantization {
+  std::vector<float> scale, offset, offset_neg;
+};
+
+// The float forms of channels [0, channels) whose accumulators lie within +-acc_bound[c] and
+// whose left shifts are folded into the accumulators (none is left to apply), or false when
+// some channel has none that is exact, or when AVX2 (the only user) is not available.
+bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
+                                    FloatRequantization* out);
+inline bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
+                                     FloatRequantization* out) {
+#if defined(EDGEINF_BUILD_AVX2)
+  return isa_supported(Isa::kAvx2) && fit_float_requantization__avx2(rq, acc_bound, channels, out);
+#else
+  (void)rq, (void)acc_bound, (void)channels, (void)out;
+  return false;
+#endif
+}
+
+// `flags` with kRqFloat when the float form fits (into *out). Channel c's accumulator is
+// start[c] shifted left by its left shift plus products of raw int8 inputs by weights whose
+// magnitudes sum to abs_weight_sum[c] before the shift; with kRqLeft nothing is fitted.
+inline int with_float_form(int flags, const Requantization& rq, const int32_t* start, const int64_t* abs_weight_sum,
+                           size_t channels, FloatRequantization* out) {
+  if (flags & kRqLeft) return flags;
+  std::vector<int64_t> bound(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const int l = rq.left_shift[c];
+    bound[c] = std::abs(int64_t{shift_left_wrapping(start[c], l)}) + 128 * (abs_weight_sum[c] << l);
+  }
+  return fit_float_requantization(rq, bound.data(), channels, out) ? flags | kRqFloat : flags;
+}
+
 // dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.
 // rq must have at least blocks * 16 entries (Requantization::pad_to). With fold_left, the
-// start values carry the left shift and the left-shift parameters are 0.
+// start values carry the left shift and the left-shift parameters are 0. The float form's
+// parameters are filled when `fl` is given.
 inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_t channels, size_t blocks,
-                           bool fold_left, int32_t* dst) {
+                           bool fold_left, const FloatRequantization* fl, int32_t* dst) {
   for (size_t b = 0; b < blocks; ++b) {
     int32_t* prm = dst + b * kRqParams * 16;
     for (size_t h = 0; h < 2; ++h) {
@@ -74,6 +122,11 @@ inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_
         prm[kRqLeftShift * 16 + at] = live && !fold_left ? rq.left_shift[c] : 0;
         prm[kRqRightShift * 16 + at] = rs;
         prm[kRqHalf * 16 + at] = static_cast<int32_t>((int64_t{1} << rs) >> 1);
+        if (fl && live) {
+          std::memcpy(&prm[kRqScale * 16 + at], &fl->scale[c], sizeof(float));
+          std::memcpy(&prm[kRqOffset * 16 + at], &fl->offset[c], sizeof(float));
+          std::memcpy(&prm[kRqOffsetNeg * 16 + at], &fl->offset_neg[c], sizeof(float));
+        }
       }
     }
   }

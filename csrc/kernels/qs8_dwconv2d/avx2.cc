@@ -8,7 +8,8 @@
 // order (channels 0-3, 8-11 | 4-7, 12-15), for which the weights and the per-channel
 // requantization parameters are packed; VPACKSSDW restores channel order.
 //
-// Requantization: rq_avx2_inl.h (TFLite's fixed-point arithmetic, bit-exact).
+// Requantization: rq_avx2_inl.h (TFLite's fixed-point arithmetic, or the float form where
+// construction found it exact; bit-exact either way).
 //
 // Schedules: a 3x3 filter with dilation 1 and a horizontal stride of 1 (2) computes 4 (3)
 // adjacent output pixels per step, each input column widened and interleaved once for
@@ -128,11 +129,12 @@ inline void step3x3(const Ctx& c, const Cols& cols, int8_t* o) {
         }
       }
       prev = next;
-      // keeps GCC from regrouping stride 1's sums across columns, which spills (stride 2's
-      // 3 pixels do not, and ran 1-3% faster without it)
+      // keeps GCC from regrouping the sums across columns, which spills: with stride 1, and
+      // with stride 2 in the float form (22 stack moves per step without it; stride 2 in the
+      // fixed-point form does not spill and ran 1-3% faster without it)
 #pragma GCC unroll 8
       for (int n = 0; n < N; ++n) {
-        if (S == 1) asm("" : "+x"(acc[n][0]), "+x"(acc[n][1]));
+        if (S == 1 || (kRq & kRqFloat)) asm("" : "+x"(acc[n][0]), "+x"(acc[n][1]));
       }
     }
 #pragma GCC unroll 8
@@ -232,7 +234,7 @@ void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* i
     }
   }
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
-  with_rq_flags(w.avx2_rq_flags(), [&](auto flags) { dispatch_pairs<flags()>(c, in, rows, out); });
+  with_rq_flags(call_flags(w.avx2_rq_flags()), [&](auto flags) { dispatch_pairs<flags()>(c, in, rows, out); });
 }
 
 }  // namespace edgeinf::qs8

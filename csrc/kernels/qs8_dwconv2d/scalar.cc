@@ -1,4 +1,5 @@
 // Scalar reference depthwise conv2d, weight preparation and dispatch.
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +47,12 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   rq_.pad_to(padded_);
   const bool fold = left_shifts_fold(rq_, channels);
   avx2_rq_flags_ = qs8::avx2_rq_flags(rq_, channels, fold);
+  std::vector<int64_t> abs_sum(channels, 0);
+  for (size_t t = 0; t < taps; ++t) {
+    for (size_t c = 0; c < channels; ++c) abs_sum[c] += std::abs(int{w_[t * channels + c]});
+  }
+  FloatRequantization fl;
+  avx2_rq_flags_ = with_float_form(avx2_rq_flags_, rq_, bias_zp_.data(), abs_sum.data(), channels, &fl);
 
   // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();
@@ -65,7 +72,8 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
     }
   }
   avx2_params_.assign(blocks * kRqParams * 16, 0);
-  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, fold, avx2_params_.data());
+  pack_rq_params(bias_zp_.data(), rq_, channels, blocks, fold, avx2_rq_flags_ & kRqFloat ? &fl : nullptr,
+                 avx2_params_.data());
 }
 
 namespace {

@@ -1,0 +1,144 @@
+"""The float form of the requantization (AVX2 depthwise and direct conv kernels).
+
+Where construction finds it exact, those kernels requantize with one float multiply-add
+instead of TFLite's fixed-point steps (csrc/kernels/qs8_conv2d/rq_float__avx2.cc). These
+tests sweep every accumulator whose output is not saturated, including exact ties, and
+check what happens under another rounding mode, against LiteRT's reference kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import platform
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+from qs8_oracle import assert_same, conv_model, dwconv_model, isa_paths, run, run_each_isa
+
+from edgeinf import quant
+
+AVX2 = "avx2" in isa_paths()
+
+# (input scale, weight scale, output scale): multipliers of 1.058 (the benchmark's), 0.5 and
+# 0.25 exactly (powers of two: half of all accumulators are ties), 2 and 7.9 (left shifts
+# folded into the weights), 0.3 and 1/40 (right shifts: the offset depends on the sign).
+SCALES = [
+    (0.02, 0.005, 0.02 * 0.005 / 1.058),
+    (0.5, 0.25, 0.25),
+    (0.5, 0.125, 0.25),
+    (0.02, 0.005, 0.02 * 0.005 / 2.0),
+    (0.03, 0.007, 0.03 * 0.007 / 7.9),
+    (0.02, 0.005, 0.02 * 0.005 / 0.3),
+    (0.011, 0.013, 0.011 * 0.013 * 40),
+]
+
+
+def _sweep(in_q, w_scale, out_q, channels=None):
+    """A 1x1 depthwise layer of weights 1 whose 256-pixel input holds every int8 value once
+    and whose bias steps by 256 per channel: its accumulators are consecutive integers
+    covering the multiplier's whole unsaturated range (and saturated ones each side)."""
+    multiplier = in_q[0] * w_scale / out_q[0]
+    unsaturated = 256 / multiplier + 512
+    channels = channels or 16 * int(np.ceil(unsaturated / 256 / 16))  # whole 16-channel blocks: the SIMD kernel's
+    centre = -out_q[1] / multiplier  # the accumulator whose output is 0
+    first = int(centre - channels * 128)
+    bias = (first + 256 * np.arange(channels) + 128 + in_q[1]).astype(np.int32)
+    x = np.repeat(np.arange(-128, 128, dtype=np.int8).reshape(1, 16, 16, 1), channels, axis=3)
+    weights = np.ones((1, 1, 1, channels), np.int8)
+    return x, weights, bias
+
+
+def _check_dw(x, weights, bias, in_q, w_scale, out_q, activation="none"):
+    model = dwconv_model(x.shape, weights, bias, multiplier=1, stride=(1, 1), dilation=(1, 1), padding="valid",
+                         in_q=in_q, out_q=out_q, weight_scale=w_scale, activation=activation)  # fmt: skip
+    want = run(model, [x])
+    dw = quant.DepthwiseConv2D(weights, bias, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
+                               weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1],
+                               activation=activation)  # fmt: skip
+    for isa, got in run_each_isa(lambda: dw(x)).items():
+        assert_same(got, want, f"sweep of {in_q} {w_scale} {out_q} {activation} on {isa}")
+    return dw, want
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("zero_points", [(0, 0), (-3, 5), (127, -128), (-128, 127)])
+def test_every_unsaturated_accumulator_requantizes_as_tflite(scales, zero_points):
+    in_scale, w_scale, out_scale = (float(np.float32(s)) for s in scales)
+    in_q, out_q = (in_scale, zero_points[0]), (out_scale, zero_points[1])
+    x, weights, bias = _sweep(in_q, w_scale, out_q)
+    dw, want = _check_dw(x, weights, bias, in_q, w_scale, out_q)
+    assert want.min() == -128 and want.max() == 127, "the sweep reaches both saturations"
+    if AVX2:
+        assert dw._op._float_requantization, "expected the float form for these scales"
+
+
+@pytest.mark.parametrize("activation", ["relu", "relu6", "relu_n1_to_1"])
+def test_float_form_with_an_activation_clamp(activation):
+    in_q, w_scale, out_q = (0.02, 4), 0.005, (float(np.float32(0.02 * 0.005 / 0.3)), -7)
+    x, weights, bias = _sweep(in_q, w_scale, out_q)
+    dw, _ = _check_dw(x, weights, bias, in_q, w_scale, out_q, activation)
+    if AVX2:
+        assert dw._op._float_requantization
+
+
+def test_too_many_unsaturated_accumulators_keep_the_fixed_point_form():
+    """With a multiplier of 1/5000 and a bias of 2^21, a channel's unsaturated accumulators
+    are more than the fit checks (2^20): no float form, and the results are still TFLite's."""
+    in_q, w_scale, out_q = (0.02, 4), 0.005, (float(np.float32(0.02 * 0.005 * 5000)), 1)
+    x, weights, bias = _sweep(in_q, w_scale, out_q, channels=64)
+    bias[-1] = 2**21
+    dw, _ = _check_dw(x, weights, bias, in_q, w_scale, out_q)
+    assert not dw._op._float_requantization
+
+
+def test_direct_conv_takes_the_float_form():
+    """The stem-like direct convolution (at most 4 input channels) shares the form."""
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (1, 12, 12, 3), dtype=np.int8)
+    weights = rng.integers(-127, 128, (16, 3, 3, 3), dtype=np.int8)
+    bias = rng.integers(-5000, 5000, 16).astype(np.int32)
+    in_q, w_scale, out_q = (0.02, -3), 0.005, (float(np.float32(0.02 * 0.005 * 150)), 4)
+    model = conv_model(x.shape, weights, bias, stride=(2, 2), dilation=(1, 1), padding="same", in_q=in_q,
+                       out_q=out_q, weight_scale=w_scale, activation="none")  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, stride=2, padding="same", input_scale=in_q[0], input_zero_point=in_q[1],
+                        weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"direct conv on {isa}")
+    assert len(np.unique(want)) > 100
+    if AVX2:
+        assert conv._op._float_requantization
+
+
+# glibc's fesetround sets both the x87 and the SSE (MXCSR) rounding modes.
+_FE_TONEAREST, _FE_TOWARDZERO = 0, 0xC00
+
+
+@contextmanager
+def _rounding_toward_zero():
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    assert libm.fesetround(_FE_TOWARDZERO) == 0
+    try:
+        yield
+    finally:
+        libm.fesetround(_FE_TONEAREST)
+
+
+@pytest.mark.skipif(not AVX2 or platform.system() != "Linux", reason="the float form is AVX2's; fesetround from glibc")
+def test_another_rounding_mode_falls_back_to_the_fixed_point_form():
+    in_q, w_scale, out_q = (0.02, -3), 0.005, (float(np.float32(0.02 * 0.005 / 0.3)), 5)
+    x, weights, bias = _sweep(in_q, w_scale, out_q)
+    fitted, want = _check_dw(x, weights, bias, in_q, w_scale, out_q)
+    assert fitted._op._float_requantization
+    with _rounding_toward_zero():
+        # run under the other mode: the kernel checks the mode at each call
+        got_fitted = run_each_isa(lambda: fitted(x))
+        # built under it: the fit declines
+        built = quant.DepthwiseConv2D(weights, bias, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
+                                      weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    for isa, got in got_fitted.items():
+        assert_same(got, want, f"float-form layer under round-toward-zero on {isa}")
+    assert not built._op._float_requantization
+    assert_same(built(x), want, "layer built under round-toward-zero")
