@@ -153,6 +153,9 @@ class FullyConnected {
   size_t input_size() const { return weights_->k(); }
   size_t output_size() const { return weights_->n(); }
 
+  // Whether the AVX2 epilogue requantizes with the float form (rq_params.h).
+  bool float_requantization() const { return weights_->float_requantization() != nullptr; }
+
  private:
   std::unique_ptr<qs8::GemmWeights> weights_;
 };
@@ -201,7 +204,10 @@ class Conv2d {
   }
 
   // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
-  bool float_requantization() const { return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0; }
+  bool float_requantization() const {
+    return weights_->direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
+                              : weights_->gemm().float_requantization() != nullptr;
+  }
 
  private:
   size_t out_c_, in_c_;
@@ -519,7 +525,8 @@ void bind_quant(py::module_& m) {
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
       .def("_capsule", [](const FullyConnected& l) { return address_capsule(l, kFullyConnectedCapsule); })
       .def_property_readonly("input_size", &FullyConnected::input_size)
-      .def_property_readonly("output_size", &FullyConnected::output_size);
+      .def_property_readonly("output_size", &FullyConnected::output_size)
+      .def_property_readonly("_float_requantization", &FullyConnected::float_requantization);
 
   py::class_<Conv2d>(m, "Qs8Conv2d")
       .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,

@@ -112,6 +112,32 @@ def test_direct_conv_takes_the_float_form():
         assert conv._op._float_requantization
 
 
+@pytest.mark.parametrize("scales", SCALES)
+def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scales):
+    """A 1x1 convolution with 8 input channels runs as a GEMM, whose epilogue has the float
+    form too (the multiplier's left shift applied there, not folded). Output channel c
+    weighs input channel 0 by 1 and the others by 0, so it sweeps like the depthwise layer."""
+    in_scale, w_scale, out_scale = (float(np.float32(s)) for s in scales)
+    in_q, out_q = (in_scale, -5), (out_scale, 9)
+    x1, _, bias = _sweep(in_q, w_scale, out_q)
+    channels = bias.size
+    rng = np.random.default_rng(channels)
+    x = rng.integers(-128, 128, (1, 16, 16, 8), dtype=np.int8)
+    x[..., 0] = x1[..., 0]
+    weights = np.zeros((channels, 1, 1, 8), np.int8)
+    weights[:, 0, 0, 0] = 1
+    model = conv_model(x.shape, weights, bias, stride=(1, 1), dilation=(1, 1), padding="valid", in_q=in_q,
+                       out_q=out_q, weight_scale=w_scale, activation="none")  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
+                        weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"GEMM sweep of {scales} on {isa}")
+    assert want.min() == -128 and want.max() == 127
+    if AVX2:
+        assert conv._op._float_requantization
+
+
 # glibc's fesetround sets both the x87 and the SSE (MXCSR) rounding modes.
 _FE_TONEAREST, _FE_TOWARDZERO = 0, 0xC00
 

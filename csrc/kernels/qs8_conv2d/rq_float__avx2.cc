@@ -1,15 +1,16 @@
 // Fitting the float form of the requantization (rq_params.h's FloatRequantization).
 //
-// For a channel with multiplier m and right shift r (left shifts folded), the fixed-point
-// path gives T(x) = saturate_int8(MultiplyByQuantizedMultiplier(x) + zp). Its two
-// roundings equal one (docs/int8.md): floor(x * M + 1/2 + d), M = m / 2^(31 + r), with
+// For a channel with multiplier m, left shift l and right shift r, the fixed-point path
+// gives T(x) = saturate_int8(MultiplyByQuantizedMultiplier(x) + zp). Its two roundings
+// equal one (docs/int8.md): floor(x * M + 1/2 + d), M = m * 2^l / 2^(31 + r), with
 // d = 2^-(r+1) for x >= 0 and -2^-(r+1) for x < 0 when r > 0, else 0. Rounded to nearest
 // even, fma(float(x), M, zp + d) is that value but for float(M), the fma's rounding and
 // exact ties: about 2^-16 of an output step off. So the candidates are float(M) and its
 // neighbours with offsets near zp + d, and one is kept only if the checks below find it
 // equal to T for every accumulator from the last that saturates low to the first that
 // saturates high. Beyond those, T saturates, and so does the float form: for a given sign
-// of x it is monotonic, and |x| < 2^30 keeps its result within int32.
+// of x it is monotonic, and |x * 2^l| < 2^30 keeps the shift from wrapping and the float
+// result within int32.
 //
 // The checks run the kernels' own instructions (VCVTDQ2PS, VFMADD, VCVTPS2DQ) against the
 // fixed-point requantization of rq_avx2_inl.h, 8 accumulators at a time.
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "rq_avx2_inl.h"
 #include "rq_params.h"
@@ -33,11 +35,12 @@ constexpr int64_t kMaxAccumulator = int64_t{1} << 30;
 
 struct Channel {
   int32_t multiplier, zero_point;
-  int right_shift;
+  int left_shift, right_shift;  // the left shift still to apply (0 where it is folded)
 };
 
 int32_t fixed_point(const Channel& ch, int64_t x) {
-  const int32_t y = multiply_by_quantized_multiplier(static_cast<int32_t>(x), ch.multiplier, -ch.right_shift);
+  const int shift = ch.left_shift > 0 ? ch.left_shift : -ch.right_shift;
+  const int32_t y = multiply_by_quantized_multiplier(static_cast<int32_t>(x), ch.multiplier, shift);
   return static_cast<int32_t>(std::clamp<int64_t>(int64_t{y} + ch.zero_point, -128, 127));
 }
 
@@ -61,8 +64,8 @@ int64_t first_reaching(const Channel& ch, int64_t from, int64_t to, int32_t valu
 // Whether the float form (scale, offset) equals the fixed-point path on [x0, x1]; `budget`
 // pays for the accumulators checked.
 bool exact_on(const Channel& ch, float scale, float offset, int64_t x0, int64_t x1, int64_t* budget) {
-  const __m256i zero = _mm256_setzero_si256();
   const __m256i m = _mm256_set1_epi32(ch.multiplier), r = _mm256_set1_epi32(ch.right_shift);
+  const __m256i l = _mm256_set1_epi32(ch.left_shift);
   const __m256i half = _mm256_set1_epi32(static_cast<int32_t>((int64_t{1} << ch.right_shift) >> 1));
   const __m256i zp = _mm256_set1_epi32(ch.zero_point), lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
   const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
@@ -71,7 +74,7 @@ bool exact_on(const Channel& ch, float scale, float offset, int64_t x0, int64_t 
   for (int64_t i = x0; i <= x1; i += 8, x = _mm256_add_epi32(x, eight)) {
     *budget -= 8;
     const __m256i xc = _mm256_min_epi32(x, last);
-    const __m256i want = avx2_rq::mbqm8<false, true>(xc, m, m, zero, r, half);
+    const __m256i want = avx2_rq::mbqm8<true, true>(xc, m, m, l, r, half);
     const __m256i want8 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(want, zp), lo), hi);
     const __m256i got = _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(xc), s, o));
     const __m256i got8 = _mm256_min_epi32(_mm256_max_epi32(got, lo), hi);
@@ -105,7 +108,7 @@ bool find_offset(const Channel& ch, float scale, double base, int64_t x0, int64_
 // Channel c's float form, with one offset for both signs unless `split`.
 bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, float* scale, float* offset,
                  float* offset_neg) {
-  if (bound >= kMaxAccumulator) return false;
+  if (bound >= kMaxAccumulator || (bound << ch.left_shift) >= kMaxAccumulator) return false;
   bound = std::max<int64_t>(bound, 1);
   if (ch.multiplier == 0) {  // every accumulator requantizes to 0
     *scale = 0.0f;
@@ -116,12 +119,12 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
   const int64_t x0 = std::min<int64_t>(first_reaching(ch, -1, -bound, -128), -1);
   const int64_t x1 = std::max<int64_t>(first_reaching(ch, 0, bound, 127), 0);
   if (x1 - x0 + 1 > kMaxPointsPerChannel) return false;
-  const double exact = std::ldexp(static_cast<double>(ch.multiplier), -31 - ch.right_shift);
+  const double exact = std::ldexp(static_cast<double>(ch.multiplier), ch.left_shift - 31 - ch.right_shift);
   const double d = ch.right_shift > 0 ? std::ldexp(1.0, -ch.right_shift - 1) : 0.0;
   const float nearest = static_cast<float>(exact);
   for (int ulps : {0, 1, -1, 2, -2, 3, -3, 4, -4, 6, -6, 8, -8}) {
     float s = nearest;
-    for (int i = 0; i < std::abs(ulps); ++i) s = std::nextafter(s, ulps > 0 ? 2.0f : 0.0f);
+    for (int i = 0; i < std::abs(ulps); ++i) s = std::nextafter(s, ulps > 0 ? std::numeric_limits<float>::infinity() : 0.0f);
     if (split) {
       if (find_offset(ch, s, ch.zero_point + d, 0, x1, budget, offset) &&
           find_offset(ch, s, ch.zero_point - d, x0, -1, budget, offset_neg)) {
@@ -141,7 +144,7 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
 }  // namespace
 
 bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    FloatRequantization* out) {
+                                    bool left_shift_folded, FloatRequantization* out) {
   // The checks round as the kernels will, which is only decided under the default mode.
   if (!avx2_rq::rounds_to_nearest()) return false;
   const bool split = std::any_of(rq.right_shift.begin(), rq.right_shift.begin() + channels, [](int32_t r) { return r > 0; });
@@ -149,7 +152,7 @@ bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc
   fl.scale.resize(channels), fl.offset.resize(channels), fl.offset_neg.resize(channels);
   int64_t budget = kMaxPointsPerLayer;
   for (size_t c = 0; c < channels; ++c) {
-    const Channel ch{rq.multiplier[c], rq.output_zero_point, rq.right_shift[c]};
+    const Channel ch{rq.multiplier[c], rq.output_zero_point, left_shift_folded ? 0 : rq.left_shift[c], rq.right_shift[c]};
     if (!fit_channel(ch, acc_bound[c], split, &budget, &fl.scale[c], &fl.offset[c], &fl.offset_neg[c])) return false;
   }
   *out = std::move(fl);

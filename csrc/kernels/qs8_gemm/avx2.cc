@@ -52,10 +52,22 @@ class Epilogue {
   Epilogue(const GemmWeights& w, size_t col0, size_t ncols) : ncols_(ncols), in_double_(w.requantizes_in_double()) {
     using namespace avx2;
     const Requantization& rq = w.requantization();
+    lo8_ = _mm_set1_epi8(static_cast<char>(rq.act_min)), hi8_ = _mm_set1_epi8(static_cast<char>(rq.act_max));
     if (in_double_) {
       ds_ = w.double_scale() + col0;
       zp_ = _mm256_set1_epi32(rq.output_zero_point);
       lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
+      return;
+    }
+    const FloatRequantization* fl = w.float_requantization();
+    if (fl && avx2_rq::rounds_to_nearest()) {
+      in_float_ = true;
+      split_ = std::any_of(rq.right_shift.begin() + col0, rq.right_shift.begin() + col0 + 16, [](int32_t r) { return r > 0; });
+      for (size_t h = 0; h < 2; ++h) {
+        scale_[h] = _mm256_loadu_ps(fl->scale.data() + col0 + 8 * h);
+        offset_[h] = _mm256_loadu_ps(fl->offset.data() + col0 + 8 * h);
+        offset_neg_[h] = _mm256_loadu_ps(fl->offset_neg.data() + col0 + 8 * h);
+      }
       return;
     }
     const __m256i one = _mm256_set1_epi32(1);
@@ -67,7 +79,6 @@ class Epilogue {
       half_[h] = _mm256_srli_epi32(_mm256_sllv_epi32(one, r_[h]), 1);
     }
     zp16_ = _mm256_set1_epi16(static_cast<int16_t>(rq.output_zero_point));
-    lo8_ = _mm_set1_epi8(static_cast<char>(rq.act_min)), hi8_ = _mm_set1_epi8(static_cast<char>(rq.act_max));
   }
 
   void store(__m256i v0, __m256i v1, int8_t* o) const {
@@ -75,7 +86,7 @@ class Epilogue {
     if (in_double_) {
       put(pack16(requantize_double(v0, ds_, zp_, lo_, hi_), requantize_double(v1, ds_ + 8, zp_, lo_, hi_)), o);
     } else {
-      put(fixed(v0, v1), o);
+      put(in_float_ ? in_float(v0, v1) : fixed(v0, v1), o);
     }
   }
 
@@ -84,12 +95,27 @@ class Epilogue {
     using namespace avx2;
     if (in_double_) {
       for (size_t r = 0; r < rows; ++r) store(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8), out + r * out_stride);
+    } else if (in_float_) {
+      for (size_t r = 0; r < rows; ++r) put(in_float(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
     } else {
       for (size_t r = 0; r < rows; ++r) put(fixed(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
     }
   }
 
  private:
+  // rq_params.h's float form: one VFMADD per 8 columns, the zero point in the offsets.
+  __m128i in_float(__m256i v0, __m256i v1) const {
+    __m256i y[2];
+    for (size_t h = 0; h < 2; ++h) {
+      const __m256 x = _mm256_cvtepi32_ps(h ? v1 : v0);
+      const __m256 offset = split_ ? _mm256_blendv_ps(offset_[h], offset_neg_[h], x) : offset_[h];
+      y[h] = _mm256_cvtps_epi32(_mm256_fmadd_ps(x, scale_[h], offset));
+    }
+    const __m256i v16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(y[0], y[1]), 0xD8);
+    const __m128i bytes = _mm_packs_epi16(_mm256_castsi256_si128(v16), _mm256_extracti128_si256(v16, 1));
+    return _mm_min_epi8(_mm_max_epi8(bytes, lo8_), hi8_);
+  }
+
   __m128i fixed(__m256i v0, __m256i v1) const {
     const __m256i y0 = avx2_rq::mbqm8<true>(v0, m_[0], m_odd_[0], l_[0], r_[0], half_[0]);
     const __m256i y1 = avx2_rq::mbqm8<true>(v1, m_[1], m_odd_[1], l_[1], r_[1], half_[1]);
@@ -110,7 +136,8 @@ class Epilogue {
   }
 
   size_t ncols_;
-  bool in_double_;
+  bool in_double_, in_float_ = false, split_ = false;
+  __m256 scale_[2], offset_[2], offset_neg_[2];  // float form
   __m256i m_[2], m_odd_[2], l_[2], r_[2], half_[2], zp16_;
   __m128i lo8_, hi8_;
   __m256i zp_, lo_, hi_;  // double path

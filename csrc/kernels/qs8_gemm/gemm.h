@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "../qs8_conv2d/rq_params.h"
 #include "../qs8_requantize/requantize.h"
 
 namespace edgeinf::qs8 {
@@ -60,6 +61,9 @@ class GemmWeights {
   // int8 weights ([-127, 127]) always qualify.
   bool weights_negatable() const { return weights_negatable_; }
   const double* double_scale() const { return double_scale_.data(); }  // padded to 16 channels
+  // The AVX2 epilogue's float form of the fixed-point requantization (rq_params.h), padded
+  // to 16 channels, or null where it was not found exact (or the scales are double).
+  const FloatRequantization* float_requantization() const { return float_rq_.scale.empty() ? nullptr : &float_rq_; }
 
   // The requantization of one accumulator of channel c, either way.
   int8_t requantize(int32_t acc, size_t c) const {
@@ -77,6 +81,7 @@ class GemmWeights {
   std::vector<int32_t> bias_, bias_zp_;
   Requantization rq_;
   std::vector<double> double_scale_;
+  FloatRequantization float_rq_;
   mutable std::mutex mu_;
   mutable std::vector<std::pair<PackLayout, std::vector<int8_t>>> packs_;
 };
