@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from qs8_oracle import assert_same, conv_model, dwconv_model, isa_paths, run, run_each_isa
+from qs8_oracle import assert_same, conv_model, dwconv_model, fc_model, isa_paths, run, run_each_isa
 
 from edgeinf import quant
 
@@ -136,6 +136,53 @@ def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scale
     assert want.min() == -128 and want.max() == 127
     if AVX2:
         assert conv._op._float_requantization
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_fully_connected_float_form_replaces_the_double_requantization(scales, per_channel):
+    """TFLite's reference FULLY_CONNECTED requantizes in double (round half away from zero);
+    the float form stands in for that too. Batched rows sweep as above; one row (the GEMV)
+    sweeps across output channels, channel c's bias being one more than channel c - 1's."""
+    in_scale, w_scale, out_scale = (float(np.float32(s)) for s in scales)
+    in_q, out_q = (in_scale, 3), (out_scale, -6)
+    x1, _, bias = _sweep(in_q, w_scale, out_q)
+    channels = bias.size
+    rng = np.random.default_rng(channels)
+    ws = np.full(channels, w_scale, np.float32) * (rng.uniform(0.999, 1.0, channels) if per_channel else 1)
+    x = rng.integers(-128, 128, (256, 8), dtype=np.int8)
+    x[:, 0] = x1[0, ..., 0].ravel()
+    weights = np.zeros((channels, 8), np.int8)
+    weights[:, 0] = 1
+    fc = quant.FullyConnected(weights, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
+                              output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    want = run(fc_model(256, 8, channels, in_q=in_q, out_q=out_q, weights=weights, weight_scale=ws, bias=bias), [x])
+    for isa, got in run_each_isa(lambda: fc(x)).items():
+        assert_same(got, want, f"FC sweep of {scales} on {isa}")
+    assert want.min() == -128 and want.max() == 127
+    if AVX2:
+        assert fc._op._float_requantization
+
+    # one row at the input zero point: the accumulators are the biases, consecutive (every
+    # few for a small multiplier: each channel's fit checks its whole range, and a layer's
+    # checks are bounded)
+    step = max(1, channels * 256 // 2048)
+    row_bias = (bias[0] - 128 - in_q[1] + np.arange(0, channels * 256, step)).astype(np.int32)
+    n = row_bias.size
+    row_weights = np.zeros((n, 8), np.int8)
+    row_weights[:, 0] = 1
+    row_ws = np.resize(ws, n)
+    gemv = quant.FullyConnected(row_weights, row_bias, input_scale=in_q[0], input_zero_point=in_q[1],
+                                weight_scale=row_ws, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    one = x[:1].copy()
+    one[0, 0] = in_q[1]
+    model = fc_model(1, 8, n, in_q=in_q, out_q=out_q, weights=row_weights, weight_scale=row_ws, bias=row_bias)
+    want = run(model, [one])
+    for isa, got in run_each_isa(lambda: gemv(one)).items():
+        assert_same(got, want, f"one-row FC sweep of {scales} on {isa}")
+    assert want.min() == -128 and want.max() == 127
+    if AVX2:
+        assert gemv._op._float_requantization
 
 
 # glibc's fesetround sets both the x87 and the SSE (MXCSR) rounding modes.

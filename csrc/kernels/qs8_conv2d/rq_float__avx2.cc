@@ -20,6 +20,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../qs8_requantize/avx2_inl.h"
 #include "rq_avx2_inl.h"
 #include "rq_params.h"
 
@@ -36,9 +37,12 @@ constexpr int64_t kMaxAccumulator = int64_t{1} << 30;
 struct Channel {
   int32_t multiplier, zero_point;
   int left_shift, right_shift;  // the left shift still to apply (0 where it is folded)
+  double scale;                 // > 0: requantized in double instead (requantize_double)
 };
 
-int32_t fixed_point(const Channel& ch, int64_t x) {
+// The output of the path being replaced, saturated to int8.
+int32_t reference(const Channel& ch, int64_t x) {
+  if (ch.scale > 0) return static_cast<int32_t>(std::clamp<double>(std::round(x * ch.scale) + ch.zero_point, -128, 127));
   const int shift = ch.left_shift > 0 ? ch.left_shift : -ch.right_shift;
   const int32_t y = multiply_by_quantized_multiplier(static_cast<int32_t>(x), ch.multiplier, shift);
   return static_cast<int32_t>(std::clamp<int64_t>(int64_t{y} + ch.zero_point, -128, 127));
@@ -47,7 +51,7 @@ int32_t fixed_point(const Channel& ch, int64_t x) {
 // The first x in [from, to] (monotonic outputs) whose output is `value` or beyond it, `to` if none.
 int64_t first_reaching(const Channel& ch, int64_t from, int64_t to, int32_t value) {
   const bool up = from <= to;
-  auto reached = [&](int64_t x) { return up ? fixed_point(ch, x) >= value : fixed_point(ch, x) <= value; };
+  auto reached = [&](int64_t x) { return up ? reference(ch, x) >= value : reference(ch, x) <= value; };
   int64_t lo = std::min(from, to), hi = std::max(from, to);
   if (!reached(to)) return to;
   while (lo < hi) {  // the boundary between unreached and reached, searched from `from`
@@ -69,13 +73,16 @@ bool exact_on(const Channel& ch, float scale, float offset, int64_t x0, int64_t 
   const __m256i half = _mm256_set1_epi32(static_cast<int32_t>((int64_t{1} << ch.right_shift) >> 1));
   const __m256i zp = _mm256_set1_epi32(ch.zero_point), lo = _mm256_set1_epi32(-128), hi = _mm256_set1_epi32(127);
   const __m256 s = _mm256_set1_ps(scale), o = _mm256_set1_ps(offset);
+  double dscale[8];
+  std::fill(dscale, dscale + 8, ch.scale);
   const __m256i last = _mm256_set1_epi32(static_cast<int32_t>(x1)), eight = _mm256_set1_epi32(8);
   __m256i x = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(x0)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   for (int64_t i = x0; i <= x1; i += 8, x = _mm256_add_epi32(x, eight)) {
     *budget -= 8;
     const __m256i xc = _mm256_min_epi32(x, last);
-    const __m256i want = avx2_rq::mbqm8<true, true>(xc, m, m, l, r, half);
-    const __m256i want8 = _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(want, zp), lo), hi);
+    const __m256i want8 =
+        ch.scale > 0 ? avx2::requantize_double(xc, dscale, zp, lo, hi)
+                     : _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(avx2_rq::mbqm8<true, true>(xc, m, m, l, r, half), zp), lo), hi);
     const __m256i got = _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(xc), s, o));
     const __m256i got8 = _mm256_min_epi32(_mm256_max_epi32(got, lo), hi);
     if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(want8, got8)) != -1) return false;
@@ -110,7 +117,9 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
                  float* offset_neg) {
   if (bound >= kMaxAccumulator || (bound << ch.left_shift) >= kMaxAccumulator) return false;
   bound = std::max<int64_t>(bound, 1);
-  if (ch.multiplier == 0) {  // every accumulator requantizes to 0
+  const double exact = ch.scale > 0 ? ch.scale : std::ldexp(static_cast<double>(ch.multiplier), ch.left_shift - 31 - ch.right_shift);
+  if (bound * exact >= kMaxAccumulator) return false;
+  if (exact == 0) {  // every accumulator requantizes to 0
     *scale = 0.0f;
     *offset = *offset_neg = static_cast<float>(ch.zero_point);
     return true;
@@ -119,7 +128,6 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
   const int64_t x0 = std::min<int64_t>(first_reaching(ch, -1, -bound, -128), -1);
   const int64_t x1 = std::max<int64_t>(first_reaching(ch, 0, bound, 127), 0);
   if (x1 - x0 + 1 > kMaxPointsPerChannel) return false;
-  const double exact = std::ldexp(static_cast<double>(ch.multiplier), ch.left_shift - 31 - ch.right_shift);
   const double d = ch.right_shift > 0 ? std::ldexp(1.0, -ch.right_shift - 1) : 0.0;
   const float nearest = static_cast<float>(exact);
   for (int ulps : {0, 1, -1, 2, -2, 3, -3, 4, -4, 6, -6, 8, -8}) {
@@ -144,17 +152,21 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
 }  // namespace
 
 bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    bool left_shift_folded, FloatRequantization* out) {
+                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
   // The checks round as the kernels will, which is only decided under the default mode.
   if (!avx2_rq::rounds_to_nearest()) return false;
-  const bool split = std::any_of(rq.right_shift.begin(), rq.right_shift.begin() + channels, [](int32_t r) { return r > 0; });
+  // rounding half away from zero (double) or right shifts: offsets by the sign of x
+  const bool split = double_scale || std::any_of(rq.right_shift.begin(), rq.right_shift.begin() + channels,
+                                                 [](int32_t r) { return r > 0; });
   FloatRequantization fl;
   fl.scale.resize(channels), fl.offset.resize(channels), fl.offset_neg.resize(channels);
   int64_t budget = kMaxPointsPerLayer;
   for (size_t c = 0; c < channels; ++c) {
-    const Channel ch{rq.multiplier[c], rq.output_zero_point, left_shift_folded ? 0 : rq.left_shift[c], rq.right_shift[c]};
+    const Channel ch{rq.multiplier[c], rq.output_zero_point, left_shift_folded ? 0 : rq.left_shift[c], rq.right_shift[c],
+                     double_scale ? double_scale[c] : 0.0};
     if (!fit_channel(ch, acc_bound[c], split, &budget, &fl.scale[c], &fl.offset[c], &fl.offset_neg[c])) return false;
   }
+  fl.split = split;
   *out = std::move(fl);
   return true;
 }

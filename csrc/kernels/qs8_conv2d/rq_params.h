@@ -70,20 +70,23 @@ inline int avx2_rq_flags(const Requantization& rq, size_t channels, bool fold_le
 // (rq_float__avx2.cc); beyond them both forms saturate, the float one being monotonic.
 struct FloatRequantization {
   std::vector<float> scale, offset, offset_neg;
+  bool split = false;  // offset_neg differs from offset somewhere
 };
 
 // The float forms of channels [0, channels) whose accumulators lie within +-acc_bound[c],
 // their left shifts either folded into the accumulators or applied by the requantization,
-// or false when some channel has none that is exact, or when AVX2 (the only user) is not
-// available.
+// or of the double requantization (requantize_double) when double_scale is given (rq then
+// supplies the zero point); false when some channel has none that is exact, or when AVX2
+// (the only user) is not available.
 bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    bool left_shift_folded, FloatRequantization* out);
+                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out);
 inline bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                     bool left_shift_folded, FloatRequantization* out) {
+                                     bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
 #if defined(EDGEINF_BUILD_AVX2)
-  return isa_supported(Isa::kAvx2) && fit_float_requantization__avx2(rq, acc_bound, channels, left_shift_folded, out);
+  return isa_supported(Isa::kAvx2) &&
+         fit_float_requantization__avx2(rq, acc_bound, channels, left_shift_folded, double_scale, out);
 #else
-  (void)rq, (void)acc_bound, (void)channels, (void)left_shift_folded, (void)out;
+  (void)rq, (void)acc_bound, (void)channels, (void)left_shift_folded, (void)double_scale, (void)out;
   return false;
 #endif
 }
@@ -99,7 +102,7 @@ inline int with_float_form(int flags, const Requantization& rq, const int32_t* s
     const int l = rq.left_shift[c];
     bound[c] = std::abs(int64_t{shift_left_wrapping(start[c], l)}) + 128 * (abs_weight_sum[c] << l);
   }
-  return fit_float_requantization(rq, bound.data(), channels, true, out) ? flags | kRqFloat : flags;
+  return fit_float_requantization(rq, bound.data(), channels, true, nullptr, out) ? flags | kRqFloat : flags;
 }
 
 // dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.

@@ -53,21 +53,21 @@ class Epilogue {
     using namespace avx2;
     const Requantization& rq = w.requantization();
     lo8_ = _mm_set1_epi8(static_cast<char>(rq.act_min)), hi8_ = _mm_set1_epi8(static_cast<char>(rq.act_max));
-    if (in_double_) {
-      ds_ = w.double_scale() + col0;
-      zp_ = _mm256_set1_epi32(rq.output_zero_point);
-      lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
-      return;
-    }
     const FloatRequantization* fl = w.float_requantization();
     if (fl && avx2_rq::rounds_to_nearest()) {
-      in_float_ = true;
-      split_ = std::any_of(rq.right_shift.begin() + col0, rq.right_shift.begin() + col0 + 16, [](int32_t r) { return r > 0; });
+      in_float_ = true, in_double_ = false;
+      split_ = fl->split;
       for (size_t h = 0; h < 2; ++h) {
         scale_[h] = _mm256_loadu_ps(fl->scale.data() + col0 + 8 * h);
         offset_[h] = _mm256_loadu_ps(fl->offset.data() + col0 + 8 * h);
         offset_neg_[h] = _mm256_loadu_ps(fl->offset_neg.data() + col0 + 8 * h);
       }
+      return;
+    }
+    if (in_double_) {
+      ds_ = w.double_scale() + col0;
+      zp_ = _mm256_set1_epi32(rq.output_zero_point);
+      lo_ = _mm256_set1_epi32(rq.act_min), hi_ = _mm256_set1_epi32(rq.act_max);
       return;
     }
     const __m256i one = _mm256_set1_epi32(1);

@@ -61,8 +61,8 @@ class GemmWeights {
   // int8 weights ([-127, 127]) always qualify.
   bool weights_negatable() const { return weights_negatable_; }
   const double* double_scale() const { return double_scale_.data(); }  // padded to 16 channels
-  // The AVX2 epilogue's float form of the fixed-point requantization (rq_params.h), padded
-  // to 16 channels, or null where it was not found exact (or the scales are double).
+  // The AVX2 epilogue's float form of the requantization (rq_params.h), fixed-point or
+  // double, padded to 16 channels, or null where it was not found exact.
   const FloatRequantization* float_requantization() const { return float_rq_.scale.empty() ? nullptr : &float_rq_; }
 
   // The requantization of one accumulator of channel c, either way.

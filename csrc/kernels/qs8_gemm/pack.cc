@@ -51,7 +51,6 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
       }
     }
     double_scale_.resize(padded, 0.0);
-    return;
   }
   // Accumulators: bias + (a - zero_point) * w in the tiles, bias_zp + a * w in the GEMV.
   std::vector<int64_t> bound(n);
@@ -60,7 +59,8 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
     for (size_t i = 0; i < k; ++i) abs_sum += std::abs(int{w[c * k + i]});
     bound[c] = std::max(std::abs(int64_t{bias_[c]}) + 255 * abs_sum, std::abs(int64_t{bias_zp_[c]}) + 128 * abs_sum);
   }
-  if (fit_float_requantization(rq_, bound.data(), n, false, &float_rq_)) {
+  const double* ds = double_scale_.empty() ? nullptr : double_scale_.data();
+  if (fit_float_requantization(rq_, bound.data(), n, false, ds, &float_rq_)) {
     float_rq_.scale.resize(padded, 0.0f), float_rq_.offset.resize(padded, 0.0f), float_rq_.offset_neg.resize(padded, 0.0f);
   }
 }
