@@ -1,6 +1,5 @@
 // conv2d weight preparation and the window rows of the direct kernel (portable).
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "conv2d.h"
@@ -19,10 +18,7 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
   const Requantization& q = gemm_.requantization();
   const bool fold = left_shifts_fold(q, n);
   avx2_rq_flags_ = qs8::avx2_rq_flags(q, n, fold);
-  std::vector<int64_t> abs_sum(n, 0);
-  for (size_t c = 0; c < n; ++c) {
-    for (size_t kk = 0; kk < k; ++kk) abs_sum[c] += std::abs(int{wk[c * k + kk]});
-  }
+  const std::vector<int64_t> abs_sum = abs_weight_sums(wk, n, k, k, 1);
   FloatRequantization fl;
   avx2_rq_flags_ = with_float_form(avx2_rq_flags_, q, gemm_.bias_minus_zero_point_terms(), abs_sum.data(), n, &fl);
 

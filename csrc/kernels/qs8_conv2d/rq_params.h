@@ -91,6 +91,17 @@ inline bool fit_float_requantization(const Requantization& rq, const int64_t* ac
 #endif
 }
 
+// Per channel c, the sum of |w[c * channel_stride + t * tap_stride]| over t < taps: with
+// the start value, what bounds the accumulators that the float form must cover.
+inline std::vector<int64_t> abs_weight_sums(const int8_t* w, size_t channels, size_t taps, size_t channel_stride,
+                                            size_t tap_stride) {
+  std::vector<int64_t> sums(channels, 0);
+  for (size_t c = 0; c < channels; ++c) {
+    for (size_t t = 0; t < taps; ++t) sums[c] += std::abs(int{w[c * channel_stride + t * tap_stride]});
+  }
+  return sums;
+}
+
 // `flags` with kRqFloat when the float form fits (into *out). Channel c's accumulator is
 // start[c] shifted left by its left shift plus products of raw int8 inputs by weights whose
 // magnitudes sum to abs_weight_sum[c] before the shift; with kRqLeft nothing is fitted.

@@ -1,5 +1,4 @@
 // Scalar reference depthwise conv2d, weight preparation and dispatch.
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -47,10 +46,7 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   rq_.pad_to(padded_);
   const bool fold = left_shifts_fold(rq_, channels);
   avx2_rq_flags_ = qs8::avx2_rq_flags(rq_, channels, fold);
-  std::vector<int64_t> abs_sum(channels, 0);
-  for (size_t t = 0; t < taps; ++t) {
-    for (size_t c = 0; c < channels; ++c) abs_sum[c] += std::abs(int{w_[t * channels + c]});
-  }
+  const std::vector<int64_t> abs_sum = abs_weight_sums(w_.data(), channels, taps, 1, channels);
   FloatRequantization fl;
   avx2_rq_flags_ = with_float_form(avx2_rq_flags_, rq_, bias_zp_.data(), abs_sum.data(), channels, &fl);
 

@@ -53,11 +53,9 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
     double_scale_.resize(padded, 0.0);
   }
   // Accumulators: bias + (a - zero_point) * w in the tiles, bias_zp + a * w in the GEMV.
-  std::vector<int64_t> bound(n);
+  std::vector<int64_t> bound = abs_weight_sums(w, n, k, k, 1);
   for (size_t c = 0; c < n; ++c) {
-    int64_t abs_sum = 0;
-    for (size_t i = 0; i < k; ++i) abs_sum += std::abs(int{w[c * k + i]});
-    bound[c] = std::max(std::abs(int64_t{bias_[c]}) + 255 * abs_sum, std::abs(int64_t{bias_zp_[c]}) + 128 * abs_sum);
+    bound[c] = std::max(std::abs(int64_t{bias_[c]}) + 255 * bound[c], std::abs(int64_t{bias_zp_[c]}) + 128 * bound[c]);
   }
   const double* ds = double_scale_.empty() ? nullptr : double_scale_.data();
   if (fit_float_requantization(rq_, bound.data(), n, false, ds, &float_rq_)) {
