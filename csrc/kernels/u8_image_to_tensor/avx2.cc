@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "image_to_tensor.h"
 
@@ -279,7 +280,7 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
 void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
   __m256i whole[3], mul[3], add[3];
   for (int k = 0; k < 3; ++k) {
-    whole[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iwhole + 16 * k));
+    whole[k] = negate(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iwhole + 16 * k)));  // 0 or -1
     mul[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.imul + 16 * k));
     add[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.iadd + 16 * k));
   }
@@ -292,8 +293,8 @@ void affine_int(const int16_t* v, int n, const Stage& st, void* out) {
     __m256i y[3];
     for (int k = 0; k < 3; ++k) {
       const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i + 16 * k));
-      // v * whole wraps mod 2^16 like the sums: the true total is in int16
-      const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
+      // the sums wrap mod 2^16: the true total is in int16
+      const __m256i prod = _mm256_add_epi16(_mm256_and_si256(x, whole[k]), _mm256_mulhi_epu16(x, mul[k]));
       const __m256i t = _mm256_add_epi16(prod, add[k]);
       y[k] = _mm256_sra_epi16(t, shift);
       if (!st.saturating) y[k] = _mm256_min_epi16(_mm256_max_epi16(y[k], lo), hi);
@@ -378,14 +379,17 @@ struct YuvConvert {
     }
   }
 
-  template <int kNch>
+  // kZero (zero_products): products whose coefficient is 0 are skipped, as T(x, 0) = 0 and
+  // the int16 sums wrap, so their order does not matter either.
+  template <int kNch, int kZero>
   void operator()(const int16_t* y, const int16_t* u, const int16_t* v, __m256i ch[3]) const {
     const __m256i coff = _mm256_set1_epi16(4096), top = _mm256_set1_epi16(255 * 32);
     const __m256i ys = load(y, yoff, sy), us = load(u, coff, su), vs = load(v, coff, sv);
     const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     for (int c = 0; c < kNch; ++c) {
-      const __m256i chroma = _mm256_add_epi16(_mm256_mulhrs_epi16(us, ku[c]), _mm256_mulhrs_epi16(vs, kv[c]));
-      const __m256i x = _mm256_add_epi16(luma, chroma);
+      __m256i x = luma;
+      if (!(kZero >> c & 1)) x = _mm256_add_epi16(x, _mm256_mulhrs_epi16(us, ku[c]));
+      if (!(kZero >> (3 + c) & 1)) x = _mm256_add_epi16(x, _mm256_mulhrs_epi16(vs, kv[c]));
       ch[c] = _mm256_slli_epi16(_mm256_min_epi16(_mm256_max_epi16(x, _mm256_setzero_si256()), top), 2);
     }
   }
@@ -400,8 +404,27 @@ struct YuvConvert {
   __m256i yoff, ky, ku[3], kv[3];
 };
 
+// Bit c: ku[c] == 0, bit 3 + c: kv[c] == 0. BT.601 RGB has one of each (R takes no U, B no
+// V): two of the six chroma products, all on one pipe on Zen 1, are not needed.
+int zero_products(const Yuv& k) {
+  int z = 0;
+  for (int c = 0; c < 3; ++c) z |= (k.ku[c] == 0) << c | (k.kv[c] == 0) << (3 + c);
+  return z;
+}
+constexpr int kRgbZeros = 1 << 0 | 1 << (3 + 2), kBgrZeros = 1 << 2 | 1 << (3 + 0);
+
+// Calls body(std::integral_constant<int, kZero>) with the plan's pattern when it is one of
+// the two usual ones (the general form otherwise).
+template <class Body>
+int with_zero_products(const Yuv& k, Body&& body) {
+  const int z = zero_products(k);
+  if (z == kRgbZeros) return body(std::integral_constant<int, kRgbZeros>{});
+  if (z == kBgrZeros) return body(std::integral_constant<int, kBgrZeros>{});
+  return body(std::integral_constant<int, 0>{});
+}
+
 // Three channels are interleaved per 128-bit lane by PSHUFB, then the lanes are put in order.
-template <int kNch>
+template <int kNch, int kZero>
 int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
   const YuvConvert convert(k);
   // interleave controls: output vector j of a lane takes element e = 8j + t from channel e % 3, pixel e / 3
@@ -426,7 +449,7 @@ int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, co
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256i ch[3];
-    convert.operator()<kNch>(y + i, u + i, v + i, ch);
+    convert.operator()<kNch, kZero>(y + i, u + i, v + i, ch);
     if (kNch == 1) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), ch[0]);
       continue;
@@ -447,21 +470,22 @@ int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, co
 
 void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
   int i = 0;
-  if (k.nch == 1) i = yuv_rgb_simd<1>(y, u, v, n, k, out);
-  if (k.nch == 3) i = yuv_rgb_simd<3>(y, u, v, n, k, out);
+  if (k.nch == 1) i = yuv_rgb_simd<1, 0>(y, u, v, n, k, out);
+  if (k.nch == 3)
+    i = with_zero_products(k, [&](auto zero) { return yuv_rgb_simd<3, decltype(zero)::value>(y, u, v, n, k, out); });
   s16_yuv_rgb__scalar(y, u, v, i, n, k, out);
 }
 
 // yuv_rgb and affine_int fused, 16 pixels per step: each channel is mapped with its own
 // constants (element i * nch + c has channel c, as nch is the stage's period), packed to
 // bytes, and the three channels interleaved by PSHUFB per lane (24 bytes each).
-template <int kNch>
+template <int kNch, int kZero>
 int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
                       uint8_t* out) {
   const YuvConvert convert(k);
   __m256i whole[3], mul[3], add[3];
   for (int c = 0; c < kNch; ++c) {
-    whole[c] = _mm256_set1_epi16(st.iwhole[c]);
+    whole[c] = _mm256_set1_epi16(static_cast<int16_t>(-st.iwhole[c]));  // 0 or -1: v * iwhole is v & whole
     mul[c] = _mm256_set1_epi16(static_cast<int16_t>(st.imul[c]));
     add[c] = _mm256_set1_epi16(st.iadd[c]);
   }
@@ -489,10 +513,10 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256i ch[3];
-    convert.operator()<kNch>(y + i, u + i, v + i, ch);
+    convert.operator()<kNch, kZero>(y + i, u + i, v + i, ch);
     for (int c = 0; c < kNch; ++c) {
-      // v * whole wraps mod 2^16 like the sums: the true total is in int16 (see affine_int)
-      const __m256i prod = _mm256_add_epi16(_mm256_mullo_epi16(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
+      // the sums wrap mod 2^16: the true total is in int16 (see affine_int)
+      const __m256i prod = _mm256_add_epi16(_mm256_and_si256(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
       const __m256i t = _mm256_sra_epi16(_mm256_add_epi16(prod, add[c]), shift);
       ch[c] = st.saturating ? t : _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
     }
@@ -516,8 +540,10 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
 void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
                   void* out) {
   int i = 0;
-  if (k.nch == 1) i = yuv_quantize_simd<1>(y, u, v, n, k, st, static_cast<uint8_t*>(out));
-  if (k.nch == 3) i = yuv_quantize_simd<3>(y, u, v, n, k, st, static_cast<uint8_t*>(out));
+  uint8_t* o = static_cast<uint8_t*>(out);
+  if (k.nch == 1) i = yuv_quantize_simd<1, 0>(y, u, v, n, k, st, o);
+  if (k.nch == 3)
+    i = with_zero_products(k, [&](auto zero) { return yuv_quantize_simd<3, decltype(zero)::value>(y, u, v, n, k, st, o); });
   s16_yuv_quantize__scalar(y, u, v, i, n, k, st, out);
 }
 

@@ -168,7 +168,7 @@ HPass make_pass(int plane, int nch, bool planar, int bpp, std::array<int, 3> i0,
 }
 
 // The affine stage's integer outputs as int16 steps (see Stage::int_map): for a shift k,
-// finds a multiplier c + m / 2^16 (c >= 0, m < 2^16) and an add such that
+// finds a multiplier c + m / 2^16 (c in {0, 1}, m < 2^16) and an add such that
 // clamp((v * c + ((v * m) >> 16) + add) >> k, lo, hi) equals the float reference
 // quantize(v * scale + bias) for every v in [0, 32767] (inputs are at most
 // 255 * 128 = 32640), with v * c + ((v * m) >> 16) + add inside int16. For a given
@@ -197,7 +197,7 @@ bool fixed_map(const std::vector<int32_t>& want, float scale, int k, int32_t lo,
   if (!(ideal > 0) || ideal >= 65536.0 * 2) return false;  // t spans at most 2^16 (it must fit int16 after add)
   for (int dm : {0, 1, -1, 2, -2}) {
     const int64_t total = std::llround(ideal) + dm;
-    if (total < 0) continue;
+    if (total < 0 || total >= 2 * 65536) continue;  // c is 0 or 1: SIMD paths take v & -c, not a multiply
     const int64_t c = total >> 16, m = total & 0xffff;
     const int64_t t_max = kMapMaxV * c + ((kMapMaxV * m) >> 16);  // t grows with v; t(0) = 0
     int64_t a_lo = -32768, a_hi = 32767 - t_max;
