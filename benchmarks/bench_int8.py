@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import edgeinf  # noqa: E402
 from edgeinf import _C, kernels, quant  # noqa: E402
-from edgeinf.bench import Evictor  # noqa: E402
+from edgeinf.bench import Evictor, cpu_model  # noqa: E402
 
 THREADS = 1
 
@@ -439,14 +439,6 @@ def peak_gops() -> float | None:
     return float(np.max(rates))
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
-    except OSError:
-        return "?"
-
-
 def versions() -> dict:
     info = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -454,7 +446,7 @@ def versions() -> dict:
         "numpy": np.__version__,
         "python": platform.python_version(),
         "machine": platform.machine(),
-        "cpu": _cpu_name(),
+        "cpu": cpu_model(),
         "kernel_path": kernels.active_isa(),
         "cpu_features": {k: v for k, v in kernels.cpu_features().items() if v},
         "threads": THREADS,

@@ -352,3 +352,16 @@ def test_progress_bar_draws_on_its_stream():
     off.update(3)
     off.finish()
     assert quiet.getvalue() == ""
+
+
+def test_cpu_model_names_the_x86_family_and_keeps_a_pis_hardware_line(tmp_path):
+    x86 = tmp_path / "x86"
+    block = "processor\t: {}\nvendor_id\t: AuthenticAMD\ncpu family\t: 23\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n\n"
+    x86.write_text(block.format(0) + block.format(1))
+    assert bench.cpu_model(x86) == "AMD EPYC (family 23, model 1)"
+    pi = tmp_path / "pi"
+    pi.write_text(
+        "processor\t: 0\nBogoMIPS\t: 108.00\nCPU part\t: 0xd08\n\n"
+        "Hardware\t: BCM2835\nRevision\t: c03114\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n"
+    )
+    assert bench.cpu_model(pi) == "BCM2835"
