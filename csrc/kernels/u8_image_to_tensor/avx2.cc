@@ -368,10 +368,10 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
 // Lane 0 of each channel holds pixels 0-7, lane 1 pixels 8-15.
 struct YuvConvert {
   explicit YuvConvert(const Yuv& k)
-      : sy(_mm_cvtsi32_si128(k.sy)),
-        su(_mm_cvtsi32_si128(k.su)),
-        sv(_mm_cvtsi32_si128(k.sv)),
-        yoff(_mm256_set1_epi16(k.y_off)),
+      : sy(_mm_cvtsi32_si128(2 - k.sy)),
+        su(_mm_cvtsi32_si128(2 - k.su)),
+        sv(_mm_cvtsi32_si128(2 - k.sv)),
+        ybias(_mm256_set1_epi16(static_cast<int16_t>(2 - 4 * k.y_off))),
         ky(_mm256_set1_epi16(k.ky)) {
     for (int c = 0; c < 3; ++c) {
       ku[c] = _mm256_set1_epi16(k.ku[c]);
@@ -383,8 +383,8 @@ struct YuvConvert {
   // the int16 sums wrap, so their order does not matter either.
   template <int kNch, int kZero>
   void operator()(const int16_t* y, const int16_t* u, const int16_t* v, __m256i ch[3]) const {
-    const __m256i coff = _mm256_set1_epi16(4096), top = _mm256_set1_epi16(255 * 32);
-    const __m256i ys = load(y, yoff, sy), us = load(u, coff, su), vs = load(v, coff, sv);
+    const __m256i cbias = _mm256_set1_epi16(2 - 4 * 4096), top = _mm256_set1_epi16(255 * 32);
+    const __m256i ys = load(y, ybias, sy), us = load(u, cbias, su), vs = load(v, cbias, sv);
     const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     for (int c = 0; c < kNch; ++c) {
       __m256i x = luma;
@@ -394,14 +394,16 @@ struct YuvConvert {
     }
   }
 
-  static __m256i load(const int16_t* p, __m256i off, __m128i shift) {
+  // ((x + 2) >> 2) - off) << s in three operations: with b = x + 2 - 4 * off (in int16 for
+  // x in [0, 255 * 128]), that is (b & ~3) >> (2 - s), as 4 * off is a multiple of 4 and
+  // s <= 2 (shift_for in plan.cc). `down` holds 2 - s.
+  static __m256i load(const int16_t* p, __m256i bias, __m128i down) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_sll_epi16(_mm256_sub_epi16(_mm256_srai_epi16(_mm256_add_epi16(x, _mm256_set1_epi16(2)), 2), off),
-                            shift);
+    return _mm256_sra_epi16(_mm256_and_si256(_mm256_add_epi16(x, bias), _mm256_set1_epi16(~3)), down);
   }
 
-  __m128i sy, su, sv;
-  __m256i yoff, ky, ku[3], kv[3];
+  __m128i sy, su, sv;  // 2 - s of each plane
+  __m256i ybias, ky, ku[3], kv[3];
 };
 
 // Bit c: ku[c] == 0, bit 3 + c: kv[c] == 0. BT.601 RGB has one of each (R takes no U, B no
@@ -491,7 +493,7 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
   }
   const __m128i shift = _mm_cvtsi32_si128(st.shift);
   const __m256i lo = _mm256_set1_epi16(st.lo), hi = _mm256_set1_epi16(st.hi);
-  const bool s8 = st.type == OutType::kInt8;
+  const bool s8 = st.type == OutType::kInt8, saturating = st.saturating;  // locals: not reloaded after stores
   // byte e = 16j + t of a lane's 24 comes from channel e % 3 of pixel e / 3: channels 0 and 1
   // are in the pack of (0, 1) at p and 8 + p, channel 2 in the pack of (2, 2) at p
   struct Controls {
@@ -518,7 +520,7 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
       // the sums wrap mod 2^16: the true total is in int16 (see affine_int)
       const __m256i prod = _mm256_add_epi16(_mm256_and_si256(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
       const __m256i t = _mm256_sra_epi16(_mm256_add_epi16(prod, add[c]), shift);
-      ch[c] = st.saturating ? t : _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
+      ch[c] = saturating ? t : _mm256_min_epi16(_mm256_max_epi16(t, lo), hi);
     }
     uint8_t* o = out + kNch * i;
     if (kNch == 1) {

@@ -113,7 +113,7 @@ struct Stage {
 struct Yuv {
   int nch = 3;                       // output channels, interleaved (1: one channel plane)
   int16_t y_off = 0;                 // 32 * 16 (limited range) or 0 (full range)
-  int sy = 0, su = 0, sv = 0;        // left shifts of Y', U', V'
+  int sy = 0, su = 0, sv = 0;        // left shifts of Y', U', V' (0, 1 or 2)
   int16_t ky = 0;                    // luma coefficient, Q15 after the shift
   std::array<int16_t, 3> ku{}, kv{};  // per output channel
 };
