@@ -239,14 +239,10 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     its 256-bit operations split in two, and Zen 3 (family 25), which differ about 4x in
     int8 throughput per core, so every ratio in a report depends on which one ran it.
     """
-    fields: dict[str, str] = {}
-    try:
-        with open(cpuinfo) as f:
-            for line in f:  # the first value of each key (a Pi's "Hardware" comes last)
-                key, _, value = line.partition(":")
-                fields.setdefault(key.strip().lower(), value.strip())
-    except OSError:
-        pass
+    from . import board
+
+    blocks, board_fields = board._parse_cpuinfo(board._read_text(Path(cpuinfo)))
+    fields = {**board_fields, **(blocks[0] if blocks else {})}  # a Pi's "Hardware" is board-wide
     name = next((fields[k] for k in ("model name", "hardware", "cpu model") if fields.get(k)), "")
     if not name:
         return platform.processor() or platform.machine()
