@@ -182,3 +182,17 @@ def test_simd_integer_map_quantizations(dtype, scale, zero_point, options, rng):
             for layout in ("NHWC", "NCHW"):
                 pipe = pipeline(out_w, 7, 3, dtype, layout, scale=scale, zero_point=zero_point, color=color, **options)
                 assert_paths_agree(pipe, frame)
+
+
+# The chunk gather of the 4-byte-window passes (one channel, NV12/NV21 chroma): one 16-byte
+# load per pair of output pixels while the pair's windows fit in it, 4-byte windows after
+# the first block that does not. Horizontal downscales from 1x to 16x cross that limit
+# (about 12x for one channel, 6x for the chroma pairs), also partway along a row, and ROIs
+# move the chunks against the row's end.
+@pytest.mark.parametrize("color", ["gray", "nv12", "nv21", "i420", "yuyv"])
+def test_simd_chunk_gather_across_scales(color, rng):
+    frame = make_frame(rng, color, 640, 6)
+    for out_w in (640, 321, 160, 107, 91, 80, 64, 58, 53, 50, 47, 45, 43, 40):
+        for roi in (None, (4, 2, 634, 4), (0, 0, 332, 6)):
+            pipe = pipeline(out_w, 3, 3, "int8", "NHWC", 1 / 128, 0, color=color, mean=127.5, std=127.5)
+            assert_paths_agree(pipe, frame, roi)

@@ -16,6 +16,8 @@ inline __m128i load4(const uint8_t* p) {
   return _mm_cvtsi32_si128(v);
 }
 
+inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
 // Eight 4-byte windows, one per dword: pixels 0-3 in lane 0, 4-7 in lane 1.
 inline __m256i load8x4(const uint8_t* row, const int32_t* o) {
   const __m128i a = _mm_unpacklo_epi64(_mm_unpacklo_epi32(load4(row + o[0]), load4(row + o[1])),
@@ -39,8 +41,8 @@ inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(
 // UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
 // blend them vertically (a fused hblend).
 template <bool kTwoRows, int kNch>
-int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                 int plane_stride, LinePrefetch& ahead) {
+int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
+                 int16_t* out, int plane_stride, LinePrefetch& ahead) {
   constexpr int nch = kNch;  // a constant: one general register fewer in a loop that spills
   // per lane, pair k of pixel k / 2 (dwords 0-3) takes bytes i0, i1 of its window; the
   // upper half of each lane is zero (0x80 + i keeps the zeroing bit)
@@ -64,7 +66,7 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
   const uint8_t* const pf1 = ahead.row1;
   int pf = ahead.next;
   const int pf_end = pf0 ? ahead.end : 0;
-  int x = 0;
+  int x = begin;
   for (; x + 16 <= end; x += 16) {
     if (pf < pf_end) {
       for (int k = 0; k < 3 * 64; k += 64) {
@@ -89,6 +91,73 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
       const __m256i r = kTwoRows ? blend_negated(m0, products(a1, b1v, c, w), bv) : negate(m0);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c * plane_stride + x),
                           _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+  }
+  ahead.next = pf;
+  return x;
+}
+
+// Chunks j and j + 4 of a block (HPass::chunk_offset) as the two lanes of one register,
+// their bytes moved by `control`.
+inline __m256i gather_chunks(const uint8_t* row, const int32_t* chunk, __m256i control, int j) {
+  const __m256i both = _mm256_inserti128_si256(
+      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j]))),
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j + 4])), 1);
+  return _mm256_shuffle_epi8(both, control);
+}
+
+// hresample_4b's work from 16-byte chunks (HPass::chunk_*, chunk_byte for the layout):
+// per 16 pixels and row, 8 loads instead of 16, 4 VPSHUFB and 3 VPBLENDD instead of 14
+// unpacks and inserts, and the pixels come out in order (no lane permutes). The loads
+// are what bound these loops on Zen 1 (two per cycle).
+template <bool kTwoRows, int kNch>
+int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end,
+                     int16_t* out, int plane_stride, LinePrefetch& ahead) {
+  const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
+  // two channels: the weight pairs of pixels 0-3 | 8-11, twice per lane, and of 4-7 | 12-15
+  const __m256i wselect0 = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,
+                                            0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i wselect1 = _mm256_add_epi8(wselect0, _mm256_set1_epi8(8));
+  const int32_t* chunk = pass.chunk_offset.data();
+  const uint8_t* control = pass.chunk_control.data();
+  const uint16_t* wpairs = pass.wpair_neg.data();
+  const uint8_t* const pf0 = ahead.row0;  // as in hresample_4b
+  const uint8_t* const pf1 = ahead.row1;
+  int pf = ahead.next;
+  const int pf_end = pf0 ? ahead.end : 0;
+  int x = 0;
+  for (; x + 16 <= end; x += 16, chunk += 8, control += 32 * kNch) {
+    if (pf < pf_end) {
+      for (int k = 0; k < 3 * 64; k += 64) {
+        __builtin_prefetch(pf0 + pf + k);
+        __builtin_prefetch(pf1 + pf + k);
+      }
+      pf += 3 * 64;
+    }
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
+    if (kNch == 1) {
+      const __m256i c = load32(control);
+      auto products = [&](const uint8_t* row) {
+        const __m256i t01 = _mm256_blend_epi32(gather_chunks(row, chunk, c, 0), gather_chunks(row, chunk, c, 1), 0x22);
+        const __m256i t23 = _mm256_blend_epi32(gather_chunks(row, chunk, c, 2), gather_chunks(row, chunk, c, 3), 0x88);
+        return _mm256_maddubs_epi16(_mm256_blend_epi32(t01, t23, 0xcc), w);
+      };
+      const __m256i m0 = products(row0);
+      const __m256i r = kTwoRows ? blend_negated(m0, products(row1), bv) : negate(m0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), r);
+    } else {
+      const __m256i c0 = load32(control), c1 = load32(control + 32);
+      const __m256i w0 = _mm256_shuffle_epi8(w, wselect0), w1 = _mm256_shuffle_epi8(w, wselect1);
+      auto products = [&](const uint8_t* row, int g, __m256i c, __m256i wg) {
+        const __m256i taps =
+            _mm256_blend_epi32(gather_chunks(row, chunk, c, 2 * g), gather_chunks(row, chunk, c, 2 * g + 1), 0xaa);
+        return _mm256_maddubs_epi16(taps, wg);
+      };
+      const __m256i lo0 = products(row0, 0, c0, w0), hi0 = products(row0, 1, c1, w1);
+      const __m256i lo = kTwoRows ? blend_negated(lo0, products(row1, 0, c0, w0), bv) : negate(lo0);
+      const __m256i hi = kTwoRows ? blend_negated(hi0, products(row1, 1, c1, w1), bv) : negate(hi0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x), _mm256_unpacklo_epi64(lo, hi));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + plane_stride + x), _mm256_unpackhi_epi64(lo, hi));
     }
   }
   ahead.next = pf;
@@ -125,8 +194,6 @@ constexpr WindowControls window_controls(bool planar, int nch) {
 constexpr WindowControls kWindowControls[5] = {window_controls(true, 1), window_controls(true, 2),
                                                window_controls(true, 3), window_controls(false, 2),
                                                window_controls(false, 3)};
-
-inline __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 
 // One to three channels from an 8-byte window per pixel: 4 pixels per step, two per lane,
 // two steps per iteration sharing one load of their 8 weight pairs.
@@ -195,10 +262,16 @@ template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
                    int plane_stride, LinePrefetch& ahead) {
   const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (window4)
-    return pass.nch == 1
-               ? hresample_4b<kTwoRows, 1>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead)
-               : hresample_4b<kTwoRows, 2>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
+  if (window4 && pass.nch == 1) {
+    const int x = hresample_chunks<kTwoRows, 1>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
+                                                plane_stride, ahead);
+    return hresample_4b<kTwoRows, 1>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
+  }
+  if (window4) {
+    const int x = hresample_chunks<kTwoRows, 2>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
+                                                plane_stride, ahead);
+    return hresample_4b<kTwoRows, 2>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
+  }
   if (pass.planar || pass.nch == 1)
     return hresample_nch<kTwoRows, true>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
   return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);

@@ -53,11 +53,35 @@ struct HPass {
   std::vector<uint16_t> wpair_neg;
   int simd_end8 = 0;  // leading pixels whose 8-byte window lies inside the plane row
   int simd_end4 = 0;  // same for a 4-byte window
+  // Chunk gather (4-byte windows, nch 1 or 2 planar): per block of 16 output pixels, chunk
+  // j (0..7) is the 16 row bytes from chunk_offset[8 * block + j], holding the windows of
+  // pixels 2j and 2j + 1. chunk_control holds 32 * nch bytes per block: byte
+  // 32 * g + chunk_byte(...) is the chunk byte that becomes that tap byte (see chunk_byte).
+  // One 16-byte load per two pixels instead of two 4-byte loads and their unpacks.
+  // simd_end16: the leading pixels (whole blocks) it covers.
+  std::vector<int32_t> chunk_offset;
+  std::vector<uint8_t> chunk_control;
+  int simd_end16 = 0;
   // area: per output pixel, taps [tap_start[x], tap_start[x+1]) of (byte offset, weight)
   std::vector<int32_t> tap_start;
   std::vector<int32_t> tap_offset;  // byte offset of the tap's sample (add i0[c])
   std::vector<int32_t> tap_weight;  // sums to 2^kAreaBits per output pixel
 };
+
+// Where the chunk gather puts tap t of channel c of block pixel p (0..15), as a byte of a
+// 256-bit register (lane p / 8). Chunks j and j + 4 (j in 0..3) are loaded as the two lanes
+// of one register and byte-shuffled, each dword of the result coming from one chunk.
+// One channel: one register, dword q of each lane from chunks q and q + 4; pixel p's pair
+// at bytes 2p, 2p + 1 (pixels 8-15 in lane 1), so VPMADDUBSW with the weights in memory
+// order gives the 16 pixels in order. Two channels: register g (0, 1) holds pixels
+// 4g..4g+3 (lane 0) and 8+4g..8+4g+3 (lane 1), each lane 4 pairs of channel 0 then 4 of
+// channel 1, the dwords alternating between chunks 2g and 2g + 1 (+4); after the
+// multiplies the 64-bit unpacks of the two registers give each channel's pixels in order.
+constexpr int chunk_byte(int nch, int p, int c, int t) {
+  if (nch == 1) return 16 * (p / 8) + 2 * (p % 8) + t;
+  return 16 * (p / 8) + 8 * c + 2 * (p % 4) + t;
+}
+constexpr int chunk_register(int nch, int p) { return nch == 1 ? 0 : p % 8 / 4; }
 
 // Vertical table for one row kind (luma or chroma): two-tap rows, or area taps.
 struct VTable {

@@ -167,6 +167,41 @@ HPass make_pass(int plane, int nch, bool planar, int bpp, std::array<int, 3> i0,
   return p;
 }
 
+// HPass::chunk_*: the blocks of 16 pixels, from the left, whose chunks (16 bytes from
+// each pair's first window) lie inside the row and hold both windows of their pair.
+// Stops at the first block that does not (downscales beyond about 12x for one channel,
+// 6x for NV12 chroma, and the right edge); SIMD paths do the rest with 4-byte windows.
+void plan_chunks(HPass& pass, int row_bytes) {
+  pass.simd_end16 = 0;
+  pass.chunk_offset.clear();
+  pass.chunk_control.clear();
+  const bool window4 =
+      pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
+  if (!window4) return;
+  const int nch = pass.nch == 1 ? 1 : 2;
+  const int last_tap = nch == 1 ? pass.i1[0] : std::max(pass.i1[0], pass.i1[1]);
+  const int blocks = static_cast<int>(pass.offset.size()) / 16;
+  for (int block = 0; block < blocks; ++block) {
+    int32_t chunk[8];
+    uint8_t control[64];
+    std::fill(control, control + 64, 0x80);
+    const int32_t* offset = pass.offset.data() + 16 * block;
+    for (int j = 0; j < 8; ++j) {
+      const int p = 2 * j;  // block pixel of the pair's first window
+      chunk[j] = offset[p];
+      if (chunk[j] + 16 > row_bytes || offset[p + 1] - chunk[j] + last_tap > 15) return;
+      for (int s = 0; s < 2; ++s)
+        for (int c = 0; c < nch; ++c)
+          for (int t = 0; t < 2; ++t)
+            control[32 * chunk_register(nch, p + s) + chunk_byte(nch, p + s, c, t)] =
+                static_cast<uint8_t>(offset[p + s] - chunk[j] + (t ? pass.i1[c] : pass.i0[c]));
+    }
+    pass.chunk_offset.insert(pass.chunk_offset.end(), chunk, chunk + 8);
+    pass.chunk_control.insert(pass.chunk_control.end(), control, control + 32 * nch);
+    pass.simd_end16 = 16 * (block + 1);
+  }
+}
+
 // The affine stage's integer outputs as int16 steps (see Stage::int_map): for a shift k,
 // finds a multiplier c + m / 2^16 (c in {0, 1}, m < 2^16) and an add such that
 // clamp((v * c + ((v * m) >> 16) + add) >> k, lo, hi) equals the float reference
@@ -426,6 +461,7 @@ Plan build_plan(const PlanRequest& r) {
         if (pass.offset[x] + kWindow <= row_bytes) pass.simd_end8 = x + 1;
         if (pass.offset[x] + 4 <= row_bytes) pass.simd_end4 = x + 1;
       }
+      plan_chunks(pass, row_bytes);
     }
   }
 
