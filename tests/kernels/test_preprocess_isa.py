@@ -126,14 +126,31 @@ def test_simd_equals_scalar_every_format(color, resize, dtype, rng):
 @pytest.mark.parametrize("color", ["nv12", "nv21", "i420", "yuyv"])
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])
 @pytest.mark.parametrize(("channels", "layout"), [(3, "NHWC"), (3, "NCHW"), (1, "NHWC")])
-def test_simd_fused_yuv_quantization(color, dtype, channels, layout, rng):
+@pytest.mark.parametrize(
+    ("yuv_range", "order"), [("limited", "rgb"), ("full", "rgb"), ("limited", "bgr"), ("full", "bgr")]
+)
+def test_simd_fused_yuv_quantization(color, dtype, channels, layout, yuv_range, order, rng):
     # int8: (p - 127.5) / 127.5 at scale 1/128 has an int16 map, so YUV -> RGB and the
     # quantization run fused (16 pixels per AVX2 step, 8 per NEON step, scalar tails); uint8
-    # (zero point 128) has none at 16-bit precision and checks the unfused path beside it
+    # (zero point 128) has none at 16-bit precision and checks the unfused path beside it.
+    # Both ranges and orders: AVX2 specializes BT.601's shifts and zero products for them.
     frame = make_frame(rng, color, 96, 40)
     zp = 0 if dtype == "int8" else 128
     for out_w in (7, 8, 15, 16, 17, 33, 48, 50):
-        pipe = pipeline(out_w, 9, channels, dtype, layout, 1 / 128, zp, color=color, mean=127.5, std=127.5)
+        pipe = pipeline(
+            out_w,
+            9,
+            channels,
+            dtype,
+            layout,
+            1 / 128,
+            zp,
+            color=color,
+            mean=127.5,
+            std=127.5,
+            yuv_range=yuv_range,
+            channel_order=order,
+        )
         assert_paths_agree(pipe, frame)
 
 

@@ -441,6 +441,12 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
 
 // Fixed-point YUV -> RGB of 16 pixels (see Yuv and s16_yuv_rgb__scalar): T is PMULHRSW.
 // Lane 0 of each channel holds pixels 0-7, lane 1 pixels 8-15.
+constexpr int kAnyDown = -1;
+constexpr int down_code(int sy, int su, int sv) { return (2 - sy) | (2 - su) << 2 | (2 - sv) << 4; }
+// BT.601's shifts (plan.cc's shift_for): limited range Y 1.164, U up to 2.018, V 1.596;
+// full range 1.0, 1.772, 1.402
+constexpr int kLimitedDown = down_code(1, 2, 1), kFullDown = down_code(1, 1, 1);
+
 struct YuvConvert {
   explicit YuvConvert(const Yuv& k)
       : sy(_mm_cvtsi32_si128(2 - k.sy)),
@@ -456,10 +462,15 @@ struct YuvConvert {
 
   // kZero (zero_products): products whose coefficient is 0 are skipped, as T(x, 0) = 0 and
   // the int16 sums wrap, so their order does not matter either.
-  template <int kNch, int kZero>
+  // kDown (down_code): the planes' 2 - s known at compile time, as immediate shifts (none
+  // for s = 2), or kAnyDown: the plan's, as shifts by a register.
+  template <int kNch, int kZero, int kDown = kAnyDown>
   void operator()(const int16_t* y, const int16_t* u, const int16_t* v, __m256i ch[3]) const {
     const __m256i cbias = _mm256_set1_epi16(2 - 4 * 4096), top = _mm256_set1_epi16(255 * 32);
-    const __m256i ys = load(y, ybias, sy), us = load(u, cbias, su), vs = load(v, cbias, sv);
+    constexpr bool known = kDown != kAnyDown;
+    const __m256i ys = load<known ? (kDown & 3) : -1>(y, ybias, sy);
+    const __m256i us = load<known ? (kDown >> 2 & 3) : -1>(u, cbias, su);
+    const __m256i vs = load<known ? (kDown >> 4 & 3) : -1>(v, cbias, sv);
     const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     for (int c = 0; c < kNch; ++c) {
       __m256i x = luma;
@@ -471,10 +482,13 @@ struct YuvConvert {
 
   // ((x + 2) >> 2) - off) << s in three operations: with b = x + 2 - 4 * off (in int16 for
   // x in [0, 255 * 128]), that is (b & ~3) >> (2 - s), as 4 * off is a multiple of 4 and
-  // s <= 2 (shift_for in plan.cc). `down` holds 2 - s.
+  // s <= 2 (shift_for in plan.cc). kShift: 2 - s, or -1 for `down`'s.
+  template <int kShift>
   static __m256i load(const int16_t* p, __m256i bias, __m128i down) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    return _mm256_sra_epi16(_mm256_and_si256(_mm256_add_epi16(x, bias), _mm256_set1_epi16(~3)), down);
+    const __m256i b = _mm256_and_si256(_mm256_add_epi16(x, bias), _mm256_set1_epi16(~3));
+    if (kShift < 0) return _mm256_sra_epi16(b, down);
+    return kShift ? _mm256_srai_epi16(b, kShift) : b;
   }
 
   __m128i sy, su, sv;  // 2 - s of each plane
@@ -498,6 +512,19 @@ int with_zero_products(const Yuv& k, Body&& body) {
   if (z == kRgbZeros) return body(std::integral_constant<int, kRgbZeros>{});
   if (z == kBgrZeros) return body(std::integral_constant<int, kBgrZeros>{});
   return body(std::integral_constant<int, 0>{});
+}
+
+// with_zero_products, and the shifts of BT.601 in either range made immediates:
+// body(zero, down) with std::integral_constants for YuvConvert.
+template <class Body>
+int with_yuv_constants(const Yuv& k, Body&& body) {
+  const int down = down_code(k.sy, k.su, k.sv);
+  return with_zero_products(k, [&](auto zero) {
+    if (decltype(zero)::value != 0 && down == kLimitedDown)
+      return body(zero, std::integral_constant<int, kLimitedDown>{});
+    if (decltype(zero)::value != 0 && down == kFullDown) return body(zero, std::integral_constant<int, kFullDown>{});
+    return body(zero, std::integral_constant<int, kAnyDown>{});
+  });
 }
 
 // Three channels are interleaved per 128-bit lane by PSHUFB, then the lanes are put in order.
@@ -556,7 +583,7 @@ void yuv_rgb(const int16_t* y, const int16_t* u, const int16_t* v, int n, const 
 // yuv_rgb and affine_int fused, 16 pixels per step: each channel is mapped with its own
 // constants (element i * nch + c has channel c, as nch is the stage's period), packed to
 // bytes, and the three channels interleaved by PSHUFB per lane (24 bytes each).
-template <int kNch, int kZero>
+template <int kNch, int kZero, int kDown>
 int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
                       uint8_t* out) {
   const YuvConvert convert(k);
@@ -590,7 +617,7 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256i ch[3];
-    convert.operator()<kNch, kZero>(y + i, u + i, v + i, ch);
+    convert.operator()<kNch, kZero, kDown>(y + i, u + i, v + i, ch);
     for (int c = 0; c < kNch; ++c) {
       // the sums wrap mod 2^16: the true total is in int16 (see affine_int)
       const __m256i prod = _mm256_add_epi16(_mm256_and_si256(ch[c], whole[c]), _mm256_mulhi_epu16(ch[c], mul[c]));
@@ -618,9 +645,11 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
                   void* out) {
   int i = 0;
   uint8_t* o = static_cast<uint8_t*>(out);
-  if (k.nch == 1) i = yuv_quantize_simd<1, 0>(y, u, v, n, k, st, o);
+  if (k.nch == 1) i = yuv_quantize_simd<1, 0, kAnyDown>(y, u, v, n, k, st, o);
   if (k.nch == 3)
-    i = with_zero_products(k, [&](auto zero) { return yuv_quantize_simd<3, decltype(zero)::value>(y, u, v, n, k, st, o); });
+    i = with_yuv_constants(k, [&](auto zero, auto down) {
+      return yuv_quantize_simd<3, decltype(zero)::value, decltype(down)::value>(y, u, v, n, k, st, o);
+    });
   s16_yuv_quantize__scalar(y, u, v, i, n, k, st, out);
 }
 
