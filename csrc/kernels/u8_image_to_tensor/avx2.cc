@@ -37,6 +37,22 @@ inline __m256i blend_negated(__m256i m0, __m256i m1, __m256i b) {
 
 inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(), m); }
 
+// The 4-byte-window loops request the rows of a later output row (LinePrefetch) one line
+// of each row per 16-pixel step; LinePrefetch::flush requests the rest after the row. On
+// Zen 1, prefetches issued faster than the misses drain are dropped (after 256 back-to-back
+// prefetches of cold lines, loading those lines took as long as with none; after 16, a
+// third of that). Three lines per step had left NV12 cold 12-17 % slower than one.
+constexpr int kLinesPerStep = 1;
+
+inline void request_lines(const uint8_t* row0, const uint8_t* row1, int& next, int end) {
+  if (next >= end) return;
+  for (int k = 0; k < kLinesPerStep * 64; k += 64) {
+    __builtin_prefetch(row0 + next + k);
+    __builtin_prefetch(row1 + next + k);
+  }
+  next += kLinesPerStep * 64;
+}
+
 // One or two planar channels from a 4-byte window per pixel (gray, Y, I420 U/V, NV12
 // UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
 // blend them vertically (a fused hblend).
@@ -60,21 +76,14 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
     return _mm256_maddubs_epi16(_mm256_unpacklo_epi64(ga, gb), w);
   };
-  // three lines of each of `ahead`'s rows per step (20 per row for a 1280-byte plane row
-  // in 8 steps); locals, so that the stores to `out` do not force reloads
+  // `ahead`'s cursor in locals, so that the stores to `out` do not force reloads
   const uint8_t* const pf0 = ahead.row0;
   const uint8_t* const pf1 = ahead.row1;
   int pf = ahead.next;
   const int pf_end = pf0 ? ahead.end : 0;
   int x = begin;
   for (; x + 16 <= end; x += 16) {
-    if (pf < pf_end) {
-      for (int k = 0; k < 3 * 64; k += 64) {
-        __builtin_prefetch(pf0 + pf + k);
-        __builtin_prefetch(pf1 + pf + k);
-      }
-      pf += 3 * 64;
-    }
+    request_lines(pf0, pf1, pf, pf_end);
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
     // windows loaded once for all channels, both rows of 8 pixels at a time; the empty asm
@@ -127,13 +136,7 @@ int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1
   const int pf_end = pf0 ? ahead.end : 0;
   int x = 0;
   for (; x + 16 <= end; x += 16, chunk += 8, control += 32 * kNch) {
-    if (pf < pf_end) {
-      for (int k = 0; k < 3 * 64; k += 64) {
-        __builtin_prefetch(pf0 + pf + k);
-        __builtin_prefetch(pf1 + pf + k);
-      }
-      pf += 3 * 64;
-    }
+    request_lines(pf0, pf1, pf, pf_end);
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     if (kNch == 1) {
       const __m256i c = load32(control);
