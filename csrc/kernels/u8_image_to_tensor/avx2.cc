@@ -37,11 +37,13 @@ inline __m256i blend_negated(__m256i m0, __m256i m1, __m256i b) {
 
 inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(), m); }
 
-// The 4-byte-window loops request the rows of a later output row (LinePrefetch) one line
-// of each row per 16-pixel step; LinePrefetch::flush requests the rest after the row. On
-// Zen 1, prefetches issued faster than the misses drain are dropped (after 256 back-to-back
-// prefetches of cold lines, loading those lines took as long as with none; after 16, a
-// third of that). Three lines per step had left NV12 cold 12-17 % slower than one.
+// The resample loops request the rows of a later output row (LinePrefetch) one line of
+// each row per iteration (16 pixels of 4-byte windows, 8 of 8-byte ones); LinePrefetch::flush
+// requests the rest after the row. On Zen 1, prefetches issued faster than the misses drain
+// are dropped (after 256 back-to-back prefetches of cold lines, loading those lines took as
+// long as with none; after 16, a third of that): three lines per step left NV12 cold 12-17 %
+// slower than one, and the packed loops, which left every line to the burst after the row,
+// gained 15 % cold (BGR -> int8) from one line per iteration.
 constexpr int kLinesPerStep = 1;
 
 inline void request_lines(const uint8_t* row0, const uint8_t* row1, int& next, int end) {
@@ -202,7 +204,7 @@ constexpr WindowControls kWindowControls[5] = {window_controls(true, 1), window_
 // two steps per iteration sharing one load of their 8 weight pairs.
 template <bool kTwoRows, bool kPlanar>
 int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                  int plane_stride) {
+                  int plane_stride, LinePrefetch& ahead) {
   const int nch = pass.nch;
   const WindowControls& layout = kWindowControls[kPlanar ? nch - 1 : nch + 1];
   const __m256i taps = _mm256_broadcastsi128_si256(_mm_setr_epi8(
@@ -248,11 +250,17 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
     }
   };
   int x = 0;
+  const uint8_t* const pf0 = ahead.row0;  // as in hresample_4b
+  const uint8_t* const pf1 = ahead.row1;
+  int pf = ahead.next;
+  const int pf_end = pf0 ? ahead.end : 0;
   for (; x + 8 <= end; x += 8) {
+    request_lines(pf0, pf1, pf, pf_end);
     const __m256i w8 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wpairs + x)));
     step(x, _mm256_shuffle_epi8(w8, wcontrol0));
     step(x + 4, _mm256_shuffle_epi8(w8, wcontrol1));
   }
+  ahead.next = pf;
   if (x + 4 <= end) {
     long long wp;
     std::memcpy(&wp, wpairs + x, 8);
@@ -277,8 +285,8 @@ int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, 
     return hresample_4b<kTwoRows, 2>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
   }
   if (pass.planar || pass.nch == 1)
-    return hresample_nch<kTwoRows, true>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
-  return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+    return hresample_nch<kTwoRows, true>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
+  return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
 }
 
 void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
