@@ -273,13 +273,12 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
                    int plane_stride, LinePrefetch& ahead) {
-  const bool window4 = pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (window4 && pass.nch == 1) {
+  if (pass.window4() && pass.nch == 1) {
     const int x = hresample_chunks<kTwoRows, 1>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
                                                 plane_stride, ahead);
     return hresample_4b<kTwoRows, 1>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
   }
-  if (window4) {
+  if (pass.window4()) {
     const int x = hresample_chunks<kTwoRows, 2>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
                                                 plane_stride, ahead);
     return hresample_4b<kTwoRows, 2>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
@@ -451,14 +450,16 @@ void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, cons
   s16_matrix__scalar(a0, a1, a2, i, n, st, out);
 }
 
-// Fixed-point YUV -> RGB of 16 pixels (see Yuv and s16_yuv_rgb__scalar): T is PMULHRSW.
-// Lane 0 of each channel holds pixels 0-7, lane 1 pixels 8-15.
+// The YUV planes' down shifts 2 - s (Yuv::sy, su, sv) as one template constant, or
+// kAnyDown for the plan's at run time.
 constexpr int kAnyDown = -1;
 constexpr int down_code(int sy, int su, int sv) { return (2 - sy) | (2 - su) << 2 | (2 - sv) << 4; }
 // BT.601's shifts (plan.cc's shift_for): limited range Y 1.164, U up to 2.018, V 1.596;
 // full range 1.0, 1.772, 1.402
 constexpr int kLimitedDown = down_code(1, 2, 1), kFullDown = down_code(1, 1, 1);
 
+// Fixed-point YUV -> RGB of 16 pixels (see Yuv and s16_yuv_rgb__scalar): T is PMULHRSW.
+// Lane 0 of each channel holds pixels 0-7, lane 1 pixels 8-15.
 struct YuvConvert {
   explicit YuvConvert(const Yuv& k)
       : sy(_mm_cvtsi32_si128(2 - k.sy)),

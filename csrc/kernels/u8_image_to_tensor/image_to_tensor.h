@@ -66,6 +66,10 @@ struct HPass {
   std::vector<int32_t> tap_start;
   std::vector<int32_t> tap_offset;  // byte offset of the tap's sample (add i0[c])
   std::vector<int32_t> tap_weight;  // sums to 2^kAreaBits per output pixel
+
+  // Every tap inside a 4-byte window, for one channel or two planar ones (gray, Y, I420
+  // U/V, YUYV Y, NV12 UV): the SIMD paths' 4-byte-window and chunk kernels.
+  bool window4() const { return nch == 1 ? i1[0] < 4 : nch == 2 && planar && i1[0] < 4 && i1[1] < 4; }
 };
 
 // Where the chunk gather puts tap t of channel c of block pixel p (0..15), as a byte of a

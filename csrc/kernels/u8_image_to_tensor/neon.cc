@@ -113,9 +113,7 @@ int hresample_8b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
                    int plane_stride, LinePrefetch& ahead) {
-  const bool window4 =
-      pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (window4)
+  if (pass.window4())
     return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
   return hresample_8b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }

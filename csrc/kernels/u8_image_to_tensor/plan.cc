@@ -175,9 +175,7 @@ void plan_chunks(HPass& pass, int row_bytes) {
   pass.simd_end16 = 0;
   pass.chunk_offset.clear();
   pass.chunk_control.clear();
-  const bool window4 =
-      pass.nch == 1 ? pass.i1[0] < 4 : pass.nch == 2 && pass.planar && pass.i1[0] < 4 && pass.i1[1] < 4;
-  if (!window4) return;
+  if (!pass.window4()) return;
   const int nch = pass.nch == 1 ? 1 : 2;
   const int last_tap = nch == 1 ? pass.i1[0] : std::max(pass.i1[0], pass.i1[1]);
   const int blocks = static_cast<int>(pass.offset.size()) / 16;
