@@ -46,14 +46,27 @@ inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(
 // gained 15 % cold (BGR -> int8) from one line per iteration.
 constexpr int kLinesPerStep = 1;
 
-inline void request_lines(const uint8_t* row0, const uint8_t* row1, int& next, int end) {
-  if (next >= end) return;
-  for (int k = 0; k < kLinesPerStep * 64; k += 64) {
-    __builtin_prefetch(row0 + next + k);
-    __builtin_prefetch(row1 + next + k);
+// `ahead`'s cursor held in locals, so that the loop's stores to `out` do not force
+// reloads; save() hands the position back for LinePrefetch::flush.
+struct LineCursor {
+  explicit LineCursor(const LinePrefetch& ahead)
+      : row0(ahead.row0), row1(ahead.row1), next(ahead.next), end(ahead.row0 ? ahead.end : 0) {}
+
+  void request() {
+    if (next >= end) return;
+    for (int k = 0; k < kLinesPerStep * 64; k += 64) {
+      __builtin_prefetch(row0 + next + k);
+      __builtin_prefetch(row1 + next + k);
+    }
+    next += kLinesPerStep * 64;
   }
-  next += kLinesPerStep * 64;
-}
+  void save(LinePrefetch& ahead) const { ahead.next = next; }
+
+  const uint8_t* const row0;
+  const uint8_t* const row1;
+  int next;
+  const int end;
+};
 
 // One or two planar channels from a 4-byte window per pixel (gray, Y, I420 U/V, NV12
 // UV): 16 pixels per step. kTwoRows: resample row0 and row1 at the same columns and
@@ -78,14 +91,10 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     const __m256i ga = _mm256_shuffle_epi8(wa, control[c]), gb = _mm256_shuffle_epi8(wb, control[c]);
     return _mm256_maddubs_epi16(_mm256_unpacklo_epi64(ga, gb), w);
   };
-  // `ahead`'s cursor in locals, so that the stores to `out` do not force reloads
-  const uint8_t* const pf0 = ahead.row0;
-  const uint8_t* const pf1 = ahead.row1;
-  int pf = ahead.next;
-  const int pf_end = pf0 ? ahead.end : 0;
+  LineCursor lines(ahead);
   int x = begin;
   for (; x + 16 <= end; x += 16) {
-    request_lines(pf0, pf1, pf, pf_end);
+    lines.request();
     __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
     // windows loaded once for all channels, both rows of 8 pixels at a time; the empty asm
@@ -104,7 +113,7 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
                           _mm256_permute4x64_epi64(r, _MM_SHUFFLE(3, 1, 2, 0)));
     }
   }
-  ahead.next = pf;
+  lines.save(ahead);
   return x;
 }
 
@@ -132,13 +141,10 @@ int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1
   const int32_t* chunk = pass.chunk_offset.data();
   const uint8_t* control = pass.chunk_control.data();
   const uint16_t* wpairs = pass.wpair_neg.data();
-  const uint8_t* const pf0 = ahead.row0;  // as in hresample_4b
-  const uint8_t* const pf1 = ahead.row1;
-  int pf = ahead.next;
-  const int pf_end = pf0 ? ahead.end : 0;
+  LineCursor lines(ahead);
   int x = 0;
   for (; x + 16 <= end; x += 16, chunk += 8, control += 32 * kNch) {
-    request_lines(pf0, pf1, pf, pf_end);
+    lines.request();
     const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wpairs + x));
     if (kNch == 1) {
       const __m256i c = load32(control);
@@ -165,7 +171,7 @@ int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + plane_stride + x), _mm256_unpackhi_epi64(lo, hi));
     }
   }
-  ahead.next = pf;
+  lines.save(ahead);
   return x;
 }
 
@@ -250,17 +256,14 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
     }
   };
   int x = 0;
-  const uint8_t* const pf0 = ahead.row0;  // as in hresample_4b
-  const uint8_t* const pf1 = ahead.row1;
-  int pf = ahead.next;
-  const int pf_end = pf0 ? ahead.end : 0;
+  LineCursor lines(ahead);
   for (; x + 8 <= end; x += 8) {
-    request_lines(pf0, pf1, pf, pf_end);
+    lines.request();
     const __m256i w8 = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wpairs + x)));
     step(x, _mm256_shuffle_epi8(w8, wcontrol0));
     step(x + 4, _mm256_shuffle_epi8(w8, wcontrol1));
   }
-  ahead.next = pf;
+  lines.save(ahead);
   if (x + 4 <= end) {
     long long wp;
     std::memcpy(&wp, wpairs + x, 8);
@@ -270,19 +273,21 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
   return x;
 }
 
+// The chunk gather as far as it reaches, then 4-byte windows.
+template <bool kTwoRows, int kNch>
+int hresample_window4(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                      int plane_stride, LinePrefetch& ahead) {
+  const int x =
+      hresample_chunks<kTwoRows, kNch>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out, plane_stride, ahead);
+  return hresample_4b<kTwoRows, kNch>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
+}
+
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
                    int plane_stride, LinePrefetch& ahead) {
-  if (pass.window4() && pass.nch == 1) {
-    const int x = hresample_chunks<kTwoRows, 1>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
-                                                plane_stride, ahead);
-    return hresample_4b<kTwoRows, 1>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
-  }
-  if (pass.window4()) {
-    const int x = hresample_chunks<kTwoRows, 2>(pass, row0, row1, b1, std::min(n, pass.simd_end16), out,
-                                                plane_stride, ahead);
-    return hresample_4b<kTwoRows, 2>(pass, row0, row1, b1, x, std::min(n, pass.simd_end4), out, plane_stride, ahead);
-  }
+  if (pass.window4())
+    return pass.nch == 1 ? hresample_window4<kTwoRows, 1>(pass, row0, row1, b1, n, out, plane_stride, ahead)
+                         : hresample_window4<kTwoRows, 2>(pass, row0, row1, b1, n, out, plane_stride, ahead);
   if (pass.planar || pass.nch == 1)
     return hresample_nch<kTwoRows, true>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
   return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
