@@ -167,6 +167,11 @@ def _check_options(backend: str, options: Mapping[str, object]) -> None:
             f"unknown option(s) {unknown} for the {backend} backend; load() takes path, backend, num_threads, "
             f"check and the {backend} options {list(accepted)}"
         )
+    package = options.get("package")
+    if package is not None and package not in backends.packages_of(backend):
+        raise InputError(
+            f"the {backend} package option must be one of {list(backends.packages_of(backend))}, got {package!r}"
+        )
 
 
 def load(

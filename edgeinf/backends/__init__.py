@@ -31,6 +31,11 @@ def options_of(backend: str) -> tuple[str, ...]:
     return _OPTIONS[backend]
 
 
+def packages_of(backend: str) -> tuple[str, ...]:
+    """The python packages that provide ``backend``, in preference order."""
+    return _BACKENDS[backend][1]
+
+
 def installed_package(backend: str) -> str | None:
     """The first package providing ``backend`` that is installed, without importing it."""
     for package in _BACKENDS[backend][1]:
