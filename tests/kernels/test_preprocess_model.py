@@ -95,4 +95,3 @@ def test_a_float_input_without_stated_normalization_needs_mean_and_std(model_pat
             preprocess.pipeline_for(model, photo, "bgr", letterbox=True)
         raw = model.run_image(photo, color="bgr", mean=0.0, std=1.0)  # raw 0..255 levels, asked for explicitly
         assert raw["classificators"].shape == (1, 896, 1)
-
