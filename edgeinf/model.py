@@ -208,7 +208,7 @@ def load(
     >>> model.inputs[0].shape                                              # doctest: +SKIP
     (1, 128, 128, 3)
     """
-    from .bench import peak_rss_bytes, reset_peak_rss
+    from .memory import peak_rss_bytes, reset_peak_rss
 
     path = model_path(path)
     kind = model_kind(path)
