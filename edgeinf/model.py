@@ -141,7 +141,7 @@ def _verify(path: Path, kind: str):
     return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply
 
 
-def model_path(model: str | os.PathLike) -> Path:
+def resolve_path(model: str | os.PathLike) -> Path:
     """The file behind ``model``: an existing path, else a name from the model manifest.
 
     A manifest name (``edgeinf.zoo.names()``, e.g. ``"face_detection_short_range"``) that
@@ -210,7 +210,7 @@ def load(
     """
     from .memory import peak_rss_bytes, reset_peak_rss
 
-    path = model_path(path)
+    path = resolve_path(path)
     kind = model_kind(path)
     name = _resolve_backend(backend, kind)
     _check_options(name, options)
@@ -242,8 +242,9 @@ class Model:
 
     Create with `edgeinf.load`. Safe to share between threads: ``run`` and ``run_image``
     hold the model from writing the input to reading the outputs; a thread that fills
-    `input_buffer` itself holds it with `exclusive`. Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
-    preprocess / inference / postprocess time; see `edgeinf.metrics`).
+    `input_buffer` itself holds it with `exclusive`. Every call is counted in
+    ``model.metrics`` (calls, errors, a latency histogram and preprocess / inference /
+    postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
@@ -348,8 +349,10 @@ class Model:
                 ):
                     backend.set_input(0, inputs)  # what _validate accepts first, checked inline
                 else:
-                    for i, array in enumerate(arrays):
-                        backend.set_input(i, self._validate(i, array))
+                    # Every input is checked (and a dynamic one resized) before any is written:
+                    # a resize reallocates the runtime's tensors, losing inputs set before it.
+                    for i, array in enumerate([self._validate(i, array) for i, array in enumerate(arrays)]):
+                        backend.set_input(i, array)
                 t_in = _clock()
                 results = backend.invoke()
                 t_out = _clock()
