@@ -194,7 +194,8 @@ def load(
 
     Returns:
         A ready `Model`. ``model.details["load_peak_rss_bytes"]`` is the process's peak
-        resident memory while it loaded (Linux; elsewhere the process-lifetime peak).
+        resident memory while it loaded: load() restarts the kernel's peak count (VmHWM)
+        to measure it on Linux; elsewhere it is the process-lifetime peak.
 
     Raises:
         ModelFileError: missing, empty, corrupt, truncated or unknown model file.
@@ -576,6 +577,7 @@ class Model:
             )
 
     def _resize(self, i: int, shape: tuple[int, ...]) -> None:
+        self._inputs_writer = _thread_id()  # a resize reallocates the inputs: an earlier fill is gone
         self._live().resize_input(i, shape)
         self._refresh_specs()
 
