@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .preprocess import pipeline_for
+from .errors import InputError
 
 
 @dataclass(frozen=True)
@@ -217,17 +217,17 @@ class FaceDetector:
             color: the frame's format.
         """
         if not isinstance(frame, np.ndarray) or frame.dtype != np.uint8:
-            raise ValueError(
+            raise InputError(
                 f"expected a uint8 image array, got {type(frame).__name__} of dtype {getattr(frame, 'dtype', None)}"
             )
         if color in ("rgb", "bgr") and (frame.ndim != 3 or frame.shape[2] != 3):
-            raise ValueError(f"expected an HxWx3 uint8 {color.upper()} image, got shape {frame.shape}")
+            raise InputError(f"expected an HxWx3 uint8 {color.upper()} image, got shape {frame.shape}")
         # One native pass into the input tensor: letterbox with black padding (as MediaPipe pads),
         # area resampling (a photo or frame is several times larger than 128 px: plain bilinear
-        # would alias), normalization to [-1, 1].
+        # would alias), normalization to [-1, 1] (the models carry no metadata that states it).
         options = {"letterbox": True, "mean": 127.5, "std": 127.5, "pad": 0.0, "resize": "area"}
         outputs = self.model.run_image(frame, color=color, **options)
-        letterbox = pipeline_for(self.model, frame, color, **options).last_letterbox
+        letterbox = outputs.letterbox  # this frame's own, even when threads share the detector
         regressors, logits = self._split(outputs)
         # Native decode + weighted NMS (edgeinf.postprocess); int8 outputs stay int8.
         quantization = {

@@ -4,8 +4,10 @@ Loading is a fixed sequence: recognise the file, verify its structure with edgei
 reader (so no file can crash the runtime), check every operator against the chosen
 runtime (unless ``check=False``), then hand the verified bytes to the runtime.
 
-Thread policy: a `Model` serializes calls with a lock, so it is safe to share between
-threads; for parallel throughput load one `Model` per thread.
+Thread policy: a `Model` serializes calls with a lock held from the moment an input is
+written until the outputs are read (``run``, ``run_image``; ``input_buffer`` and ``invoke``
+inside ``with model.exclusive():``), so it is safe to share between threads; for parallel
+throughput load one `Model` per thread.
 """
 
 from __future__ import annotations
@@ -15,19 +17,33 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 
 from . import backends
-from .errors import BackendUnavailableError, InputError, ModelClosedError, ModelFileError, UnsupportedOperatorError
+from .errors import (
+    BackendUnavailableError,
+    InputError,
+    ModelClosedError,
+    ModelFileError,
+    RuntimeFailure,
+    UnsupportedOperatorError,
+)
 from .metrics import LATENCY_BUCKETS_S, ModelMetrics
 from .types import TensorSpec
 
 log = logging.getLogger(__name__)
 _clock = time.perf_counter
+_thread_id = threading.get_ident
+
+MAX_INPUT_BYTES = 512 << 20
+"""Default bound on the bytes of one input whose shape is chosen at run time (dynamic
+dimensions): larger requests raise `InputError` before the runtime allocates anything.
+An 8K RGB float32 frame (398 MB) fits. Raise it per model with ``model.max_input_bytes``."""
 
 Inputs = Union[np.ndarray, Sequence[np.ndarray], Mapping[str, np.ndarray]]
 _SUFFIX_KIND = {".tflite": "tflite", ".param": "ncnn", ".onnx": "onnx"}
@@ -94,7 +110,7 @@ def _resolve_backend(backend, kind: str) -> str:
         preference = tuple(backend)
     unknown = [b for b in preference if b not in backends.known()]
     if unknown:
-        raise ValueError(f"unknown backend {unknown[0]!r}: expected 'auto' or one of {list(backends.known())}")
+        raise InputError(f"unknown backend {unknown[0]!r}: expected 'auto' or one of {list(backends.known())}")
     fitting = [b for b in preference if kind in backends.kinds_of(b)]
     if not fitting:
         raise ModelFileError(f"a {kind} model cannot run on backend(s) {list(preference)}")
@@ -110,7 +126,11 @@ def _resolve_backend(backend, kind: str) -> str:
 
 
 def _verify(path: Path, kind: str):
-    """Read and verify the model's structure; returns the parsed model and, for TFLite, its bytes."""
+    """Read and verify the model's structure; returns the parsed model and, for TFLite, its bytes.
+
+    The TFLite interpreter then runs on those same bytes (it keeps a reference, no copy),
+    so the weights are in memory once, as when the runtime maps the file itself.
+    """
     if kind == "tflite":
         from .formats.tflite import read_tflite
 
@@ -119,6 +139,39 @@ def _verify(path: Path, kind: str):
     from .formats.ncnn_param import read_ncnn_param
 
     return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply
+
+
+def resolve_path(model: str | os.PathLike) -> Path:
+    """The file behind ``model``: an existing path, else a name from the model manifest.
+
+    A manifest name (``edgeinf.zoo.names()``, e.g. ``"face_detection_short_range"``) that
+    is not also a path resolves to the cached file, fetched from the registry if needed.
+
+    Raises:
+        FetchError: a manifest name whose download or checksum failed.
+    """
+    path = Path(model)
+    if isinstance(model, str) and not path.exists():
+        from . import zoo
+
+        if model in zoo.names():
+            return zoo.path(model)
+    return path
+
+
+def _check_options(backend: str, options: Mapping[str, object]) -> None:
+    accepted = backends.options_of(backend)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise InputError(
+            f"unknown option(s) {unknown} for the {backend} backend; load() takes path, backend, num_threads, "
+            f"check and the {backend} options {list(accepted)}"
+        )
+    package = options.get("package")
+    if package is not None and package not in backends.packages_of(backend):
+        raise InputError(
+            f"the {backend} package option must be one of {list(backends.packages_of(backend))}, got {package!r}"
+        )
 
 
 def load(
@@ -131,7 +184,8 @@ def load(
     """Load a model on the fastest correct runtime path.
 
     Args:
-        path: a ``.tflite`` file, or an NCNN ``.param`` with its ``.bin`` beside it.
+        path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, or a
+            name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
         backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, or an ordered preference list.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
@@ -139,25 +193,33 @@ def load(
             NCNN ``fp16``, ``light_mode``, ``vulkan``.
 
     Returns:
-        A ready `Model`.
+        A ready `Model`. ``model.details["load_peak_rss_bytes"]`` is the process's peak
+        resident memory while it loaded: load() restarts the kernel's peak count (VmHWM)
+        to measure it on Linux; elsewhere it is the process-lifetime peak.
 
     Raises:
         ModelFileError: missing, empty, corrupt, truncated or unknown model file.
         BackendUnavailableError: no installed runtime can run this kind of model.
         UnsupportedOperatorError: the check found operators the runtime cannot run
             (``err.report`` has every one of them).
+        InputError: an unknown backend or option, or a bad ``num_threads``.
+        FetchError: a manifest name that could not be fetched.
 
-    >>> model = edgeinf.load("face_detection_short_range.tflite", num_threads=1)  # doctest: +SKIP
-    >>> model.inputs[0].shape                                                      # doctest: +SKIP
+    >>> model = edgeinf.load("face_detection_short_range", num_threads=1)  # doctest: +SKIP
+    >>> model.inputs[0].shape                                              # doctest: +SKIP
     (1, 128, 128, 3)
     """
-    path = Path(path)
+    from .memory import peak_rss_bytes, reset_peak_rss
+
+    path = resolve_path(path)
     kind = model_kind(path)
     name = _resolve_backend(backend, kind)
+    _check_options(name, options)
     if num_threads is None:
         num_threads = default_threads()
-    elif not isinstance(num_threads, int) or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+    elif not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
+        raise InputError(f"num_threads must be a positive int, got {num_threads!r}")
+    reset_peak_rss()  # the peak this load reaches, not one from earlier work in the process
     parsed, data = _verify(path, kind)
     report = None
     if check:
@@ -168,20 +230,22 @@ def load(
         report = compat_check(path, backend=name, target=target, model=parsed)
         if not report.runnable(name):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
-    if kind == "tflite":
-        options.setdefault("model_content", data)
-    else:
-        options.setdefault("param", parsed)
-    runtime = backends.create(name, path, num_threads=num_threads, **options)
-    return Model(runtime, path, parsed=parsed, report=report)
+    if data is not None:
+        options["model_content"] = data
+    runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
+    model = Model(runtime, path, parsed=parsed, report=report)
+    model.load_peak_rss_bytes = peak_rss_bytes()
+    return model
 
 
 class Model:
     """A loaded model: its input and output specs, and `run`.
 
-    Create with `edgeinf.load`. Safe to share between threads (calls are serialized).
-    Every call is counted in ``model.metrics`` (calls, errors, a latency histogram and
-    preprocess / inference / postprocess time; see `edgeinf.metrics`).
+    Create with `edgeinf.load`. Safe to share between threads: ``run`` and ``run_image``
+    hold the model from writing the input to reading the outputs; a thread that fills
+    `input_buffer` itself holds it with `exclusive`. Every call is counted in
+    ``model.metrics`` (calls, errors, a latency histogram and preprocess / inference /
+    postprocess time; see `edgeinf.metrics`).
 
     >>> with edgeinf.load(path) as model:                        # doctest: +SKIP
     ...     scores = model.run(image)["classificators"]
@@ -192,8 +256,14 @@ class Model:
         self.path = path
         self.parsed = parsed
         self.report = report
-        self._lock = threading.Lock()
+        # Re-entrant: run_image and exclusive() hold it around calls that take it again.
+        self._lock = threading.RLock()
+        self.max_input_bytes = MAX_INPUT_BYTES
+        self.load_peak_rss_bytes: int | None = None
         self._refresh_specs()
+        # What each input accepts (-1: any size): specs show the size in use after a resize.
+        self._accepted_shapes = tuple(spec.shape for spec in self.inputs)
+        self._inputs_writer: int | None = None  # the thread that last wrote the inputs
         self.metrics = ModelMetrics(path.name, backend.name)
         self._call = _CallState()
         self._images_active = 0  # run_image calls in progress, counted under the lock
@@ -232,7 +302,10 @@ class Model:
 
     @property
     def details(self) -> dict:
-        return dict(self._backend.details)
+        """Backend facts, and ``load_peak_rss_bytes``: the process's peak RSS while loading."""
+        details = dict(self._live().details)
+        details["load_peak_rss_bytes"] = self.load_peak_rss_bytes
+        return details
 
     @property
     def closed(self) -> bool:
@@ -268,6 +341,7 @@ class Model:
                 if self._images_active:  # a run_image in progress (run() serves dynamic-shape inputs)
                     start = self._image_start(start)
                 backend = self._backend or self._live()
+                self._inputs_writer = _thread_id()
                 if (
                     single
                     and inputs.shape == fast[0]
@@ -276,8 +350,10 @@ class Model:
                 ):
                     backend.set_input(0, inputs)  # what _validate accepts first, checked inline
                 else:
-                    for i, array in enumerate(arrays):
-                        backend.set_input(i, self._validate(i, array))
+                    # Every input is checked (and a dynamic one resized) before any is written:
+                    # a resize reallocates the runtime's tensors, losing inputs set before it.
+                    for i, array in enumerate([self._validate(i, array) for i, array in enumerate(arrays)]):
+                        backend.set_input(i, array)
                 t_in = _clock()
                 results = backend.invoke()
                 t_out = _clock()
@@ -300,56 +376,95 @@ class Model:
         """A writable array of input ``i`` that the next `invoke` reads.
 
         On TFLite it is the interpreter's own input memory (zero copy): fill it, drop
-        every reference to it, then call `invoke`.
+        every reference to it, then call `invoke`. Threads sharing the model hold it
+        from the fill to the outputs::
+
+            with model.exclusive():
+                model.input_buffer()[...] = x
+                outputs = model.invoke()
+
+        Without that, an `invoke` whose inputs another thread wrote since this thread's
+        `input_buffer` raises `RuntimeFailure` rather than run on them.
         """
-        return self._live().input_buffer(self._index(i))
+        index = self._index(i)
+        with self._lock:
+            buffer = self._live().input_buffer(index)
+            self._inputs_writer = _thread_id()
+            self._call.filling = True
+        return buffer
 
     def invoke(self, *, dequantize: bool = False) -> dict[str, np.ndarray]:
         """Run on what the input buffers hold (see `input_buffer`)."""
+        call = self._call
         try:
             with self._lock:
                 t_in = _clock()
                 start = self._image_start(t_in) if self._images_active else t_in
                 backend = self._live()
+                if call.filling:
+                    call.filling = False
+                    if self._inputs_writer != _thread_id():
+                        raise RuntimeFailure(
+                            "another thread wrote this model's inputs between this thread's input_buffer() and "
+                            "invoke(): hold `with model.exclusive():` around the fill and the invoke"
+                        )
                 results = backend.invoke()
                 t_out = _clock()
                 named = self._name_outputs(results, dequantize)
                 self._record(start, t_in, t_out)
         except BaseException:
             if self._images_active:
-                self._call.image_start = None  # counted here, not again by run_image
+                call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
         return named
 
-    def resize_input(self, i: int | str, shape: Sequence[int]) -> None:
-        """Fix the shape of an input with dynamic dimensions."""
-        index = self._index(i)
-        spec = self.inputs[index]
-        shape = tuple(int(d) for d in shape)
-        if len(shape) != len(spec.shape) or any(s >= 0 and s != d for s, d in zip(spec.shape, shape)):
-            raise InputError(f"input {spec.name!r} has shape {list(spec.shape)}; cannot resize it to {list(shape)}")
+    @contextmanager
+    def exclusive(self) -> Iterator[Model]:
+        """Hold the model for a sequence of calls, e.g. `input_buffer` then `invoke`.
+
+        Other threads' calls wait until the block ends. Calls inside it may nest.
+        """
         with self._lock:
-            self._live().resize_input(index, shape)
-            self._refresh_specs()
+            yield self
+
+    def resize_input(self, i: int | str, shape: Sequence[int]) -> None:
+        """Fix the size of an input with dynamic dimensions (a later `run` may change it again).
+
+        Raises:
+            InputError: a shape the input does not accept, or larger than ``max_input_bytes``.
+        """
+        index = self._index(i)
+        shape = tuple(int(d) for d in shape)
+        with self._lock:
+            self._check_resize(index, shape)
+            self._resize(index, shape)
 
     def run_image(self, frame: np.ndarray, color: str = "bgr", **options) -> dict[str, np.ndarray]:
-        """Convert a camera frame into the input tensor in one native pass, then run."""
+        """Convert a camera frame into the input tensor in one native pass, then run.
+
+        The model is held from the conversion to the outputs, so threads sharing it each
+        get the result of their own frame. Float inputs need their normalization (``mean``
+        and ``std``) unless the model's metadata states it; see `edgeinf.preprocess.run_image`
+        for the options.
+
+        Raises:
+            InputError: a frame or option the conversion cannot take, naming what it expected.
+        """
         from .preprocess import run_image
 
         call = self._call
         with self._lock:
             self._images_active += 1
-        call.image_start = _clock()  # the call that runs the model books the time until then as preprocessing
-        try:
-            return run_image(self, frame, color=color, **options)
-        except BaseException:
-            if call.image_start is not None:  # failed before invoke() or run() counted the call
-                self.metrics.errors += 1
-            raise
-        finally:
-            call.image_start = None
-            with self._lock:
+            call.image_start = _clock()  # the call that runs the model books the time until then as preprocessing
+            try:
+                return run_image(self, frame, color=color, **options)
+            except BaseException:
+                if call.image_start is not None:  # failed before invoke() or run() counted the call
+                    self.metrics.errors += 1
+                raise
+            finally:
+                call.image_start = None
                 self._images_active -= 1
 
     # -- lifetime ------------------------------------------------------------------
@@ -430,21 +545,41 @@ class Model:
             raise InputError(f"input {spec.name!r} must be a numpy array, got {type(array).__name__}")
         if array.dtype != spec.dtype:
             raise InputError(f"input {spec.name!r} expects dtype {spec.dtype.name}, got {array.dtype.name}")
+        accepted = self._accepted_shapes[i]
         shape = array.shape
-        if self.backend == "ncnn" and len(shape) == len(spec.shape) - 1:
+        if self.backend == "ncnn" and len(shape) == len(accepted) - 1 and accepted[0] == 1:
             shape = (1, *shape)  # NCNN also takes a CHW image without the batch axis
             array = array.reshape(shape)
         if shape != spec.shape:
-            if len(shape) != len(spec.shape) or any(d >= 0 and d != s for d, s in zip(spec.shape, shape)):
-                raise InputError(f"input {spec.name!r} expects shape {list(spec.shape)}, got {list(shape)}")
-            if self.backend == "tflite":  # a new size for dynamic dimensions: reallocate once
-                self._backend.resize_input(i, shape)
-                self._refresh_specs()
+            self._check_resize(i, shape)
         if not array.flags.c_contiguous:
             raise InputError(
                 f"input {spec.name!r} must be C-contiguous (got strides {array.strides}); pass np.ascontiguousarray(x)"
             )
+        if shape != spec.shape:
+            self._resize(i, shape)  # a new size for dynamic dimensions: the runtime reallocates once
         return array
+
+    def _check_resize(self, i: int, shape: tuple[int, ...]) -> None:
+        spec = self.inputs[i]
+        accepted = self._accepted_shapes[i]
+        if len(shape) != len(accepted) or any(a >= 0 and a != d for a, d in zip(accepted, shape)):
+            raise InputError(f"input {spec.name!r} expects shape {list(accepted)}, got {list(shape)}")
+        if any(d < 1 for d in shape):
+            raise InputError(f"input {spec.name!r} needs every dimension >= 1, got {list(shape)}")
+        nbytes = spec.dtype.itemsize
+        for d in shape:
+            nbytes *= d
+        if nbytes > self.max_input_bytes:
+            raise InputError(
+                f"input {spec.name!r} of shape {list(shape)} would take {nbytes} bytes, more than the "
+                f"model's max_input_bytes ({self.max_input_bytes}); raise model.max_input_bytes to allow it"
+            )
+
+    def _resize(self, i: int, shape: tuple[int, ...]) -> None:
+        self._inputs_writer = _thread_id()  # a resize reallocates the inputs: an earlier fill is gone
+        self._live().resize_input(i, shape)
+        self._refresh_specs()
 
     def _name_outputs(self, results: list[np.ndarray], dequantize: bool) -> dict[str, np.ndarray]:
         if not dequantize:
@@ -461,6 +596,7 @@ class _CallState(threading.local):
     """Per-thread state of a call in progress (run_image hands its start time to invoke)."""
 
     image_start: float | None = None
+    filling: bool = False  # input_buffer() was called and invoke() has not run yet
 
 
 def available_backends() -> tuple[str, ...]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from . import _C
 from ._C import _run_plan
+from .errors import InputError
 from .types import Layout, TensorSpec
 
 logger = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class Letterbox:
         """
         c = np.array(coords, dtype=np.float64)
         if c.shape[-1] % 2:
-            raise ValueError(f"coordinates must come in x, y pairs; the last axis has {c.shape[-1]} values")
+            raise InputError(f"coordinates must come in x, y pairs; the last axis has {c.shape[-1]} values")
         x, y = c[..., 0::2], c[..., 1::2]
         if normalized:
             x, y = x * self.out_w, y * self.out_h
@@ -105,7 +106,7 @@ def _per_channel(value: float | Sequence[float] | None, default: float, name: st
     if len(vals) == 1:
         vals = vals * 3
     if len(vals) != 3 and not (channels == 1 and len(vals) == 1):
-        raise ValueError(f"{name} needs 1 or 3 values (one per output channel), got {len(vals)}")
+        raise InputError(f"{name} needs 1 or 3 values (one per output channel), got {len(vals)}")
     return vals
 
 
@@ -116,23 +117,23 @@ def frame_size(frame: np.ndarray, color: str) -> tuple[int, int]:
     and most camera stacks hand them out; YUYV is ``(height, width, 2)``.
 
     Raises:
-        ValueError: if the array cannot hold an image of that format.
+        InputError: if the array cannot hold an image of that format.
     """
     if not isinstance(frame, np.ndarray):
-        raise ValueError(f"frame must be a numpy array, got {type(frame).__name__}")
+        raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
     if color not in COLORS:
-        raise ValueError(f"unknown colour format {color!r}: expected one of {', '.join(COLORS)}")
+        raise InputError(f"unknown colour format {color!r}: expected one of {', '.join(COLORS)}")
     if frame.dtype != np.uint8:
-        raise ValueError(f"frame must be uint8, got {frame.dtype}")
+        raise InputError(f"frame must be uint8, got {frame.dtype}")
     if color in _YUV420:
         if frame.ndim != 2 or frame.shape[0] % 3:
-            raise ValueError(
+            raise InputError(
                 f"a {color} frame must be a (height * 3 / 2, width) array with a row count divisible by 3, "
                 f"got shape {frame.shape}"
             )
         return frame.shape[1], frame.shape[0] * 2 // 3
     if frame.ndim not in (2, 3):
-        raise ValueError(f"a {color} frame must be a (height, width[, channels]) array, got shape {frame.shape}")
+        raise InputError(f"a {color} frame must be a (height, width[, channels]) array, got shape {frame.shape}")
     return frame.shape[1], frame.shape[0]
 
 
@@ -162,25 +163,25 @@ class Pipeline:
         threads: int = 1,
     ) -> None:
         if color not in COLORS:
-            raise ValueError(f"unknown colour format {color!r}: expected one of {', '.join(COLORS)}")
+            raise InputError(f"unknown colour format {color!r}: expected one of {', '.join(COLORS)}")
         if resize not in RESIZES:
-            raise ValueError(f"unknown resize {resize!r}: expected one of {', '.join(RESIZES)}")
+            raise InputError(f"unknown resize {resize!r}: expected one of {', '.join(RESIZES)}")
         if channel_order not in ("rgb", "bgr"):
-            raise ValueError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
+            raise InputError(f"channel_order must be 'rgb' or 'bgr', got {channel_order!r}")
         if yuv_range not in ("limited", "full"):
-            raise ValueError(f"yuv_range must be 'limited' or 'full', got {yuv_range!r}")
+            raise InputError(f"yuv_range must be 'limited' or 'full', got {yuv_range!r}")
         if channels not in (1, 3):
-            raise ValueError(f"the output needs 1 or 3 channels, got {channels}")
+            raise InputError(f"the output needs 1 or 3 channels, got {channels}")
         if layout not in (Layout.NHWC, Layout.NCHW):
-            raise ValueError(f"layout must be NHWC or NCHW, got {layout}")
+            raise InputError(f"layout must be NHWC or NCHW, got {layout}")
         dtype = np.dtype(dtype)
         if dtype not in _DTYPES:
-            raise ValueError(f"output dtype must be float32, int8 or uint8, got {dtype}")
+            raise InputError(f"output dtype must be float32, int8 or uint8, got {dtype}")
         width, height = (int(v) for v in size)
         if width <= 0 or height <= 0:
-            raise ValueError(f"output size must be positive, got {width}x{height}")
+            raise InputError(f"output size must be positive, got {width}x{height}")
         if int(threads) < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+            raise InputError(f"threads must be >= 1, got {threads}")
         self.width, self.height, self.channels = width, height, channels
         self.layout, self.dtype = Layout(layout), dtype
         self.color, self.resize, self.letterbox = color, resize, bool(letterbox)
@@ -196,7 +197,7 @@ class Pipeline:
         # work between camera frames) counts: see docs/preprocess.md.
         self._whole_frame: dict[tuple, tuple[Any, Letterbox, Any]] = {}
         self._lock = threading.Lock()
-        self.last_letterbox: Letterbox | None = None
+        self.last_letterbox: Letterbox | None = None  # of the latest call on any thread: use the return value
 
     @classmethod
     def for_input(
@@ -236,7 +237,7 @@ class Pipeline:
             threads: worker threads for large outputs (1: the calling thread only).
 
         Raises:
-            ValueError: for an input the pipeline cannot fill, or bad options.
+            InputError: for an input the pipeline cannot fill, or bad options.
         """
         shape = tuple(int(d) for d in spec.shape)
         while len(shape) > 3 and shape[0] == 1:
@@ -244,7 +245,7 @@ class Pipeline:
         if len(shape) == 2:
             shape = (*shape, 1)
         if len(shape) != 3:
-            raise ValueError(f"input {spec.name!r} has shape {spec.shape}: expected (1, H, W, C) or (1, C, H, W)")
+            raise InputError(f"input {spec.name!r} has shape {spec.shape}: expected (1, H, W, C) or (1, C, H, W)")
         layout = spec.layout
         if layout not in (Layout.NHWC, Layout.NCHW):
             layout = Layout.NHWC if shape[2] in (1, 3) else Layout.NCHW
@@ -254,10 +255,10 @@ class Pipeline:
         if size is not None:
             width, height = (int(v) for v in size)
         if width < 0 or height < 0:
-            raise ValueError(f"input {spec.name!r} has a dynamic size {spec.shape}: pass size=(width, height)")
+            raise InputError(f"input {spec.name!r} has a dynamic size {spec.shape}: pass size=(width, height)")
         dtype = np.dtype(spec.dtype)
         if dtype not in _DTYPES:
-            raise ValueError(f"input {spec.name!r} is {dtype}: image pipelines fill float32, int8 or uint8 inputs")
+            raise InputError(f"input {spec.name!r} is {dtype}: image pipelines fill float32, int8 or uint8 inputs")
         scale, bias = _normalization(spec, dtype, mean, std, channels)
         return cls(
             size=(width, height),
@@ -298,7 +299,7 @@ class Pipeline:
         width, height = frame_size(frame, self.color)
         roi_t = (0, 0, width, height) if roi is None else tuple(int(v) for v in roi)
         if len(roi_t) != 4:
-            raise ValueError(f"roi must be (x, y, width, height), got {roi!r}")
+            raise InputError(f"roi must be (x, y, width, height), got {roi!r}")
         qmin, qmax = _QRANGE[_DTYPES[self.dtype]]
         plan = _C.ImagePlan(
             format=self.color,
@@ -345,17 +346,23 @@ class Pipeline:
             The :class:`Letterbox` that maps output coordinates back to the frame.
 
         Raises:
-            ValueError: naming the problem, for a wrong dtype, shape, stride, ROI or size.
+            InputError: naming the problem, for a wrong dtype, shape, stride, ROI or size.
         """
-        if roi is None and type(frame) is np.ndarray:
-            fast = self._whole_frame.get(frame.shape)
-            if fast is not None:
-                _, letterbox, capsule = fast
-                _run_plan(capsule, frame, out)
-                self.last_letterbox = letterbox
-                return letterbox
-        _, letterbox, capsule = self._entry(frame, roi)
-        _run_plan(capsule, frame, out)
+        try:
+            if roi is None and type(frame) is np.ndarray:
+                fast = self._whole_frame.get(frame.shape)
+                if fast is not None:
+                    _, letterbox, capsule = fast
+                    _run_plan(capsule, frame, out)
+                    self.last_letterbox = letterbox
+                    return letterbox
+            _, letterbox, capsule = self._entry(frame, roi)
+            _run_plan(capsule, frame, out)
+        except InputError:
+            raise
+        except (ValueError, TypeError) as exc:  # the native checks: expected and given, in the message
+            raise InputError(str(exc)) from None
+        # The last conversion, for single-threaded callers; the returned value is this call's own.
         self.last_letterbox = letterbox
         return letterbox
 
@@ -369,14 +376,14 @@ def _normalization(spec: TensorSpec, dtype: np.dtype, mean, std, channels: int) 
     m = _per_channel(mean, 0.0, "mean", channels)
     s = _per_channel(std, 1.0, "std", channels)
     if any(v == 0 for v in s):
-        raise ValueError(f"std must be non-zero, got {s}")
+        raise InputError(f"std must be non-zero, got {s}")
     q_scale, q_zero = 1.0, 0.0
     if quantized:
         q = spec.quantization
         if q is None:
-            raise ValueError(f"input {spec.name!r} is {dtype} without quantization parameters")
+            raise InputError(f"input {spec.name!r} is {dtype} without quantization parameters")
         if q.per_channel:
-            raise ValueError(f"input {spec.name!r} has per-channel quantization; images need one scale")
+            raise InputError(f"input {spec.name!r} has per-channel quantization; images need one scale")
         q_scale, q_zero = float(q.scale), float(q.zero_point)
     scale = [1.0 / (sv * q_scale) for sv in s]
     bias = [q_zero - mv / (sv * q_scale) for mv, sv in zip(m, s)]
@@ -385,13 +392,63 @@ def _normalization(spec: TensorSpec, dtype: np.dtype, mean, std, channels: int) 
 
 _model_pipelines: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _model_lock = threading.Lock()
+_OPTIONS = ("resize", "letterbox", "mean", "std", "pad", "channel_order", "yuv_range", "size", "threads")
+
+
+class ImageOutputs(dict):
+    """A model's outputs by name, and the `Letterbox` of the frame that produced them."""
+
+    letterbox: Letterbox | None = None
+
+
+def stated_normalization(model: Any, input_index: int = 0):
+    """The normalization the model's own metadata states for an input, or None.
+
+    Read from the TFLite metadata (``NormalizationOptions``) of ``model.parsed``.
+    """
+    parsed = getattr(model, "parsed", None)
+    if not getattr(parsed, "metadata", None):
+        return None
+    from .formats.tflite_metadata import input_normalization
+
+    return input_normalization(parsed).get(input_index)
+
+
+def _with_normalization(model: Any, spec: TensorSpec, input_index: int, options: dict) -> dict:
+    """``options`` with ``mean``/``std`` from the model's metadata when the caller gave neither.
+
+    A float input with no stated normalization needs it from the caller: feeding raw
+    0..255 pixels to a model trained on [-1, 1] gives wrong answers without any error.
+    """
+    if options.get("mean") is not None or options.get("std") is not None:
+        return options
+    stated = stated_normalization(model, input_index)
+    if stated is not None:
+        return {**options, "mean": stated.mean, "std": stated.std}
+    if np.dtype(spec.dtype) == np.float32:
+        raise InputError(
+            f"input {spec.name!r} is float32 and the model states no normalization: pass mean= and std= in pixel "
+            "levels, e.g. mean=127.5, std=127.5 for [-1, 1], mean=0, std=255 for [0, 1], or mean=0, std=1 "
+            "for raw 0..255 levels"
+        )
+    return options  # int8/uint8: the quantized image convention (see Pipeline.for_input)
 
 
 def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index: int = 0, **options: Any) -> Pipeline:
     """The cached :class:`Pipeline` feeding ``model``'s input from frames like ``frame``.
 
-    Cached per (model, input spec, frame shape, options).
+    Cached per (model, input spec, frame shape, options). Float inputs take ``mean`` and
+    ``std`` from the options, else from the model's metadata, else raise `InputError`.
+
+    Raises:
+        InputError: an unknown option, a frame that is not an array, or a float input
+            whose normalization nobody stated.
     """
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise InputError(f"unknown image option(s) {unknown}: expected color, roi or {', '.join(_OPTIONS)}")
+    if not isinstance(frame, np.ndarray):
+        raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
     spec = model.inputs[input_index]
     key = (input_index, spec, frame.shape, color, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
     with _model_lock:
@@ -401,7 +458,7 @@ def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index:
             per_model = {}
         pipe = per_model.get(key)
     if pipe is None:
-        pipe = Pipeline.for_input(spec, color=color, **options)
+        pipe = Pipeline.for_input(spec, color=color, **_with_normalization(model, spec, input_index, options))
         with _model_lock:
             per_model[key] = pipe
     return pipe
@@ -409,12 +466,12 @@ def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index:
 
 def run_image(
     model: Any, frame: np.ndarray, color: str = "bgr", roi: Sequence[int] | None = None, **options: Any
-) -> dict[str, np.ndarray]:
+) -> ImageOutputs:
     """Convert ``frame`` straight into the model's input buffer and run the model.
 
     Works for any model with ``inputs``, ``input_buffer(i)`` and ``invoke()`` (TFLite
-    and NCNN backends alike). The letterbox parameters of the call are in
-    ``pipeline_for(model, frame, color, **options).last_letterbox``.
+    and NCNN backends alike). Called on an `edgeinf.Model` (``model.run_image``), the
+    model is held from the conversion to the outputs, so threads may share it.
 
     Args:
         model: an :class:`edgeinf.Model`.
@@ -422,25 +479,36 @@ def run_image(
         color: see :meth:`Pipeline.for_input`.
         roi: optional ``(x, y, width, height)`` source rectangle.
         **options: the other :meth:`Pipeline.for_input` options (resize, letterbox,
-            mean, std, pad, channel_order, yuv_range, size, threads).
+            mean, std, pad, channel_order, yuv_range, size, threads). A float input
+            needs ``mean`` and ``std`` unless the model's metadata states them.
 
     Returns:
-        The model's outputs, as ``Model.invoke()`` returns them.
+        The model's outputs, as ``Model.invoke()`` returns them, with ``.letterbox``:
+        where this frame landed in the input, to map results back to the frame.
+
+    Raises:
+        InputError: a bad frame or option, naming what was expected and what came.
 
     >>> outputs = run_image(model, frame, color="bgr", mean=127.5, std=127.5)  # doctest: +SKIP
+    >>> boxes = outputs.letterbox.to_source(raw_boxes)                          # doctest: +SKIP
     """
     pipe = pipeline_for(model, frame, color, **options)
-    if any(d < 0 for d in model.inputs[0].shape):  # dynamic input (NCNN): fix it to the pipeline's size
-        model.resize_input(0, pipe.output_shape)
+    shape = tuple(model.inputs[0].shape)
+    if shape != pipe.output_shape and shape != pipe.output_shape[1:]:
+        model.resize_input(0, pipe.output_shape)  # a dynamic input takes this frame's size (else: InputError)
     buf = model.input_buffer(0)
     if tuple(buf.shape) == pipe.output_shape or buf.shape == pipe.output_shape[1:]:
-        pipe(frame, buf, roi)
+        letterbox = pipe(frame, buf, roi)
         del buf  # TFLite refuses to invoke while a view of its input memory is alive
-        return model.invoke()
-    # The runtime's buffer does not have the static shape (dynamic input): convert, then run.
-    out = pipe.new_output()
-    pipe(frame, out, roi)
-    return model.run(out)
+        outputs = ImageOutputs(model.invoke())
+    else:
+        # The runtime's buffer does not have the pipeline's shape: convert, then run.
+        del buf
+        out = pipe.new_output()
+        letterbox = pipe(frame, out, roi)
+        outputs = ImageOutputs(model.run(out))
+    outputs.letterbox = letterbox
+    return outputs
 
 
 def _freeze(v: Any) -> Any:

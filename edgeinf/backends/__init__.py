@@ -11,6 +11,11 @@ _BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
     "ncnn": (("ncnn",), ("ncnn",)),
 }
+# The keywords a user may pass to `edgeinf.load` for each backend (see each backend's class).
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "tflite": ("package", "xnnpack", "reference"),
+    "ncnn": ("fp16", "light_mode", "vulkan"),
+}
 
 
 def known() -> tuple[str, ...]:
@@ -19,6 +24,16 @@ def known() -> tuple[str, ...]:
 
 def kinds_of(backend: str) -> tuple[str, ...]:
     return _BACKENDS[backend][0]
+
+
+def options_of(backend: str) -> tuple[str, ...]:
+    """The load() keywords ``backend`` accepts."""
+    return _OPTIONS[backend]
+
+
+def packages_of(backend: str) -> tuple[str, ...]:
+    """The python packages that provide ``backend``, in preference order."""
+    return _BACKENDS[backend][1]
 
 
 def installed_package(backend: str) -> str | None:
@@ -34,8 +49,11 @@ def available() -> tuple[str, ...]:
     return tuple(name for name in _BACKENDS if installed_package(name))
 
 
-def create(backend: str, path, *, num_threads: int, **options):
-    """Load ``path`` on ``backend``; options are backend-specific keywords."""
+def create(backend: str, path, *, num_threads: int, parsed=None, **options):
+    """Load ``path`` on ``backend``; options are backend-specific keywords (`options_of`).
+
+    ``parsed`` is edgeinf's verified reading of the file (an NCNN backend uses it), when the caller has it.
+    """
     if installed_package(backend) is None:
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(
@@ -50,4 +68,4 @@ def create(backend: str, path, *, num_threads: int, **options):
         return TFLiteBackend(path, num_threads=num_threads, **options)
     from .ncnn import NCNNBackend
 
-    return NCNNBackend(path, num_threads=num_threads, **options)
+    return NCNNBackend(path, num_threads=num_threads, param=parsed, **options)

@@ -1,8 +1,9 @@
 """NCNN backend: a .param graph and its .bin weights on the `ncnn` package, on the CPU.
 
 Blob names and input shapes come from edgeinf's own reading of the .param (the Input
-layers' w/h/c params), so specs exist before the runtime is touched. NCNN works on
-CHW float Mats; edgeinf presents NCHW arrays with a batch of one.
+layers' w/h/c params; an undeclared channel count is read off the convolutions that
+consume the input), so specs exist before the runtime is touched. NCNN works on CHW
+float Mats; edgeinf presents NCHW arrays with a batch of one.
 """
 
 from __future__ import annotations
@@ -19,10 +20,50 @@ from .base import Backend
 log = logging.getLogger(__name__)
 
 
-def _input_shape(params: dict) -> tuple[int, ...]:
+def _input_shape(params: dict, channels: int | None) -> tuple[int, ...]:
     # Input layer params: 0=w 1=h 2=c (a 0 or absent value is known only at run time).
     w, h, c = (int(params.get(k, 0) or 0) for k in (0, 1, 2))
-    return (1, c or -1, h or -1, w or -1)
+    return (1, c or channels or -1, h or -1, w or -1)
+
+
+# Layers that hand their input on unchanged to every output blob.
+_PASS_THROUGH = {"Split"}
+
+
+def _consumed_channels(layer, blob: str) -> int | None:
+    """The input channel count a convolution's weights imply, or None when not a convolution."""
+    if layer.type not in ("Convolution", "ConvolutionDepthWise") or layer.inputs[:1] != (blob,):
+        return None
+    params = layer.params
+    num_output, weights = params.get(0), params.get(6)
+    kernel_w = params.get(1, 0)
+    kernel_h = params.get(11, kernel_w)
+    group = params.get(7, 1) if layer.type == "ConvolutionDepthWise" else 1
+    if not all(isinstance(v, int) and v > 0 for v in (num_output, weights, kernel_w, kernel_h, group)):
+        return None
+    channels, remainder = divmod(weights * group, num_output * kernel_w * kernel_h)
+    return channels if remainder == 0 and channels > 0 else None
+
+
+def _input_channels(param, blob: str) -> int | None:
+    """Channels the layers reading ``blob`` (through Splits) require, if they all agree."""
+    consumers = {}
+    for layer in param.layers:
+        for b in layer.inputs:
+            consumers.setdefault(b, []).append(layer)
+    found: set[int] = set()
+    pending, seen = [blob], {blob}
+    while pending:
+        current = pending.pop()
+        for layer in consumers.get(current, ()):
+            if layer.type in _PASS_THROUGH:
+                pending.extend(b for b in layer.outputs if b not in seen)
+                seen.update(layer.outputs)
+                continue
+            channels = _consumed_channels(layer, current)
+            if channels is not None:
+                found.add(channels)
+    return found.pop() if len(found) == 1 else None
 
 
 class NCNNBackend(Backend):
@@ -70,7 +111,13 @@ class NCNNBackend(Backend):
         if net.load_param(str(path)) != 0:
             raise RuntimeFailure(f"{self.runtime} refused the graph in {path} (load_param failed)")
         weights = path.with_suffix(".bin")
-        if net.load_model(str(weights)) != 0:
+        if param.bin_path is None and param.expected_bin_size == 0:
+            # The reader found no layer that loads weights: no .bin is needed. (An empty
+            # reader would hand zeros to a layer that did load some: only used when none does.)
+            loaded = net.load_model(ncnn.DataReaderFromEmpty())
+        else:
+            loaded = net.load_model(str(weights))
+        if loaded != 0:
             raise RuntimeFailure(f"{self.runtime} refused the weights in {weights} (load_model failed)")
         self._net = net
         self.num_threads = int(num_threads)
@@ -81,7 +128,7 @@ class NCNNBackend(Backend):
         self.inputs = tuple(
             TensorSpec(
                 name=layer.outputs[0],
-                shape=_input_shape(layer.params),
+                shape=_input_shape(layer.params, _input_channels(param, layer.outputs[0])),
                 dtype=np.dtype(np.float32),
                 layout=Layout.NCHW,
                 index=i,
@@ -95,7 +142,12 @@ class NCNNBackend(Backend):
         self._buffers: list[np.ndarray | None] = [None] * len(self.inputs)
 
     def set_input(self, i: int, array: np.ndarray) -> None:
-        self._buffers[i] = array
+        # A copy into memory the backend owns: the caller's array is never kept, nor
+        # written by a later input_buffer() fill (it may be read-only, or reused by the caller).
+        buffer = self._buffers[i]
+        if buffer is None or buffer.shape != array.shape:
+            buffer = self._buffers[i] = np.empty(array.shape, np.float32)
+        np.copyto(buffer, array)
 
     def input_buffer(self, i: int) -> np.ndarray:
         spec = self.inputs[i]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, RuntimeFailure, UnsupportedOperatorError
+from ..errors import BackendUnavailableError, InputError, RuntimeFailure, UnsupportedOperatorError
 from ..types import Layout, Quantization, TensorSpec
 from . import installed_package
 from .base import Backend
@@ -25,7 +25,7 @@ _PACKAGES = ("ai_edge_litert", "tflite_runtime")
 def _import_interpreter(package: str | None):
     package = package or installed_package("tflite")
     if package not in _PACKAGES:
-        raise ValueError(f"tflite package must be one of {_PACKAGES}, got {package!r}")
+        raise InputError(f"the tflite package option must be one of {_PACKAGES}, got {package!r}")
     try:
         module = importlib.import_module(f"{package}.interpreter")
     except Exception as exc:  # e.g. tflite_runtime 2.14 under numpy 2: "_ARRAY_API not found"

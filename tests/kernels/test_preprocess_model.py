@@ -84,3 +84,14 @@ def test_run_image_writes_the_input_buffer(rng):
     out = want.new_output()
     want(frame, out)
     np.testing.assert_array_equal(model.seen[-1], out)
+
+
+def test_a_float_input_without_stated_normalization_needs_mean_and_std(model_path, photo):
+    pytest.importorskip("ai_edge_litert")
+    with edgeinf.load(model_path("face_detection_short_range"), num_threads=1) as model:
+        with pytest.raises(edgeinf.InputError, match=r"float32 .* states no normalization: pass mean= and std="):
+            model.run_image(photo, color="bgr")
+        with pytest.raises(edgeinf.InputError, match="mean= and std="):
+            preprocess.pipeline_for(model, photo, "bgr", letterbox=True)
+        raw = model.run_image(photo, color="bgr", mean=0.0, std=1.0)  # raw 0..255 levels, asked for explicitly
+        assert raw["classificators"].shape == (1, 896, 1)

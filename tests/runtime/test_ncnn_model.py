@@ -37,7 +37,8 @@ def test_specs_come_from_the_param_file(sr_path):
         assert [s.name for s in model.inputs] == ["data"]
         assert [s.name for s in model.outputs] == ["output"]
         assert model.inputs[0].layout == edgeinf.Layout.NCHW
-        assert model.inputs[0].shape == (1, -1, -1, -1)  # the Input layer declares no size
+        # The Input layer declares no size; its first convolution's weights imply 3 channels.
+        assert model.inputs[0].shape == (1, 3, -1, -1)
         assert model.delegate is None  # Vulkan is off by default
 
 
