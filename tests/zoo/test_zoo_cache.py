@@ -13,46 +13,10 @@ import shutil
 import zipfile
 
 import pytest
+from cache_tools import NAME, flip_byte
 
 from edgeinf import zoo
 from edgeinf.errors import FetchError
-
-NAME = "face_detection_short_range"
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch, model_path):
-    """A private cache holding a copy of NAME's real files; returns the copied main file."""
-    source = model_path(NAME).parent
-    target = tmp_path / "cache" / "models" / NAME
-    shutil.copytree(source, target)
-    monkeypatch.setenv("EDGEINF_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("EDGEINF_WHEELHOUSE", str(tmp_path / "no-wheels-here"))
-    return target / zoo.entry(NAME)["main"]
-
-
-@pytest.fixture
-def wheelhouse(cache, tmp_path, monkeypatch):
-    """A wheel named as the manifest's package, carrying NAME's real files at their member paths."""
-    item = zoo.entry(NAME)
-    dist, _, version = item["package"].partition("==")
-    folder = tmp_path / "wheelhouse"
-    folder.mkdir()
-    wheel = folder / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for fname, spec in item["files"].items():
-            zf.writestr(spec["member"], (cache.parent / fname).read_bytes())
-    monkeypatch.setenv("EDGEINF_WHEELHOUSE", str(folder))
-    return wheel
-
-
-def flip_byte(file, offset=None):
-    """Change one byte in place (same size, same inode), as a tamperer would."""
-    with open(file, "r+b") as f:
-        f.seek(offset if offset is not None else file.stat().st_size // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0x01]))
 
 
 def expected_sha256(file):
