@@ -309,7 +309,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0] not in ("/metrics", "/"):
             self.send_error(404, "only /metrics is served")
             return
-        body = render().encode("utf-8")
+        try:
+            body = render().encode("utf-8")
+        except Exception:  # a broken collector must not take the exporter down
+            log.exception("exporter: rendering the metrics failed")
+            self.send_error(500, "rendering the metrics failed; see the server's log")
+            return
         self.send_response(200)
         self.send_header("Content-Type", CONTENT_TYPE)
         self.send_header("Content-Length", str(len(body)))
@@ -346,6 +351,10 @@ class _Server(ThreadingHTTPServer):
         except BaseException:
             self._slots.release()
             raise
+
+    def handle_error(self, request, client_address) -> None:
+        # A client that hangs up mid-answer is routine; log it instead of printing to stderr.
+        log.debug("exporter: error while serving %s", client_address[0], exc_info=True)
 
     def process_request_thread(self, request, client_address) -> None:
         try:

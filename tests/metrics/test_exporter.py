@@ -95,3 +95,23 @@ def test_exporter_arguments_are_checked():
         metrics.serve(port=0, timeout_s=0)
     with pytest.raises(ValueError, match="max_connections"):
         metrics.serve(port=0, max_connections=0)
+
+
+class FlakyCollector:
+    failing = True
+
+    def prometheus_families(self):
+        if self.failing:
+            raise RuntimeError("this collector is broken")
+        return []
+
+
+def test_a_failing_collector_gives_500_and_the_exporter_keeps_serving():
+    collector = FlakyCollector()
+    metrics.register_collector(collector)
+    with metrics.serve(port=0) as exporter:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            scrape(exporter)
+        assert err.value.code == 500
+        collector.failing = False
+        assert scrape(exporter).endswith("\n")
