@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import io
 import itertools
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -45,14 +47,48 @@ CSV_COLUMNS = (
 )
 
 
-def _int_list(text: str) -> list[int]:
+MAX_RUNS = 1_000_000
+MAX_THREADS = 256
+MAX_CONCURRENCY = 64
+MAX_SHAPE_ELEMENTS = 1 << 26
+"""The largest --shape (64 Mi elements: 256 MB of float32); bigger inputs are a mistake on a board."""
+
+
+def _int_list(text: str, limit: int = MAX_THREADS) -> list[int]:
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers like 1,2,4, got {text!r}")
+    if not values or any(not 1 <= v <= limit for v in values):
+        raise argparse.ArgumentTypeError(f"expected integers from 1 to {limit} like 1,2,4, got {text!r}")
     return values
+
+
+def _concurrency_list(text: str) -> list[int]:
+    return _int_list(text, MAX_CONCURRENCY)
+
+
+def _shape(text: str) -> list[int]:
+    dims = _int_list(text, MAX_SHAPE_ELEMENTS)
+    if len(dims) > 8 or math.prod(dims) > MAX_SHAPE_ELEMENTS:
+        raise argparse.ArgumentTypeError(
+            f"expected at most 8 dimensions and {MAX_SHAPE_ELEMENTS} elements, got {text!r}"
+        )
+    return dims
+
+
+def _count(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected an integer from {low} to {high}, got {value}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
 
 
 def _variant_list(text: str) -> list[str]:
@@ -73,8 +109,8 @@ def add_parser(subparsers) -> None:
         description=__doc__.split("\n\n")[1],
     )
     p.add_argument("models", nargs="+", metavar="MODEL", help="model files or manifest names (float and int8 variants)")
-    p.add_argument("--runs", type=int, default=100, help="timed runs per configuration (default 100)")
-    p.add_argument("--warmup", type=int, default=10, help="warm-up runs before timing (default 10)")
+    p.add_argument("--runs", type=_count(1, MAX_RUNS), default=100, help="timed runs per configuration (default 100)")
+    p.add_argument("--warmup", type=_count(0, MAX_RUNS), default=10, help="warm-up runs before timing (default 10)")
     p.add_argument("--threads", type=_int_list, default=[1], help="runtime thread counts to sweep, e.g. 1,2,4")
     p.add_argument(
         "--backend",
@@ -84,7 +120,7 @@ def add_parser(subparsers) -> None:
         "(variants that do not run a model's file kind are skipped)",
     )
     p.add_argument(
-        "--concurrency", type=_int_list, default=[1], help="threads calling at once, one Model each, e.g. 1,2"
+        "--concurrency", type=_concurrency_list, default=[1], help="threads calling at once, one Model each, e.g. 1,2"
     )
     p.add_argument("--image", help="feed this real image (resized to the input) instead of seeded random data")
     p.add_argument(
@@ -95,7 +131,7 @@ def add_parser(subparsers) -> None:
         help="value range of float image inputs: -1,1 (default), 0,1 or 0,255",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
-    p.add_argument("--shape", type=_int_list, help="the first input's shape for dynamic dimensions, e.g. 1,3,64,64")
+    p.add_argument("--shape", type=_shape, help="the first input's shape for dynamic dimensions, e.g. 1,3,64,64")
     p.add_argument("--no-check", action="store_true", help="skip the operator check when loading")
     p.add_argument("--json", nargs="?", const="-", metavar="FILE", help="write JSON (to stdout without FILE)")
     p.add_argument("--csv", nargs="?", const="-", metavar="FILE", help="write CSV (to stdout without FILE)")
@@ -144,8 +180,16 @@ class ProgressBar:
 
 def _resolve(model: str) -> Path:
     from . import zoo
+    from .cli import UsageError
 
-    return zoo.path(model) if model in zoo.names() else Path(model)
+    if model in zoo.names():
+        return zoo.path(model)
+    path = Path(model)
+    if not path.exists():
+        raise UsageError(f"{model}: no such file, and no such manifest name (edgeinf fetch --list shows them)")
+    if not path.is_file():
+        raise UsageError(f"{model}: not a model file")
+    return path
 
 
 def configurations(models, variants, threads, concurrency):
@@ -168,14 +212,20 @@ def configurations(models, variants, threads, concurrency):
 
 
 def run(args) -> int:
-    if args.runs < 1 or args.warmup < 0:
-        print(
-            f"edgeinf bench: --runs must be >= 1 and --warmup >= 0, got {args.runs} and {args.warmup}", file=sys.stderr
-        )
-        return 2
+    from .cli import UsageError, check_output_file
+
     if args.json == "-" and args.csv == "-":
-        print("edgeinf bench: --json and --csv cannot both go to stdout; give one of them a FILE", file=sys.stderr)
-        return 2
+        raise UsageError("--json and --csv cannot both go to stdout; give one of them a FILE")
+    for flag in ("json", "csv", "plot"):  # an output that cannot be written fails now, not after the runs
+        target = getattr(args, flag)
+        if target and target != "-":
+            check_output_file(Path(target), f"--{flag}")
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib: pip install 'edgeinf[plot]'")
+    if args.image:
+        image = Path(args.image)
+        if not image.is_file():
+            raise UsageError(f"--image {image}: {'not a file' if image.exists() else 'no such file'}")
     todo, skipped = configurations(args.models, args.backend, args.threads, args.concurrency)
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressBar(sys.stderr, show)
@@ -202,7 +252,7 @@ def run(args) -> int:
             reason = f"{type(exc).__name__}: {exc}"
             failed.append({"model": str(path), "variant": variant, "threads": threads, "concurrency": conc})
             skipped.append((path, variant, reason))
-            print(f"edgeinf bench: {path.name} on {variant}: {reason}", file=sys.stderr)
+            print(f"edgeinf: error: {path.name} on {variant}: {reason}", file=sys.stderr)
             continue
         bar.finish()
         results.append(record)
@@ -230,9 +280,9 @@ def run(args) -> int:
         try:
             plot(results, args.plot)
         except ImportError:
-            print("edgeinf bench: --plot needs matplotlib: pip install 'edgeinf[plot]'", file=sys.stderr)
-            return 2
+            raise UsageError("--plot needs matplotlib: pip install 'edgeinf[plot]'") from None
     if not results:
+        print("edgeinf: error: nothing was measured", file=sys.stderr)
         return 2
     return 1 if failed else 0
 

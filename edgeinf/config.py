@@ -3,6 +3,7 @@
 EDGEINF_ISA     force a kernel path: scalar | avx2 | neon | neondot (tests, debugging)
 EDGEINF_CACHE   where fetched models are kept (default: $XDG_CACHE_HOME/edgeinf or ~/.cache/edgeinf)
 EDGEINF_BACKENDS  default backend preference, comma separated (default: tflite,ncnn)
+EDGEINF_DEBUG   1: the `edgeinf` command prints the traceback of an error, not just its one-line message
 """
 
 from __future__ import annotations
@@ -26,3 +27,7 @@ def cache_dir() -> Path:
 def backend_preference() -> tuple[str, ...]:
     raw = os.environ.get("EDGEINF_BACKENDS", "tflite,ncnn")
     return tuple(name.strip() for name in raw.split(",") if name.strip())
+
+
+def debug() -> bool:
+    return os.environ.get("EDGEINF_DEBUG", "").strip().lower() not in ("", "0", "false", "no")

@@ -1,12 +1,11 @@
-"""Fetch the manifest's real models into the cache and verify them.
+"""Fetch the manifest's real models into the cache and verify them (the same as `edgeinf fetch`).
 
-Usage: python tools/fetch_models.py [NAME ...]    (all models when no name is given)
+Usage: python tools/fetch_models.py [NAME ...] [--list]    (all models when no name is given)
 """
 
 import sys
 
-from edgeinf import zoo
+from edgeinf.cli import main
 
 if __name__ == "__main__":
-    for name, p in zoo.fetch_all(sys.argv[1:] or None).items():
-        print(f"{name:36s} {p}")
+    sys.exit(main(["fetch", *sys.argv[1:]]))

@@ -1,4 +1,4 @@
-"""`edgeinf check MODEL [--backend B] [--target T] [--json]`.
+"""`edgeinf check MODEL [--backend B] [--target T] [--json]`, `edgeinf check --list-targets`.
 
 Exit codes, for CI: 0 the model runs on every backend checked (verdict YES or PARTIAL),
 1 it does not run on at least one, 2 the input is unreadable (missing, corrupt,
@@ -23,7 +23,11 @@ def add_parser(subparsers) -> None:
             "tables. Exit code 0: runs; 1: does not run; 2: unreadable input."
         ),
     )
-    p.add_argument("model", help="a .tflite, an NCNN .param (with its .bin beside it) or an .onnx file")
+    p.add_argument(
+        "model",
+        nargs="?",
+        help="a .tflite, an NCNN .param (with its .bin beside it) or an .onnx file, or a manifest name",
+    )
     p.add_argument("--backend", choices=["tflite", "ncnn"], default=None, help="check only this backend")
     p.add_argument(
         "--target",
@@ -44,8 +48,17 @@ def run(args) -> int:
         for t in tables.all_targets():
             print(t)
         return EXIT_RUNS
+    if args.model is None:
+        _error(args, "usage", "the following arguments are required: model (or --list-targets)")
+        return EXIT_UNREADABLE
+    model = args.model
+    if not os.path.exists(model):
+        from .. import zoo
+
+        if model in zoo.names():  # a manifest name, as the other subcommands take
+            model = zoo.path(model)
     try:
-        report = check(args.model, backend=args.backend, target=args.target)
+        report = check(model, backend=args.backend, target=args.target)
     except ModelFileError as exc:
         _error(args, "unreadable", str(exc))
         return EXIT_UNREADABLE
@@ -64,7 +77,7 @@ def run(args) -> int:
 def _error(args, kind: str, message: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps({"schema": "edgeinf.compat/1", "error": {"kind": kind, "message": message}}, indent=2))
-    print(f"edgeinf check: {message}", file=sys.stderr)
+    print(f"edgeinf: error: {message}", file=sys.stderr)
 
 
 def main(argv=None) -> int:

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 
 from ..errors import SensorError
 from .discover import Discovery, discover
 from .sensors.base import EnergyMeter
+
+MAX_INTERVAL_S = 86400
 
 
 def add_parser(subparsers) -> None:
@@ -101,9 +105,16 @@ def _print_snapshot(data: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
-        print(f"edgeinf power: --interval must be positive, got {args.interval}", file=sys.stderr)
-        return 2
+    from ..cli import UsageError
+
+    if not (math.isfinite(args.interval) and 0 < args.interval <= MAX_INTERVAL_S):
+        raise UsageError(
+            f"--interval must be a number of seconds above 0 and at most {MAX_INTERVAL_S}, got {args.interval}"
+        )
+    if args.count < 0:
+        raise UsageError(f"--count must be 0 (until Ctrl-C) or a number of readings, got {args.count}")
+    if not os.path.isdir(args.root):
+        raise UsageError(f"--root {args.root}: not a folder (it stands for / of the machine to read)")
     found = discover(args.root, vcgencmd=args.vcgencmd, tegrastats=args.tegrastats, serial_ports=args.serial)
     try:
         data = snapshot(found)
@@ -115,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         if args.once:
             return 0
         if found.total is None:
-            print("edgeinf power: no total power sensor to follow", file=sys.stderr)
+            print(f"edgeinf: error: no total power sensor to follow ({data['total_reason']})", file=sys.stderr)
             return 1
         return _live(found, args)
     finally:

@@ -57,7 +57,7 @@ def test_info_on_a_bad_file_exits_2_with_the_reason(tmp_path):
     bad.write_bytes(b"\x10\x00\x00\x00TFL3" + b"\xff" * 40)
     proc = edgeinf_cli("info", bad)
     assert proc.returncode == 2
-    assert "ModelFileError" in proc.stderr
+    assert proc.stderr.startswith("edgeinf: error: ") and proc.stderr.count("\n") == 1, proc.stderr
 
 
 def test_demo_detects_the_face_and_writes_an_annotated_image(tmp_path, model_path):
