@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import bench
 from .errors import EdgeInfError
+from .model import MAX_THREADS
 
 CSV_COLUMNS = (
     "model_name",
@@ -48,7 +49,6 @@ CSV_COLUMNS = (
 
 
 MAX_RUNS = 1_000_000
-MAX_THREADS = 256
 MAX_CONCURRENCY = 64
 MAX_SHAPE_ELEMENTS = 1 << 26
 """The largest --shape (64 Mi elements: 256 MB of float32); bigger inputs are a mistake on a board."""

@@ -25,10 +25,9 @@ from .errors import (
     ModelFileError,
     UnsupportedOperatorError,
 )
+from .model import MAX_THREADS
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-MAX_THREADS = 256
-"""More runtime threads than any board has cores; beyond it a runtime may fail to start them."""
 MAX_IMAGE_PIXELS = 64_000_000
 """The largest photo the demo decodes (a 64 MP RGB image is 192 MB in memory)."""
 

@@ -40,6 +40,10 @@ log = logging.getLogger(__name__)
 _clock = time.perf_counter
 _thread_id = threading.get_ident
 
+MAX_THREADS = 256
+"""More runtime threads than any board has cores; beyond it a runtime may fail to start them
+(TFLite crashes the process when thread creation fails)."""
+
 MAX_INPUT_BYTES = 512 << 20
 """Default bound on the bytes of one input whose shape is chosen at run time (dynamic
 dimensions): larger requests raise `InputError` before the runtime allocates anything.
@@ -217,8 +221,8 @@ def load(
     _check_options(name, options)
     if num_threads is None:
         num_threads = default_threads()
-    elif not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
-        raise InputError(f"num_threads must be a positive int, got {num_threads!r}")
+    elif not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS:
+        raise InputError(f"num_threads must be an int from 1 to {MAX_THREADS}, got {num_threads!r}")
     reset_peak_rss()  # the peak this load reaches, not one from earlier work in the process
     parsed, data = _verify(path, kind)
     report = None

@@ -8,7 +8,9 @@ import pytest
 
 import edgeinf
 from edgeinf import zoo
+from edgeinf.errors import InputError
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
+from edgeinf.model import MAX_THREADS
 
 FACE = "face_detection_short_range"
 SR = "realesr_animevideov3_x2"
@@ -161,3 +163,9 @@ def test_run_image_raises_input_errors(model_path, photo):
         with pytest.raises(edgeinf.InputError, match="ROI"):
             model.run_image(photo, mean=127.5, std=127.5, roi=(0, 0, 5000, 10))
         assert model.metrics.snapshot().calls == 0
+
+
+@pytest.mark.parametrize("threads", [0, MAX_THREADS + 1, 100_000, True, 2.0])
+def test_num_threads_beyond_what_a_runtime_can_start_is_an_input_error(threads):
+    with pytest.raises(InputError, match="num_threads"):
+        edgeinf.load(zoo.path("face_detection_short_range"), num_threads=threads)
