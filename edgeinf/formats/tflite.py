@@ -3,8 +3,9 @@
 The whole flatbuffer is verified against the TFLite schema layout (every offset,
 vtable, vector and string inside the buffer), then the graph is checked for the
 index errors that make runtimes crash (opcode, tensor, buffer and subgraph indices
-in range, external buffers inside the file, constant data sizes matching shapes),
-and only then read into plain frozen dataclasses.
+in range, external buffers inside the file, constant data sizes matching shapes)
+while it is read into plain frozen dataclasses, and the result for the data-flow
+rules (`tflite_graph`) and each node's operator requirements (`tflite_ops`).
 
 The layout comes from the schema module ai-edge-litert ships (see
 ``tools/gen_tflite_layout.py``), stored as data in ``tflite_layout.json``, so reading
@@ -27,6 +28,8 @@ import numpy as np
 
 from ..errors import ModelFileError
 from ._flatbuf import Table, Verifier, load_layout
+from .tflite_graph import check_graph
+from .tflite_ops import check_operators
 
 SCHEMA_VERSION = 3  # the only version every TFLite runtime accepts
 FILE_IDENTIFIER = b"TFL3"
@@ -260,8 +263,10 @@ class TfliteModel:
         return np.frombuffer(self.buffer_data(t.buffer), dtype=dtype.newbyteorder("<")).reshape(t.shape)
 
 
-def _load(path_or_bytes: PathOrBytes) -> tuple[bytes, str | None, str]:
+def _load(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None]) -> tuple[bytes, str | None, str]:
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        if name is not None:
+            return bytes(path_or_bytes), str(name), Path(name).name
         return bytes(path_or_bytes), None, "model bytes"
     path = Path(path_or_bytes)
     try:
@@ -275,31 +280,37 @@ def _load(path_or_bytes: PathOrBytes) -> tuple[bytes, str | None, str]:
     return data, str(path), path.name
 
 
-def read_tflite(path_or_bytes: PathOrBytes) -> TfliteModel:
+def read_tflite(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None] = None) -> TfliteModel:
     """Verify and read a .tflite model.
 
     Args:
         path_or_bytes: a file path or the file's bytes.
+        name: the file the bytes were read from, for messages (a path names itself).
 
     Returns:
         The model's opcodes, subgraphs, tensors, buffers, signatures and metadata.
 
     Raises:
-        ModelFileError: the file is missing, not a TFLite flatbuffer, truncated, or has
-            offsets or indices out of range; the message names the field and the values.
+        ModelFileError: the file is missing, not a TFLite flatbuffer, truncated, has
+            offsets or indices out of range, a graph that breaks the data-flow rules
+            (`tflite_graph`), or a node its operator's kernel cannot take
+            (`tflite_ops`); the message names the file, the field and the values.
 
     >>> model = read_tflite(zoo.path("face_detection_short_range"))   # doctest: +SKIP
     >>> model.opcodes[0].name                                          # doctest: +SKIP
     'CONV_2D'
     """
-    data, path, what = _load(path_or_bytes)
+    data, path, what = _load(path_or_bytes, name)
     if len(data) < 8:
         raise ModelFileError(f"{what}: {len(data)} bytes is too short for a .tflite flatbuffer (needs at least 8)")
     if data[4:8] != FILE_IDENTIFIER:
         raise ModelFileError(f"{what}: not a .tflite file: bytes 4..8 are {data[4:8]!r}, expected {FILE_IDENTIFIER!r}")
     layout = _layout()
     root_pos = Verifier(data, layout, what).root(layout["root_table"])
-    return _Reader(data, path, what, layout).read(root_pos)
+    model = _Reader(data, path, what, layout).read(root_pos)
+    check_graph(model, what)
+    check_operators(model, what)
+    return model
 
 
 class _Reader:

@@ -86,14 +86,15 @@ def test_partition_of_a_reverse_ordered_chain_reads_each_node_a_bounded_number_o
     assert _CountingList.reads <= 4 * n, f"{_CountingList.reads} node reads for {n} nodes"
 
 
-def _chain_model(path: Path, n: int) -> Path:
+def _chain_model(path: Path, n: int, reverse: bool = False) -> Path:
+    """A chain of n ops alternating ADD (XNNPACK takes it) and EXP (tflite-runtime 2.14's XNNPACK
+    does not): every op starts a new delegate partition."""
     from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
 
-    tensors = [TensorDef(f"t{i}", (1, 4), "float32") for i in range(n + 1)]
-    tensors.insert(0, TensorDef("w", (1, 4), "float32", data=np.ones((1, 4), np.float32)))
-    # a chain of ADDs of a constant, last op first
-    ops = [OpDef("ADD", [i + 1, 0], [i + 2]) for i in reversed(range(n))]
-    path.write_bytes(build_model(tensors, ops, inputs=[1], outputs=[n + 1]))
+    tensors = [TensorDef("w", (1, 4), "float32", data=np.ones((1, 4), np.float32))]
+    tensors += [TensorDef(f"t{i}", (1, 4), "float32") for i in range(n + 1)]
+    ops = [OpDef("ADD", [i + 1, 0], [i + 2]) if i % 2 else OpDef("EXP", [i + 1], [i + 2]) for i in range(n)]
+    path.write_bytes(build_model(tensors, ops[::-1] if reverse else ops, inputs=[1], outputs=[n + 1]))
     return path
 
 
@@ -119,11 +120,23 @@ def _lines_run_in_compat(fn) -> int:
     return count
 
 
-def test_check_of_a_reverse_ordered_chain_is_linear(tmp_path):
+def test_check_of_a_chain_of_partitions_is_linear(tmp_path):
     pytest.importorskip("flatbuffers")
     small = _chain_model(tmp_path / "small.tflite", 500)
     large = _chain_model(tmp_path / "large.tflite", 2000)
-    work_small = _lines_run_in_compat(lambda: edgeinf.check(small, target="ai-edge-litert 2.3.0"))
-    work_large = _lines_run_in_compat(lambda: edgeinf.check(large, target="ai-edge-litert 2.3.0"))
+    target = "tflite-runtime 2.14.0"
+    assert len(edgeinf.check(small, target=target).backends["tflite"].partitions) == 250
+    work_small = _lines_run_in_compat(lambda: edgeinf.check(small, target=target))
+    work_large = _lines_run_in_compat(lambda: edgeinf.check(large, target=target))
     # linear: 4x the nodes is about 4x the work (a quadratic walk would be about 16x)
     assert work_large < 5 * work_small, f"500 nodes: {work_small} lines, 2000 nodes: {work_large} lines"
+
+
+def test_a_reverse_ordered_chain_is_refused(tmp_path):
+    # TFLite runs operators in the listed order: on the CPU path, reversed ops read tensors
+    # nothing has written yet (XNNPACK happens to reorder its own partitions).
+    path = _chain_model(tmp_path / "reversed.tflite", 20_000, reverse=True)
+    with pytest.raises(
+        edgeinf.ModelFileError, match=r"reversed\.tflite: subgraph 0: operator 0 \(ADD\) reads tensor 20000 "
+    ):
+        edgeinf.check(path)
