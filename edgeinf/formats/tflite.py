@@ -34,6 +34,7 @@ from .tflite_ops import check_operators
 SCHEMA_VERSION = 3  # the only version every TFLite runtime accepts
 FILE_IDENTIFIER = b"TFL3"
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+MAX_ACTIVATION_BYTES = 2**31 - 1  # runtimes index tensors with int32; no edge model needs more
 
 # Bytes per element (fractions for packed sub-byte types); None: variable size.
 _DTYPE_BYTES = {
@@ -436,6 +437,13 @@ class _Reader:
         shape = _seq(t.get("shape"))
         sig = t.get("shape_signature")
         signature = None if sig is None else _seq(sig)
+        if any(d < 0 for d in shape):
+            self.fail(
+                f"subgraph {g} tensor {i} {name!r}: shape {list(shape)} has a negative dimension "
+                "(a dynamic dimension is 1 in the shape and -1 in shape_signature)"
+            )
+        if signature is not None and any(d < -1 for d in signature):
+            self.fail(f"subgraph {g} tensor {i} {name!r}: shape_signature {list(signature)} has a dimension below -1")
         if signature is not None and len(signature) != len(shape):
             self.fail(
                 f"subgraph {g} tensor {i} {name!r}: shape {list(shape)} and shape_signature {list(signature)} differ in rank"
@@ -457,7 +465,12 @@ class _Reader:
             has_rank=bool(t.get("has_rank")),
         )
         per = _DTYPE_BYTES.get(dtype)
-        if data_size and per is not None and sparsity is None and all(d >= 0 for d in shape):
+        if not data_size and tensor.nbytes > MAX_ACTIVATION_BYTES:
+            self.fail(
+                f"subgraph {g} tensor {i} {name!r} {dtype}{list(shape)} needs {tensor.nbytes} bytes, more than "
+                f"the {MAX_ACTIVATION_BYTES} edgeinf accepts for a tensor computed at run time"
+            )
+        if data_size and per is not None and sparsity is None:
             expected = tensor.nbytes
             if data_size != expected:
                 self.fail(
