@@ -90,8 +90,10 @@ def test_int8_scale_flag_on_a_real_model_is_refused(esr):
     message = str(info.value)
     assert re.search(r"m\.bin is 1247368 bytes but the params imply \d+ \(\d+ bytes left over\)", message), message
     assert "went astray at or before Convolution Conv_2 (line 7)" in message
-    with pytest.raises(ModelFileError):
+    with pytest.raises(ModelFileError, match="m.bin is 1247368 bytes but the params imply"):
         edgeinf.check(esr)
+    with pytest.raises(ModelFileError, match="m.bin is 1247368 bytes but the params imply"):
+        edgeinf.load(esr, check=False)  # refused by the reader itself, before ncnn sees it
 
 
 def test_float_where_an_integer_is_read_is_refused(esr):

@@ -121,5 +121,7 @@ def test_a_tensor_nothing_writes_is_refused():
 
 def test_absurd_activation_sizes_are_refused():
     tensors = [TensorDef("x", (1, 4), "float32"), TensorDef("huge", (100_000, 100_000, 100_000), "float32")]
-    with pytest.raises(ModelFileError, match=r"tensor 1 'huge' FLOAT32\[100000, 100000, 100000\] needs 4000000000000000 bytes"):
+    with pytest.raises(
+        ModelFileError, match=r"tensor 1 'huge' FLOAT32\[100000, 100000, 100000\] needs 4000000000000000 bytes"
+    ):
         read_tflite(build_model(tensors, [OpDef("RELU", [0], [1])], inputs=[0], outputs=[1]))
