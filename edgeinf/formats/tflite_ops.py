@@ -7,9 +7,12 @@ here must have the input and output counts, the builtin options type and the opt
 values its kernel's Prepare (LiteRT ``tflite/kernels/*.cc``) requires; options absent
 from the file hold the schema's defaults, as the runtime's parser gives them.
 
-Each entry: inputs (min, max; None = any number; inputs past ``min`` are optional and
-may be -1), outputs (min, max), the options table (a ``BuiltinOptions`` member; None:
-the kernel reads none), and value rules. Operators not listed are left to the runtime.
+Each entry: inputs (min, max; None = any number), outputs (min, max), the options table
+(a ``BuiltinOptions`` member; None: the kernel reads none), value rules, and the input
+positions that may be absent (-1); every other input must be present. Where a runtime
+crashes on what its kernel's code allows, the entry follows the runtime: CONV_2D and
+DEPTHWISE_CONV_2D need their bias (LiteRT 2.3 and tflite-runtime 2.14 fail or segfault
+without it). Operators not listed are left to the runtime.
 
 >>> OPERATORS["SPLIT"].inputs, OPERATORS["SPLIT"].options
 ((2, 2), 'SplitOptions')
@@ -163,12 +166,13 @@ class OpSpec:
     outputs: tuple[int, int | None]
     options: str | None = None
     rules: tuple[Rule, ...] = ()
+    optional: tuple[int, ...] = ()
 
 
-def _op(ins, outs=1, options=None, *rules: Rule) -> OpSpec:
+def _op(ins, outs=1, options=None, *rules: Rule, optional: tuple[int, ...] = ()) -> OpSpec:
     ins = ins if isinstance(ins, tuple) else (ins, ins)
     outs = outs if isinstance(outs, tuple) else (outs, outs)
-    return OpSpec(ins, outs, options, rules)
+    return OpSpec(ins, outs, options, rules, optional)
 
 
 _ACT = enum("fused_activation_function", "ActivationFunctionType")
@@ -246,11 +250,13 @@ OPERATORS: dict[str, OpSpec] = {
     "L2_NORMALIZATION": _op(1, 1, "L2NormOptions", _ACT),
     "LOCAL_RESPONSE_NORMALIZATION": _op(1, 1, "LocalResponseNormalizationOptions"),
     # convolutions, pooling, dense
-    "CONV_2D": _op((2, 3), 1, "Conv2DOptions", *_CONV, *_DILATIONS),
-    "DEPTHWISE_CONV_2D": _op((2, 3), 1, "DepthwiseConv2DOptions", *_CONV, *_DILATIONS),
-    "TRANSPOSE_CONV": _op((3, 4), 1, "TransposeConvOptions", _PADDING, *_STRIDES, rank_of(1, 4), rank_of(2, 4)),
-    "CONV_3D": _op((2, 3), 1, "Conv3DOptions", _PADDING, *_STRIDES, at_least("stride_d", 1)),
-    "FULLY_CONNECTED": _op((2, 3), (1, 2), "FullyConnectedOptions", _ACT, positive_dims(1, "weights")),
+    "CONV_2D": _op(3, 1, "Conv2DOptions", *_CONV, *_DILATIONS),
+    "DEPTHWISE_CONV_2D": _op(3, 1, "DepthwiseConv2DOptions", *_CONV, *_DILATIONS),
+    "TRANSPOSE_CONV": _op(
+        (3, 4), 1, "TransposeConvOptions", _PADDING, *_STRIDES, rank_of(1, 4), rank_of(2, 4), optional=(3,)
+    ),
+    "CONV_3D": _op((2, 3), 1, "Conv3DOptions", _PADDING, *_STRIDES, at_least("stride_d", 1), optional=(2,)),
+    "FULLY_CONNECTED": _op((2, 3), (1, 2), "FullyConnectedOptions", _ACT, positive_dims(1, "weights"), optional=(2,)),
     "BATCH_MATMUL": _op(2, 1, "BatchMatMulOptions"),
     "AVERAGE_POOL_2D": _op(1, 1, "Pool2DOptions", *_POOL),
     "MAX_POOL_2D": _op(1, 1, "Pool2DOptions", *_POOL),
@@ -268,7 +274,7 @@ OPERATORS: dict[str, OpSpec] = {
     "TOPK_V2": _op(2, 2, "TopKV2Options"),
     "CUMSUM": _op(2, 1, "CumsumOptions"),
     # shape and layout
-    "RESHAPE": _op((1, 2), 1, "ReshapeOptions"),
+    "RESHAPE": _op((1, 2), 1, "ReshapeOptions", optional=(1,)),
     "SQUEEZE": _op(1, 1, "SqueezeOptions"),
     "EXPAND_DIMS": _op(2, 1, "ExpandDimsOptions"),
     "TRANSPOSE": _op(2, 1, "TransposeOptions"),
@@ -296,8 +302,8 @@ OPERATORS: dict[str, OpSpec] = {
     "TILE": _op(2, 1, "TileOptions"),
     "BROADCAST_TO": _op(2, 1, "BroadcastToOptions"),
     "REVERSE_V2": _op(2, 1, "ReverseV2Options"),
-    "PAD": _op((2, 3), 1, "PadOptions"),
-    "PADV2": _op((2, 3), 1, "PadV2Options"),
+    "PAD": _op((2, 3), 1, "PadOptions", optional=(2,)),
+    "PADV2": _op((2, 3), 1, "PadV2Options", optional=(2,)),
     "MIRROR_PAD": _op(2, 1, "MirrorPadOptions"),
     "DEPTH_TO_SPACE": _op(1, 1, "DepthToSpaceOptions", at_least("block_size", 1), rank_of(0, 4)),
     "SPACE_TO_DEPTH": _op(1, 1, "SpaceToDepthOptions", at_least("block_size", 1), rank_of(0, 4)),
@@ -370,9 +376,9 @@ def _node_problem(model, sg, op, spec: OpSpec) -> str | None:
     )
     if problem:
         return problem
-    required = op.inputs[: spec.inputs[0]]
-    if -1 in required:
-        return f"required input {required.index(-1)} is absent (-1)"
+    absent = next((k for k, t in enumerate(op.inputs) if t < 0 and k not in spec.optional), None)
+    if absent is not None:
+        return f"required input {absent} is absent (-1)"
     if spec.options is not None and op.options_type not in (None, spec.options):
         return f"its builtin options are {op.options_type}, expected {spec.options}"
     if not spec.rules:

@@ -53,6 +53,18 @@ def conv_without_filter(m):
     op.inputs = [int(op.inputs[0]), -1, int(op.inputs[2])]
 
 
+def concatenation_with_an_absent_input(m):
+    """A -1 among CONCATENATION's inputs (LiteRT segfaults)."""
+    op = m.subgraphs[0].operators[_first(m, "CONCATENATION")]
+    op.inputs = [int(v) for v in op.inputs] + [-1]
+
+
+def depthwise_without_bias(m):
+    """Two inputs: LiteRT and tflite-runtime 2.14 segfault, with XNNPACK or without."""
+    op = m.subgraphs[0].operators[_first(m, "DEPTHWISE_CONV_2D")]
+    op.inputs = [int(v) for v in op.inputs][:2]
+
+
 def op_writes_graph_input(m):
     sg = m.subgraphs[0]
     sg.operators[3].outputs = [int(sg.inputs[0])]
@@ -94,6 +106,11 @@ MUTANTS = {
         r"\(CONCATENATION\): axis 7 is out of range for input 0 of rank 3",
     ),
     "conv_without_filter": (conv_without_filter, r"operator 2 \(CONV_2D\): required input 1 is absent"),
+    "concatenation_with_an_absent_input": (
+        concatenation_with_an_absent_input,
+        r"\(CONCATENATION\): required input 2 is absent",
+    ),
+    "depthwise_without_bias": (depthwise_without_bias, r"\(DEPTHWISE_CONV_2D\): 2 inputs, expected 3"),
     "op_writes_graph_input": (
         op_writes_graph_input,
         r"operator 3 \(RELU\) writes tensor 0 'input', one of the graph's inputs",
