@@ -8,6 +8,7 @@ as a failed test, not a dead test process.
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "formats"))
-from tflite_mutants import MUTANTS, mutate  # noqa: E402
+from tflite_mutants import MUTANTS, mutate, random_mutant  # noqa: E402
+
+from edgeinf.errors import ModelFileError  # noqa: E402
+from edgeinf.formats.tflite import read_tflite  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -63,3 +67,25 @@ def test_runtimes_survive_or_fail_on_mutants_edgeinf_refuses(mutants, tflite_wor
             reply = worker.ask({"kind": "tflite", "path": str(path), "action": "run", "delegate": True})
             outcomes[(target, name)] = "crash" if reply.get("crashed") else ("ran" if reply["ok"] else "error")
     assert "crash" in outcomes.values() and "ran" in outcomes.values(), outcomes
+
+
+def test_random_mutants_edgeinf_accepts_do_not_crash_a_runtime(model_path, tflite_workers, tmp_path):
+    """Random one-node edits of two real models (fixed seeds): every one the reader lets
+    through must load, fail cleanly or run in both runtimes, never crash them."""
+    crashes = []
+    for name, seed in (("face_detection_short_range", 1), ("face_landmark", 11)):
+        data = model_path(name).read_bytes()
+        rng = random.Random(seed)
+        for k in range(60):
+            what, mutant = random_mutant(data, rng)
+            try:
+                read_tflite(mutant)
+            except ModelFileError:
+                continue
+            path = tmp_path / f"{name}-{k}.tflite"
+            path.write_bytes(mutant)
+            for target, worker in tflite_workers.items():
+                reply = worker.ask({"kind": "tflite", "path": str(path), "action": "run", "delegate": True})
+                if reply.get("crashed"):
+                    crashes.append(f"{name} mutant {k} ({what}) crashed {target}")
+    assert not crashes, crashes

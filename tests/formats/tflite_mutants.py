@@ -3,6 +3,9 @@ runtime tests)."""
 
 from __future__ import annotations
 
+import random
+
+from edgeinf.formats.tflite_ops import OPERATORS
 from edgeinf.formats.tflite_schema import schema
 from edgeinf.formats.tflite_writer import builtin_code, pack
 
@@ -135,3 +138,53 @@ def mutate(data: bytes, name: str) -> bytes:
     model = schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
     MUTANTS[name][0](model)
     return pack(model)
+
+
+_ODD_VALUES = (0, -1, 2, 7, 1000, -(2**31))
+
+
+def random_mutant(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    """One random structural edit of one node: its opcode (any operator edgeinf lists), an
+    input added, dropped or made absent, an output added, an option set to an odd value,
+    its inputs shuffled, or a dimension of one of its activations changed."""
+    model = schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
+    sg = model.subgraphs[0]
+    j = rng.randrange(len(sg.operators))
+    op = sg.operators[j]
+    kind = rng.choice(["opcode", "inputs", "outputs", "options", "shuffle", "shape"])
+    if kind == "opcode":
+        op.opcodeIndex = _add_opcode(model, rng.choice(sorted(OPERATORS)))
+        if rng.random() < 0.5:
+            op.builtinOptions, op.builtinOptionsType = None, 0
+    elif kind == "inputs":
+        ins = [int(v) for v in op.inputs]
+        if ins and rng.random() < 0.5:
+            ins.pop(rng.randrange(len(ins)))
+        else:
+            ins.append(rng.choice([-1, rng.randrange(len(sg.tensors))]))
+        op.inputs = ins
+    elif kind == "outputs":
+        t = schema().TensorT()
+        t.name, t.shape, t.type, t.buffer = "extra", [1, 4], 0, 0
+        sg.tensors.append(t)
+        op.outputs = [int(v) for v in op.outputs] + [len(sg.tensors) - 1]
+    elif kind == "options" and op.builtinOptions is not None:
+        fields = [k for k, v in vars(op.builtinOptions).items() if isinstance(v, int) and not isinstance(v, bool)]
+        if fields:
+            setattr(op.builtinOptions, rng.choice(fields), rng.choice(_ODD_VALUES))
+    elif kind == "shuffle":
+        ins = [int(v) for v in op.inputs]
+        rng.shuffle(ins)
+        op.inputs = ins
+    elif kind == "shape":
+        candidates = [int(v) for v in list(op.inputs) + list(op.outputs) if v >= 0 and sg.tensors[int(v)].buffer == 0]
+        if candidates:
+            t = sg.tensors[rng.choice(candidates)]
+            if t.shape is not None and len(t.shape):
+                shape = [int(d) for d in t.shape]
+                shape[rng.randrange(len(shape))] = rng.choice([0, 1, 3, 1000])
+                t.shape = shape
+    try:
+        return f"{kind} of operator {j}", pack(model)
+    except TypeError:  # a value the field's type cannot hold (an int8 enum set to 1000)
+        return f"{kind} of operator {j} (not written)", data
