@@ -32,6 +32,7 @@ from probe_tflite import runtime_version  # noqa: E402
 from runtime_worker import RuntimeWorker, delegate_partitions  # noqa: E402
 
 from edgeinf.compat.features import node_features  # noqa: E402
+from edgeinf.errors import ModelFileError  # noqa: E402
 from edgeinf.formats.tflite import read_tflite  # noqa: E402
 from edgeinf.formats.tflite_schema import schema  # noqa: E402
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model, pack  # noqa: E402
@@ -515,7 +516,10 @@ def generic(op: str, n_inputs: int):
 
 def _run_probe(worker, path: Path, data: bytes, target: int) -> dict:
     path.write_bytes(data)
-    model = read_tflite(data)
+    try:
+        model = read_tflite(data)
+    except ModelFileError as exc:  # a node its kernel cannot take: edgeinf refuses it before any runtime
+        return {"features": {}, "error": f"edgeinf: {str(exc)[:200]}", "delegated": None}
     sg = model.main
     features = node_features(model, sg, sg.operators[target])
     reply = worker.ask({"kind": "tflite", "path": str(path), "action": "run", "delegate": True})

@@ -35,15 +35,18 @@ def _enum_names(enum: str) -> dict[int, str]:
 def static_tensors(sg: Subgraph) -> set[int]:
     """Tensors whose value is known before the first invoke (constants and quasi-static)."""
     static = {t.index for t in sg.tensors if t.is_constant}
-    changed = True
-    while changed:  # DEQUANTIZE(DENSIFY(const)) chains: iterate to the fixed point
-        changed = False
-        for op in sg.operators:
-            if op.opcode.name in _QUASI_STATIC_PRODUCERS and op.inputs and op.inputs[0] in static:
-                for t in op.outputs:
-                    if t not in static:
-                        static.add(t)
-                        changed = True
+    readers: dict[int, list] = {}  # DEQUANTIZE(DENSIFY(const)) chains in any node order
+    for op in sg.operators:
+        if op.opcode.name in _QUASI_STATIC_PRODUCERS and op.inputs:
+            readers.setdefault(op.inputs[0], []).append(op)
+    pending = [t for t in static if t in readers]
+    while pending:
+        for op in readers[pending.pop()]:
+            for t in op.outputs:
+                if t not in static:
+                    static.add(t)
+                    if t in readers:
+                        pending.append(t)
     return static
 
 

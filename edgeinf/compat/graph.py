@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 
 from ..formats.tflite import Subgraph
-
-_NOT_READY = -1
-_ALWAYS_READY = -2
 
 
 def partition(
@@ -16,9 +14,12 @@ def partition(
 ) -> list[tuple[bool, list[int]]]:
     """Split nodes into subsets the way TFLite does before handing them to a delegate.
 
-    Same rule as TFLite's ``PartitionGraphIntoIndependentNodeSubsets`` (greedy): each
+    Same result as TFLite's ``PartitionGraphIntoIndependentNodeSubsets`` (greedy): each
     subset takes, sweep after sweep in node order, every ready node of the subset's kind
     (the kind of its first ready node); a tensor is ready once its producer is placed.
+
+    The sweeps are simulated with ready queues instead of rescanning every node, so the
+    cost is O(E log N) for E tensor references, whatever order the nodes are listed in.
 
     Args:
         inputs, outputs: tensor indices per node (-1 = absent).
@@ -28,37 +29,50 @@ def partition(
         ``(is_delegate_subset, node indices)`` in execution order.
     """
     n = len(on_delegate)
-    epoch: dict[int, int] = {}
-    for outs in outputs:
-        for t in outs:
-            if t >= 0:
-                epoch[t] = _NOT_READY
-    placed = [False] * n
+    produced: set[int] = set()
+    for i in range(n):
+        produced.update(t for t in outputs[i] if t >= 0)
+    # waiting[i]: distinct produced tensors node i still waits for; consumers[t]: who reads t
+    waiting = [0] * n
+    consumers: dict[int, list[int]] = {}
+    for i in range(n):
+        for t in set(inputs[i]):
+            if t in produced:
+                waiting[i] += 1
+                consumers.setdefault(t, []).append(i)
+    ready: dict[bool, list[int]] = {True: [], False: []}  # ready, unplaced nodes by kind (heaps)
+    for i in range(n):
+        if waiting[i] == 0:
+            ready[bool(on_delegate[i])].append(i)
+    placed = 0
     subsets: list[tuple[bool, list[int]]] = []
-    while not all(placed):
-        kind: bool | None = None
-        members: list[int] = []
-        current = len(subsets)
-        progress = True
-        while progress:
-            progress = False
-            for i in range(n):
-                if placed[i] or any(t >= 0 and epoch.get(t, _ALWAYS_READY) == _NOT_READY for t in inputs[i]):
-                    continue
-                if kind is None:
-                    kind = on_delegate[i]
-                if on_delegate[i] != kind:
-                    continue
-                placed[i] = True
-                members.append(i)
-                for t in outputs[i]:
-                    if t >= 0:
-                        epoch[t] = current
-                progress = True
-        if not members:  # a cycle or a dangling input: leave the rest as one CPU subset
-            subsets.append((False, [i for i in range(n) if not placed[i]]))
+    while placed < n:
+        if not ready[True] and not ready[False]:  # a cycle or a dangling input: the rest is one CPU subset
+            done = {i for _, members in subsets for i in members}
+            subsets.append((False, [i for i in range(n) if i not in done]))
             break
-        subsets.append((bool(kind), members))
+        # the subset's kind is that of the first ready node in node order
+        kind = not ready[False] or (bool(ready[True]) and ready[True][0] < ready[False][0])
+        this_sweep, next_sweep = ready[kind], []
+        ready[kind] = []
+        members: list[int] = []
+        while this_sweep:
+            i = heapq.heappop(this_sweep)
+            members.append(i)
+            for t in outputs[i]:
+                if t in produced:
+                    produced.discard(t)  # the first producer placed makes t ready
+                    for j in consumers.get(t, ()):
+                        waiting[j] -= 1
+                        if waiting[j] == 0:
+                            if bool(on_delegate[j]) != kind:
+                                heapq.heappush(ready[not kind], j)
+                            else:  # later in this sweep if after i, else in the next sweep
+                                heapq.heappush(this_sweep if j > i else next_sweep, j)
+            if not this_sweep:
+                this_sweep, next_sweep = next_sweep, []
+        placed += len(members)
+        subsets.append((kind, members))
     return subsets
 
 
@@ -96,20 +110,28 @@ def activation_memory(sg: Subgraph) -> tuple[int, int]:
                 last_use[t] = j
     for t in sg.outputs:
         last_use[t] = len(sg.operators)
-    live = {t: sg.tensors[t].nbytes for t in sg.inputs if t not in constant}
-    current = sum(live.values())
-    peak = current
-    total = current
+    freed_after: dict[int, list[int]] = {}  # op index -> tensors whose last reader it is
+    live: dict[int, int] = {}
+    current = 0
+
+    def allocate(t: int, at: int) -> None:
+        nonlocal current
+        live[t] = sg.tensors[t].nbytes
+        current += live[t]
+        freed_after.setdefault(max(last_use.get(t, -1), at), []).append(t)
+
+    for t in sg.inputs:
+        if t not in constant and t not in live:
+            allocate(t, 0)
+    peak = total = current
     for j, op in enumerate(sg.operators):
         for t in op.outputs:
             if t >= 0 and t not in constant and t not in live:
-                live[t] = sg.tensors[t].nbytes
-                current += live[t]
+                allocate(t, j)
                 total += live[t]
         peak = max(peak, current)
-        for t in list(live):
-            if last_use.get(t, -1) <= j:
-                current -= live.pop(t)
+        for t in freed_after.pop(j, ()):
+            current -= live.pop(t)
     return total, peak
 
 

@@ -11,6 +11,7 @@ dimensions marked (a name or -1 where the file has no fixed value).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,17 +87,26 @@ def _dtype_name(onnx, elem_type: int) -> str:
     try:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:  # noqa: BLE001 (types numpy lacks: bfloat16, float8, int4)
+        pass
+    try:
         return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:  # a type newer than the installed onnx, or garbage
+        return f"UNKNOWN_{elem_type}"
+
+
+def _text(value) -> str:
+    """A protobuf string field (protobuf hands back bytes when the file's bytes are not UTF-8)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _value(onnx, vi) -> OnnxValue:
     t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
     if t is None:
-        return OnnxValue(vi.name, "non-tensor", None)
+        return OnnxValue(_text(vi.name), "non-tensor", None)
     shape = None
     if t.HasField("shape"):
-        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or -1) for d in t.shape.dim)
-    return OnnxValue(vi.name, _dtype_name(onnx, t.elem_type), shape)
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (_text(d.dim_param) or -1) for d in t.shape.dim)
+    return OnnxValue(_text(vi.name), _dtype_name(onnx, t.elem_type), shape)
 
 
 def _attribute(onnx, a) -> Any:
@@ -107,7 +117,7 @@ def _attribute(onnx, a) -> Any:
     if kind == A.FLOAT:
         return a.f
     if kind == A.STRING:
-        return a.s.decode("utf-8", "replace")
+        return _text(a.s)
     if kind == A.INTS:
         return tuple(a.ints)
     if kind == A.FLOATS:
@@ -120,15 +130,19 @@ def _attribute(onnx, a) -> Any:
 
 
 def _tensor_bytes(onnx, t) -> int:
-    count = int(np.prod(tuple(t.dims), dtype=np.int64)) if len(t.dims) else 1
+    count = math.prod(t.dims)
     try:
         return count * np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)).itemsize
     except Exception:  # noqa: BLE001 (types numpy lacks)
         return len(t.raw_data)
 
 
-def read_onnx(path: Union[str, os.PathLike, bytes]) -> OnnxModel:
+def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike, None] = None) -> OnnxModel:
     """Parse an .onnx model (external weights are not loaded, only sized).
+
+    Args:
+        path: the file, or its bytes.
+        name: the file the bytes were read from, for messages (a path names itself).
 
     Raises:
         BackendUnavailableError: the onnx package is not installed.
@@ -137,8 +151,10 @@ def read_onnx(path: Union[str, os.PathLike, bytes]) -> OnnxModel:
     onnx = _onnx()
     from google.protobuf.message import DecodeError  # noqa: PLC0415 (ships with onnx)
 
-    if isinstance(path, (bytes, bytearray)):
-        data, name, where = bytes(path), None, "model bytes"
+    if isinstance(path, (bytes, bytearray, memoryview)):
+        data = bytes(path)
+        where = "model bytes" if name is None else Path(name).name
+        name = None if name is None else str(name)
     else:
         p = Path(path)
         try:
@@ -156,30 +172,31 @@ def read_onnx(path: Union[str, os.PathLike, bytes]) -> OnnxModel:
         raise ModelFileError(f"{where}: not an ONNX model: it has no graph or no opset_import")
     try:
         onnx.checker.check_model(model)
-    except onnx.checker.ValidationError as exc:
+    except (onnx.checker.ValidationError, ValueError) as exc:  # ValueError: e.g. a name that is not UTF-8
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         raise ModelFileError(f"{where}: fails onnx's model checker: {first}") from None
 
-    opsets = {(o.domain or DEFAULT_DOMAIN): o.version for o in model.opset_import}
+    opsets = {(_text(o.domain) or DEFAULT_DOMAIN): o.version for o in model.opset_import}
     nodes = []
     for i, n in enumerate(model.graph.node):
-        domain = n.domain or DEFAULT_DOMAIN
+        domain = _text(n.domain) or DEFAULT_DOMAIN
+        op_type = _text(n.op_type)
         since = None
         try:
-            schema = onnx.defs.get_schema(n.op_type, opsets.get(domain, 1), "" if domain == DEFAULT_DOMAIN else domain)
+            schema = onnx.defs.get_schema(op_type, opsets.get(domain, 1), "" if domain == DEFAULT_DOMAIN else domain)
             since = schema.since_version
         except Exception:  # noqa: BLE001 (SchemaError: unknown op or domain)
             since = None
-        attrs = {a.name: _attribute(onnx, a) for a in n.attribute}
+        attrs = {_text(a.name): _attribute(onnx, a) for a in n.attribute}
         nodes.append(
             OnnxNode(
                 index=i,
-                name=n.name or f"{n.op_type}_{i}",
+                name=_text(n.name) or f"{op_type}_{i}",
                 domain=domain,
-                op_type=n.op_type,
+                op_type=op_type,
                 since_version=since,
-                inputs=tuple(n.input),
-                outputs=tuple(n.output),
+                inputs=tuple(_text(v) for v in n.input),
+                outputs=tuple(_text(v) for v in n.output),
                 attributes=attrs,
                 has_subgraph=any(
                     a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in n.attribute
@@ -191,24 +208,31 @@ def read_onnx(path: Union[str, os.PathLike, bytes]) -> OnnxModel:
     for t in model.graph.initializer:
         dtype = _dtype_name(onnx, t.data_type)
         shape = tuple(t.dims)
-        total += _tensor_bytes(onnx, t)
-        inits.append(OnnxValue(t.name, dtype, shape))
+        size = _tensor_bytes(onnx, t)
+        external = t.data_location == onnx.TensorProto.EXTERNAL
+        if any(d < 0 for d in shape) or (not external and size > len(data)):
+            raise ModelFileError(
+                f"{where}: initializer {_text(t.name)!r} of shape {list(shape)} claims {size} bytes, "
+                f"the file has {len(data)}"
+            )
+        total += size
+        inits.append(OnnxValue(_text(t.name), dtype, shape))
     for n in model.graph.node:  # weights exported as Constant nodes (PaddlePaddle does this)
         for a in n.attribute:
             if n.op_type == "Constant" and a.type == onnx.AttributeProto.TENSOR:
                 total += _tensor_bytes(onnx, a.t)
-    init_names = {t.name for t in model.graph.initializer}
-    value_shapes = {vi.name: _value(onnx, vi).shape for vi in model.graph.value_info}
+    init_names = {_text(t.name) for t in model.graph.initializer}
+    value_shapes = {_text(vi.name): _value(onnx, vi).shape for vi in model.graph.value_info}
     return OnnxModel(
         path=name,
         file_size=len(data),
         ir_version=model.ir_version,
-        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        producer=f"{_text(model.producer_name)} {_text(model.producer_version)}".strip(),
         opsets=opsets,
         nodes=tuple(nodes),
         initializers=tuple(inits),
         weight_bytes=total,
-        inputs=tuple(_value(onnx, vi) for vi in model.graph.input if vi.name not in init_names),
+        inputs=tuple(v for v in (_value(onnx, vi) for vi in model.graph.input) if v.name not in init_names),
         outputs=tuple(_value(onnx, vi) for vi in model.graph.output),
         value_shapes=value_shapes,
     )

@@ -3,8 +3,9 @@
 The whole flatbuffer is verified against the TFLite schema layout (every offset,
 vtable, vector and string inside the buffer), then the graph is checked for the
 index errors that make runtimes crash (opcode, tensor, buffer and subgraph indices
-in range, external buffers inside the file, constant data sizes matching shapes),
-and only then read into plain frozen dataclasses.
+in range, external buffers inside the file, constant data sizes matching shapes)
+while it is read into plain frozen dataclasses, and the result for the data-flow
+rules (`tflite_graph`) and each node's operator requirements (`tflite_ops`).
 
 The layout comes from the schema module ai-edge-litert ships (see
 ``tools/gen_tflite_layout.py``), stored as data in ``tflite_layout.json``, so reading
@@ -27,10 +28,13 @@ import numpy as np
 
 from ..errors import ModelFileError
 from ._flatbuf import Table, Verifier, load_layout
+from .tflite_graph import check_graph
+from .tflite_ops import check_operators
 
 SCHEMA_VERSION = 3  # the only version every TFLite runtime accepts
 FILE_IDENTIFIER = b"TFL3"
 _PLACEHOLDER_FOR_GREATER_OP_CODES = 127
+MAX_ACTIVATION_BYTES = 2**31 - 1  # runtimes index tensors with int32; no edge model needs more
 
 # Bytes per element (fractions for packed sub-byte types); None: variable size.
 _DTYPE_BYTES = {
@@ -260,8 +264,10 @@ class TfliteModel:
         return np.frombuffer(self.buffer_data(t.buffer), dtype=dtype.newbyteorder("<")).reshape(t.shape)
 
 
-def _load(path_or_bytes: PathOrBytes) -> tuple[bytes, str | None, str]:
+def _load(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None]) -> tuple[bytes, str | None, str]:
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        if name is not None:
+            return bytes(path_or_bytes), str(name), Path(name).name
         return bytes(path_or_bytes), None, "model bytes"
     path = Path(path_or_bytes)
     try:
@@ -275,31 +281,37 @@ def _load(path_or_bytes: PathOrBytes) -> tuple[bytes, str | None, str]:
     return data, str(path), path.name
 
 
-def read_tflite(path_or_bytes: PathOrBytes) -> TfliteModel:
+def read_tflite(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None] = None) -> TfliteModel:
     """Verify and read a .tflite model.
 
     Args:
         path_or_bytes: a file path or the file's bytes.
+        name: the file the bytes were read from, for messages (a path names itself).
 
     Returns:
         The model's opcodes, subgraphs, tensors, buffers, signatures and metadata.
 
     Raises:
-        ModelFileError: the file is missing, not a TFLite flatbuffer, truncated, or has
-            offsets or indices out of range; the message names the field and the values.
+        ModelFileError: the file is missing, not a TFLite flatbuffer, truncated, has
+            offsets or indices out of range, a graph that breaks the data-flow rules
+            (`tflite_graph`), or a node its operator's kernel cannot take
+            (`tflite_ops`); the message names the file, the field and the values.
 
     >>> model = read_tflite(zoo.path("face_detection_short_range"))   # doctest: +SKIP
     >>> model.opcodes[0].name                                          # doctest: +SKIP
     'CONV_2D'
     """
-    data, path, what = _load(path_or_bytes)
+    data, path, what = _load(path_or_bytes, name)
     if len(data) < 8:
         raise ModelFileError(f"{what}: {len(data)} bytes is too short for a .tflite flatbuffer (needs at least 8)")
     if data[4:8] != FILE_IDENTIFIER:
         raise ModelFileError(f"{what}: not a .tflite file: bytes 4..8 are {data[4:8]!r}, expected {FILE_IDENTIFIER!r}")
     layout = _layout()
     root_pos = Verifier(data, layout, what).root(layout["root_table"])
-    return _Reader(data, path, what, layout).read(root_pos)
+    model = _Reader(data, path, what, layout).read(root_pos)
+    check_graph(model, what)
+    check_operators(model, what)
+    return model
 
 
 class _Reader:
@@ -425,6 +437,13 @@ class _Reader:
         shape = _seq(t.get("shape"))
         sig = t.get("shape_signature")
         signature = None if sig is None else _seq(sig)
+        if any(d < 0 for d in shape):
+            self.fail(
+                f"subgraph {g} tensor {i} {name!r}: shape {list(shape)} has a negative dimension "
+                "(a dynamic dimension is 1 in the shape and -1 in shape_signature)"
+            )
+        if signature is not None and any(d < -1 for d in signature):
+            self.fail(f"subgraph {g} tensor {i} {name!r}: shape_signature {list(signature)} has a dimension below -1")
         if signature is not None and len(signature) != len(shape):
             self.fail(
                 f"subgraph {g} tensor {i} {name!r}: shape {list(shape)} and shape_signature {list(signature)} differ in rank"
@@ -446,7 +465,12 @@ class _Reader:
             has_rank=bool(t.get("has_rank")),
         )
         per = _DTYPE_BYTES.get(dtype)
-        if data_size and per is not None and sparsity is None and all(d >= 0 for d in shape):
+        if not data_size and tensor.nbytes > MAX_ACTIVATION_BYTES:
+            self.fail(
+                f"subgraph {g} tensor {i} {name!r} {dtype}{list(shape)} needs {tensor.nbytes} bytes, more than "
+                f"the {MAX_ACTIVATION_BYTES} edgeinf accepts for a tensor computed at run time"
+            )
+        if data_size and per is not None and sparsity is None:
             expected = tensor.nbytes
             if data_size != expected:
                 self.fail(

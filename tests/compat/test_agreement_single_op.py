@@ -3,7 +3,8 @@
 Every op the XNNPACK probe builds (tools/probe_xnnpack.py: valid one-op models with
 constant parameters) is written at several versions: 1, the last version each runtime
 has, and one past it. "Runs" must hold exactly when the runtime loads, allocates and
-invokes the model; XNNPACK placement must match the runtime's DELEGATE nodes.
+invokes the model; XNNPACK placement must match the runtime's DELEGATE nodes. A model
+the reader refuses (e.g. a convolution without its bias) must fail or crash in both runtimes.
 
 Models whose graph inputs include int32 tensors are left out: their validity depends on
 the values fed at run time (an axis, a shape), which no static check can know.
@@ -19,6 +20,7 @@ from runtime_worker import delegate_partitions
 
 import edgeinf
 from edgeinf.compat import tables
+from edgeinf.errors import ModelFileError
 from edgeinf.formats.tflite import read_tflite
 from edgeinf.formats.tflite_writer import set_op_version
 
@@ -52,7 +54,15 @@ def _versions(op: str) -> list[int]:
 def test_single_op_models(tmp_path, tflite_workers, op, builder, kw):
     g, target_index, outputs = builder(**kw)
     base = g.build(outputs)
-    model = read_tflite(base)
+    try:
+        model = read_tflite(base)
+    except ModelFileError as exc:  # refused before any runtime: no runtime may run it either
+        path = tmp_path / f"{op}.tflite"
+        path.write_bytes(base)
+        for target, worker in tflite_workers.items():
+            reply = worker.ask({"kind": "tflite", "path": str(path), "action": "run", "delegate": True})
+            assert not reply["ok"], f"edgeinf refuses {op} ({exc}) but {target} runs it"
+        return
     if any(model.main.tensors[i].dtype == "INT32" for i in model.main.inputs):
         pytest.skip("int32 graph inputs: validity depends on run-time values")
     disagreements = []

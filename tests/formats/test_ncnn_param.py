@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
+import tracemalloc
 
 import pytest
 
+import edgeinf
 from edgeinf.errors import ModelFileError
 from edgeinf.formats.ncnn_param import parse_params, read_ncnn_param
 
@@ -62,10 +65,41 @@ def test_short_bin_names_expected_and_given(esr):
         read_ncnn_param(esr)
 
 
-def test_long_bin_is_a_note(esr):
+def test_long_bin_is_refused_naming_both_sizes(esr):
     b = esr.with_suffix(".bin")
     b.write_bytes(b.read_bytes() + bytes(8))
-    assert "8 more than the 1247368 the params imply" in read_ncnn_param(esr).bin_note
+    with pytest.raises(
+        ModelFileError, match=r"m\.bin is 1247376 bytes but the params imply 1247368 \(8 bytes left over\)"
+    ):
+        read_ncnn_param(esr)
+
+
+def _edit_first_conv(param, extra: str) -> None:
+    lines = param.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Convolution"))
+    lines[first] += " " + extra
+    param.write_text("\n".join(lines) + "\n")
+
+
+def test_int8_scale_flag_on_a_real_model_is_refused(esr):
+    # 8=101 makes ncnn read int8 scales after Conv_0's bias, out of step with the file: the
+    # weights of every later layer are misread and run() corrupts the heap.
+    _edit_first_conv(esr, "8=101")
+    with pytest.raises(ModelFileError) as info:
+        read_ncnn_param(esr)
+    message = str(info.value)
+    assert re.search(r"m\.bin is 1247368 bytes but the params imply \d+ \(\d+ bytes left over\)", message), message
+    assert "went astray at or before Convolution Conv_2 (line 7)" in message
+    with pytest.raises(ModelFileError, match="m.bin is 1247368 bytes but the params imply"):
+        edgeinf.check(esr)
+    with pytest.raises(ModelFileError, match="m.bin is 1247368 bytes but the params imply"):
+        edgeinf.load(esr, check=False)  # refused by the reader itself, before ncnn sees it
+
+
+def test_float_where_an_integer_is_read_is_refused(esr):
+    _edit_first_conv(esr, "5=1.0")
+    with pytest.raises(ModelFileError, match=r"line 5: Convolution Conv_0: param 5 must be an integer, got 1\.0"):
+        read_ncnn_param(esr)
 
 
 def test_fp16_and_int8_tags_are_sized(tmp_path):
@@ -83,12 +117,62 @@ def test_fp16_and_int8_tags_are_sized(tmp_path):
     assert read_ncnn_param(param).expected_bin_size == len(codebook)
 
 
-def test_unknown_weighted_layer_skips_with_a_note(tmp_path):
+# Each layer line with the .bin bytes its load_model reads (ncnn src/layer/*.cpp), fp32 weights:
+# a 4-byte zero tag before each type-0 array, raw fp32 for type-1 arrays.
+_SIZED_LAYERS = [
+    # weights 72, bias 4, int8: weight scales per output + input scale
+    ("Convolution c 1 1 data out 0=4 1=3 5=1 6=72 8=1", 4 + 4 * 72 + 4 * 4 + 4 * 4 + 4),
+    # 8=101 adds an output scale
+    ("Convolution c 1 1 data out 0=4 1=3 5=1 6=72 8=101", 4 + 4 * 72 + 4 * 4 + 4 * 4 + 4 + 4),
+    # depthwise 8=1: one weight scale per group (7=2); 8=2: one shared weight scale
+    ("ConvolutionDepthWise c 1 1 data out 0=2 1=3 5=1 6=18 7=2 8=1", 4 + 4 * 18 + 4 * 2 + 4 * 2 + 4),
+    ("ConvolutionDepthWise c 1 1 data out 0=2 1=3 5=1 6=18 7=2 8=2", 4 + 4 * 18 + 4 * 2 + 4 + 4),
+    ("ConvolutionDepthWise c 1 1 data out 0=2 1=3 5=1 6=18 7=2 8=3", 4 + 4 * 18 + 4 * 2),  # 3: no scales
+    ("Deconvolution c 1 1 data out 0=4 1=3 5=1 6=72 8=1", 4 + 4 * 72 + 4 * 4),  # no int8 term
+    ("Convolution c 1 1 data out 0=4 1=3 5=1 6=72 19=1", 0),  # dynamic weights: a second input
+    ("InnerProduct f 1 1 data out 0=3 1=1 2=6 8=1", 4 + 4 * 6 + 4 * 3 + 4 * 3 + 4),
+    ("BatchNorm b 1 1 data out 0=2", 4 * 4 * 2),
+    ("GroupNorm g 1 1 data out 0=1 1=2", 2 * 4 * 2),
+    ("GroupNorm g 1 1 data out 0=1 1=2 3=0", 0),
+    ("PReLU p 1 1 data out 0=2", 4 * 2),
+    ("Scale s 1 1 data out 0=2 1=1", 2 * 4 * 2),
+    # LSTM 0=num_output 1=weight size 3=hidden: xc, bias, hc, then hr as num_output != hidden
+    ("LSTM l 1 1 data out 0=4 1=32 3=2", (4 + 4 * 32) + (4 + 4 * 2 * 4) + (4 + 4 * 4 * 8) + (4 + 4 * 2 * 4)),
+    ("GRU l 1 1 data out 0=4 1=24 2=2", (4 + 4 * 24) + (4 + 4 * 4 * 4 * 2) + (4 + 4 * 4 * 12 * 2)),
+    ("RNN l 1 1 data out 0=4 1=8 8=1", (4 + 4 * 8) + (4 + 4 * 4) + (4 + 4 * 16) + 2 * 4 * 4),
+    # Gemm: constant A (K x M), B (N x K), C broadcast 3 (N x M)
+    ("Gemm g 1 1 data out 4=1 5=1 6=1 7=2 8=3 9=4 10=3", (4 + 4 * 8) + (4 + 4 * 12) + (4 + 4 * 6)),
+    # MultiHeadAttention: q, k, v (embed x dim + bias), out (qdim x embed + bias)
+    ("MultiHeadAttention a 1 1 data out 0=4 1=2 2=16", 4 * ((4 + 4 * 16) + 4 * 4)),
+    ("MemoryData m 0 1 out 0=3 1=2 2=2", 4 * 12),  # load type 1 (raw) by default
+    ("Embed e 1 1 data out 0=4 1=10 2=1 3=40 18=1", (4 + 4 * 40) + 4 * 4 + 4),
+    ("Requantize r 1 1 data out 0=2 1=1 2=2", 4 * 2 + 4 + 4 * 2),
+]
+
+
+@pytest.mark.parametrize("line, size", _SIZED_LAYERS, ids=[line.split()[0] for line, _ in _SIZED_LAYERS])
+def test_weight_sizes_are_exact_per_layer_type(tmp_path, line, size):
+    param = tmp_path / "one.param"
+    feeds = int(line.split()[2])
+    head = "7767517\n2 2\nInput in 0 1 data 0=4 1=4 2=2\n" if feeds else "7767517\n1 1\n"
+    param.write_text(head + line + "\n")
+    if size:
+        (tmp_path / "one.bin").write_bytes(bytes(size))
+        assert read_ncnn_param(param).expected_bin_size == size
+        for wrong in (size - 4, size + 4):
+            (tmp_path / "one.bin").write_bytes(bytes(wrong))
+            with pytest.raises(ModelFileError, match=f"one.bin is {wrong} bytes"):
+                read_ncnn_param(param)
+    else:
+        assert read_ncnn_param(param).bin_path is None
+
+
+def test_block_quantized_gemm_is_refused_not_skipped(tmp_path):
     param = tmp_path / "g.param"
-    param.write_text("7767517\n2 2\nInput in 0 1 data\nGemm g 1 1 data out 0=1.0\n")
-    (tmp_path / "g.bin").write_bytes(bytes(64))
-    p = read_ncnn_param(param)
-    assert p.expected_bin_size is None and "Gemm g (line 4)" in p.bin_note
+    param.write_text("7767517\n2 2\nInput in 0 1 data\nGemm g 1 1 data out 3=1 5=1 8=4 9=64 18=400\n")
+    (tmp_path / "g.bin").write_bytes(bytes(4096))
+    with pytest.raises(ModelFileError, match=r"Gemm g holds block-quantized weights \(18=400\).*cannot be verified"):
+        read_ncnn_param(param)
 
 
 def test_weightless_model_needs_no_bin(tmp_path):
@@ -121,6 +205,12 @@ def test_param_encodings():
         ("7767517\n1 1\nInput in 0 1 data -23300=3,1,2\n", r"array param 0 declares 3 elements but has 2"),
         ("7767517\n1 1\nInput in 0 1 data 0=1x\n", r"value '1x' is neither an int nor a float"),
         ("7767517\n1 1\nInput in 0 1 data 0\n", r"expected id=value, got '0'"),
+        ("7767517\n1 1\nInput in 0 1 data 0=1_0\n", r"value '1_0' is neither an int nor a float"),
+        ("7767517\n1 1\nInput in 0 1 data 0=1.5e\n", r"value '1.5e' is neither an int nor a float"),
+        ("7767517\n1 1\nInput in 0 1 data 0=4294967296\n", r"value 4294967296 is outside ncnn's int32 range"),
+        ("7767517\n1 1\nInput in 0 1 data 0=abc\n", r"Input in: param 0 must be an integer, got 'abc'"),
+        ("7767517\n1 1\nInput in 0 1 data 0=-3\n", r"Input in has shape \[0, 0, -3\]"),
+        ("7767517\n1 1\nInput in 0 1 data 0=100000 1=100000 2=3\n", r"Input in has shape \[3, 100000, 100000\]"),
     ],
 )
 def test_malformed_param(tmp_path, text, pattern):
@@ -137,3 +227,27 @@ def test_binary_and_missing(tmp_path):
         read_ncnn_param(p)
     with pytest.raises(ModelFileError, match="no such file"):
         read_ncnn_param(tmp_path / "none.param")
+
+
+@pytest.mark.parametrize(
+    "line, pattern",
+    [
+        # a string where a size is read: once multiplied out as a string, 3 GB of memory
+        ("MemoryData md 0 1 w 0=abc 1=1000000000 2=1000", r"MemoryData md: param 0 must be an integer, got 'abc'"),
+        ("MemoryData md 0 1 w 0=1000 1=1000000000 2=1000", r"implies 1000000000000000 weights in one array"),
+        ("MemoryData md 0 1 w 0=-2 1=3", r"loads an array of shape \[-2, 3\]"),
+        ("LSTM l 0 1 w 0=0 1=8", r"LSTM l: num_output is 0, expected a positive size"),
+    ],
+)
+def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, line, pattern):
+    param = tmp_path / "md.param"
+    param.write_text(f"7767517\n1 1\n{line}\n")
+    (tmp_path / "md.bin").write_bytes(bytes(64))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ModelFileError, match=pattern):
+            edgeinf.check(param)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50 * 2**20, f"checking a {param.stat().st_size}-byte .param took {peak} bytes"

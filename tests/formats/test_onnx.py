@@ -67,3 +67,24 @@ def test_missing_onnx_package(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(BackendUnavailableError, match=r"pip install edgeinf\[onnx\]"):
         read_onnx(tmp_path / "x.onnx")
+
+
+def _one_initializer_model(dims, raw: bytes) -> bytes:
+    h = onnx.helper
+    w = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=dims, raw_data=raw)
+    node = h.make_node("Add", ["x", "w"], ["y"])
+    graph = h.make_graph(
+        [node],
+        "g",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4])],
+        [w],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)]).SerializeToString()
+
+
+def test_an_initializer_larger_than_its_data_is_refused_naming_the_file():
+    data = _one_initializer_model([100_000, 100_000, 100_000], bytes(16))
+    with pytest.raises(ModelFileError, match=r"^w\.onnx: .*4000000000000000 bytes"):
+        read_onnx(data, name="/models/w.onnx")
+    assert read_onnx(_one_initializer_model([4], bytes(16)), name="w.onnx").weight_bytes == 16

@@ -1,0 +1,45 @@
+"""Fuzz the .onnx reader and the compatibility checker (atheris, coverage-guided).
+
+Each input is a whole .onnx file: read (`read_onnx`), then checked (`edgeinf.check`)
+from a file. The onnx package's protobuf parser is native and not instrumented; the
+coverage guides edgeinf's side. Every exception other than edgeinf's documented
+errors, MemoryError and RecursionError included, is a finding.
+
+    python tools/fuzz/fuzz_onnx.py CORPUS_DIR tools/fuzz/corpus/onnx -max_total_time=60
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import atheris
+
+with atheris.instrument_imports(include=["edgeinf.formats", "edgeinf.compat"]):
+    from edgeinf.compat import check
+    from edgeinf.errors import ModelFileError, UnsupportedOperatorError
+    from edgeinf.formats.onnx import read_onnx
+
+_FILE = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-onnx-")) / "input.onnx"
+
+
+def test_one_input(data: bytes) -> None:
+    try:
+        read_onnx(data, name="input.onnx")
+    except ModelFileError:
+        return
+    _FILE.write_bytes(data)
+    try:
+        check(_FILE).to_json()
+    except (ModelFileError, UnsupportedOperatorError):
+        return
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""Fuzz the .tflite reader and the compatibility checker (atheris, coverage-guided).
+
+Each input is a whole .tflite file. It is read and verified (`read_tflite`), and what
+reads is then checked (`edgeinf.check`) from a file, as `edgeinf check` would. Every
+exception other than edgeinf's documented errors, MemoryError and RecursionError
+included, is a finding: atheris stops, saves the input and exits nonzero.
+
+    python tools/fuzz/fuzz_tflite.py CORPUS_DIR tools/fuzz/corpus/tflite -max_total_time=60
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import atheris
+
+with atheris.instrument_imports(include=["edgeinf.formats", "edgeinf.compat"]):
+    from edgeinf.compat import check
+    from edgeinf.errors import ModelFileError, UnsupportedOperatorError
+    from edgeinf.formats.tflite import read_tflite
+
+_FILE = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-tflite-")) / "input.tflite"
+_TARGETS = ("ai-edge-litert 2.3.0", "tflite-runtime 2.14.0")
+
+
+def test_one_input(data: bytes) -> None:
+    try:
+        read_tflite(data, name="input.tflite")
+    except ModelFileError:
+        return
+    _FILE.write_bytes(data)
+    for target in _TARGETS:
+        try:
+            check(_FILE, target=target).to_json()
+        except (ModelFileError, UnsupportedOperatorError):
+            return
+
+
+def main() -> None:
+    atheris.Setup(sys.argv, test_one_input)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main()
