@@ -371,7 +371,9 @@ def non_max_suppression(
         raise InputError(f"max_detections must be a positive integer or None, got {max_detections!r}")
     scores_shape, anchors_shape = np.shape(detections.scores), np.shape(detections.anchors)
     if len(scores_shape) != 1 or anchors_shape != scores_shape:
-        raise InputError(f"detections: expected scores and anchors of shape (M,), got {scores_shape} and {anchors_shape}")
+        raise InputError(
+            f"detections: expected scores and anchors of shape (M,), got {scores_shape} and {anchors_shape}"
+        )
     d = _C.non_max_suppression(
         np.ascontiguousarray(detections.boxes, np.float32), np.ascontiguousarray(detections.keypoints, np.float32),
         np.ascontiguousarray(detections.scores, np.float32), float(iou_threshold), bool(weighted),

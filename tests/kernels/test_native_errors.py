@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinf import InputError, _C, kernels, postprocess, quant
+from edgeinf import _C, InputError, kernels, postprocess, quant
 
 Q = dict(input_scale=0.5, input_zero_point=0, weight_scale=0.25, output_scale=0.125, output_zero_point=0)
 BINARY = dict(a_scale=0.1, a_zero_point=0, b_scale=0.1, b_zero_point=0, output_scale=0.2, output_zero_point=0)
@@ -26,7 +26,10 @@ def fc():
 
 def detections(n=1, anchors=1):
     return postprocess.Detections(
-        np.zeros((n, 4), np.float32), np.zeros((n, 0, 2), np.float32), np.ones(n, np.float32), np.zeros(anchors, np.int64)
+        np.zeros((n, 4), np.float32),
+        np.zeros((n, 0, 2), np.float32),
+        np.ones(n, np.float32),
+        np.zeros(anchors, np.int64),
     )
 
 
@@ -101,7 +104,9 @@ BAD_CALLS = {
     "anchors without strides": lambda: postprocess.ssd_anchors(
         postprocess.AnchorOptions(input_size=(128, 128), strides=())
     ),
-    "2**60 anchors": lambda: postprocess.ssd_anchors(postprocess.AnchorOptions(input_size=(2**30, 2**30), strides=(1,))),
+    "2**60 anchors": lambda: postprocess.ssd_anchors(
+        postprocess.AnchorOptions(input_size=(2**30, 2**30), strides=(1,))
+    ),
     "native decoder keypoints 2**63": lambda: _C.DetectionDecoder(
         ANCHORS, 16, 2**63, 128, 128, 128, 128, 100, True, 0, 128, 1, 0, 1, 0, 0.3, 2, 10
     )(BOXES[None], SCORES[None, :, None]),

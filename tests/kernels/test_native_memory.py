@@ -7,10 +7,9 @@ import gc
 
 import numpy as np
 import pytest
-
-from edgeinf import InputError, _C, postprocess, quant
-
 from preprocess_helpers import pipeline
+
+from edgeinf import _C, InputError, postprocess, quant
 
 ANCHORS = postprocess.ssd_anchors(postprocess.FACE_SHORT_RANGE_ANCHORS)
 

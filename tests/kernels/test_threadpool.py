@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from preprocess_helpers import first_mismatch, make_frame, pipeline
 
-from edgeinf import InputError, _C, kernels
+from edgeinf import _C, InputError, kernels
 
 
 @pytest.mark.parametrize("count, max_threads", [(1, 4), (7, 1), (1000, 2), (1000, 64), (3, 300)])
