@@ -1,6 +1,7 @@
 #include "dispatch.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <stdexcept>
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -127,6 +128,16 @@ Isa parse_isa(const std::string& name) {
     if (name == isa_name(isa)) return isa;
   }
   throw std::invalid_argument("unknown kernel path '" + name + "': expected one of scalar, avx2, neon, neondot");
+}
+
+void apply_isa_environment() {
+  const char* forced = std::getenv("EDGEINF_ISA");
+  if (forced == nullptr || *forced == '\0') return;
+  try {
+    set_active_isa(parse_isa(forced));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("EDGEINF_ISA='") + forced + "': " + e.what());
+  }
 }
 
 }  // namespace edgeinf

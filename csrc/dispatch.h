@@ -2,8 +2,9 @@
 //
 // A path is usable when it was built for this target (setup.py defines EDGEINF_BUILD_*)
 // and the CPU supports it (cpuid / getauxval). The active path is the best usable one
-// unless a test or EDGEINF_ISA forces another; it is read at each kernel call, so a
-// kernel family needs no table of its own: it calls select() with its variants.
+// unless EDGEINF_ISA (read once, when the native module loads) or a test forces another;
+// it is read at each kernel call, so a kernel family needs no table of its own: it calls
+// select() with its variants.
 #pragma once
 
 #include <string>
@@ -29,6 +30,9 @@ Isa active_isa();
 void set_active_isa(Isa isa);  // throws std::invalid_argument when not supported
 const char* isa_name(Isa isa);
 Isa parse_isa(const std::string& name);  // throws std::invalid_argument
+// Forces the path named by the EDGEINF_ISA environment variable, if set and not empty.
+// Throws std::invalid_argument (naming the variable) for an unknown or unusable path.
+void apply_isa_environment();
 
 // Returns the variant for the active path, falling back along neondot -> neon -> scalar
 // and avx2 -> scalar when a variant is null (not built, or not written for that ISA).

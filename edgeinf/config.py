@@ -1,6 +1,8 @@
 """Environment knobs, read in one place.
 
-EDGEINF_ISA     force a kernel path: scalar | avx2 | neon | neondot (tests, debugging)
+EDGEINF_ISA     force a kernel path: scalar | avx2 | neon | neondot (tests, debugging); read by
+                the native module itself when it loads (csrc/dispatch.cc), so that it holds
+                however edgeinf is imported
 EDGEINF_CACHE   where fetched models are kept (default: $XDG_CACHE_HOME/edgeinf or ~/.cache/edgeinf)
 EDGEINF_BACKENDS  default backend preference, comma separated (default: tflite,ncnn)
 EDGEINF_DEBUG   1: the `edgeinf` command prints the traceback of an error, not just its one-line message

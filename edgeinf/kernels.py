@@ -1,8 +1,11 @@
 """Which native kernel path runs, and a way to force one.
 
 The native module picks the best path the CPU supports (cpuid on x86, HWCAP on
-aarch64). ``EDGEINF_ISA`` forces a path for the whole process; ``use_isa`` forces
-one for a block, which is how tests compare every variant with the scalar reference.
+aarch64). ``EDGEINF_ISA`` forces a path for the whole process: the native module reads
+it once when it loads, whichever edgeinf module imports it first, and an unknown or
+unusable value fails that import with an ImportError naming the variable. ``use_isa``
+forces a path for a block, which is how tests compare every variant with the scalar
+reference.
 
 >>> import edgeinf.kernels as k
 >>> k.active_isa() in k.supported_isas()
@@ -15,7 +18,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from . import _C, config
+from . import _C
 
 _switch_lock = threading.Lock()
 
@@ -44,7 +47,7 @@ def set_isa(name: str) -> str:
     """Force a kernel path for the whole process; returns the previous one.
 
     Raises:
-        ValueError: if ``name`` is unknown or not usable on this CPU.
+        InputError: if ``name`` is unknown or not usable on this CPU.
     """
     return _C.set_isa(name)
 
@@ -58,15 +61,3 @@ def use_isa(name: str) -> Iterator[str]:
             yield name
         finally:
             _C.set_isa(previous)
-
-
-def _apply_environment() -> None:
-    forced = config.forced_isa()
-    if forced:
-        try:
-            _C.set_isa(forced)
-        except ValueError as exc:
-            raise ValueError(f"EDGEINF_ISA={forced!r}: {exc}") from None
-
-
-_apply_environment()

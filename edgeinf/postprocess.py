@@ -76,6 +76,29 @@ def _anchor_scale(options: AnchorOptions, index: int) -> float:
     return options.min_scale + (options.max_scale - options.min_scale) * index / (n - 1)
 
 
+_MAX_ANCHORS = 1 << 22
+
+
+def _check_anchor_options(options: AnchorOptions) -> None:
+    def positive_ints(values, what):
+        try:
+            values = tuple(values)
+        except TypeError:
+            values = ()
+        if not values or not all(
+            isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 1 for v in values
+        ):
+            raise InputError(f"anchor options: {what} must be positive integers, got {values!r}")
+        return values
+
+    height, width = positive_ints(options.input_size, "input_size")[:2]
+    strides = positive_ints(options.strides, "strides")
+    per_cell = len(options.aspect_ratios) + (1 if options.interpolated_scale_aspect_ratio > 0 else 0)
+    cells = sum(math.ceil(height / s) * math.ceil(width / s) for s in strides)
+    if cells * max(1, per_cell) > _MAX_ANCHORS:
+        raise InputError(f"anchor options: {cells * per_cell} anchors, more than the {_MAX_ANCHORS} allowed")
+
+
 def ssd_anchors(options: AnchorOptions) -> np.ndarray:
     """SSD anchors as MediaPipe's SsdAnchorsCalculator builds them.
 
@@ -84,7 +107,11 @@ def ssd_anchors(options: AnchorOptions) -> np.ndarray:
 
     Returns:
         float32 ``[N, 4]`` of ``(x_center, y_center, width, height)``, normalized.
+
+    Raises:
+        InputError: for sizes or strides that are not positive integers, or too many anchors.
     """
+    _check_anchor_options(options)
     anchors = []
     layer = 0
     n = len(options.strides)
@@ -142,7 +169,7 @@ def _check_quantization(q, what: str) -> tuple[float, int]:
         scale, zero_point = q
     except (TypeError, ValueError):
         raise InputError(f"{what}: expected (scale, zero_point), got {q!r}") from None
-    scale = float(np.float32(scale))
+    scale = float(np.float32(_real(scale, f"{what} scale")))
     if not (math.isfinite(scale) and scale > 0):
         raise InputError(f"{what}: scale must be positive and finite, got {q[0]!r}")
     if isinstance(zero_point, (bool, np.bool_)) or not isinstance(zero_point, (int, np.integer)):
@@ -152,8 +179,17 @@ def _check_quantization(q, what: str) -> tuple[float, int]:
     return scale, int(zero_point)
 
 
+def _real(v, what: str) -> float:
+    if isinstance(v, (bool, np.bool_)):
+        raise InputError(f"{what}: expected a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: expected a number, got {v!r}") from None
+
+
 def _check_probability(threshold: float, sigmoid: bool) -> float:
-    threshold = float(threshold)
+    threshold = _real(threshold, "score threshold")
     if not math.isfinite(threshold) or (sigmoid and not 0.0 <= threshold <= 1.0):
         raise InputError(f"score threshold must be {'in [0, 1]' if sigmoid else 'finite'}, got {threshold!r}")
     return threshold
@@ -246,10 +282,25 @@ FACE_FULL_RANGE_DECODE = DecodeOptions(x_scale=192.0, y_scale=192.0, w_scale=192
 
 _NMS = {None: 0, "hard": 1, "weighted": 2}
 _NO_LIMIT = 2**63 - 1
+_MAX_COORDS = 1 << 16
+
+
+def _check_decode_options(o: DecodeOptions) -> None:
+    for name in ("num_coords", "num_keypoints"):
+        v = getattr(o, name)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or not 0 <= v <= _MAX_COORDS:
+            raise InputError(f"decode options: {name} must be an integer in [0, {_MAX_COORDS}], got {v!r}")
+    if o.num_coords < 4 + 2 * o.num_keypoints:
+        raise InputError(f"decode options: num_coords {o.num_coords} cannot hold a box and {o.num_keypoints} keypoints")
+    for name in ("x_scale", "y_scale", "w_scale", "h_scale", "score_clip"):
+        v = _real(getattr(o, name), f"decode options: {name}")
+        if not (math.isfinite(v) and v > 0):
+            raise InputError(f"decode options: {name} must be positive and finite, got {v!r}")
 
 
 def _decode(raw_boxes, raw_scores, anchors, options, score_threshold, box_quantization, score_quantization, nms,
             iou_threshold, max_detections):  # fmt: skip
+    _check_decode_options(options)
     anchors = np.asarray(anchors)
     if anchors.dtype != np.float32 or anchors.ndim != 2 or anchors.shape[1] != 4:
         raise InputError(f"anchors: expected float32 [N, 4], got {anchors.dtype} {anchors.shape}")
@@ -314,10 +365,15 @@ def non_max_suppression(
     ``iou_threshold``. Weighted: replace its box and keypoints with the score-weighted
     mean of the group (itself included) and keep its score, as MediaPipe does for faces.
     """
-    if not 0.0 <= float(iou_threshold) <= 1.0:
+    if not 0.0 <= _real(iou_threshold, "iou_threshold") <= 1.0:
         raise InputError(f"iou_threshold must be in [0, 1], got {iou_threshold!r}")
     if max_detections is not None and (not isinstance(max_detections, (int, np.integer)) or max_detections < 1):
         raise InputError(f"max_detections must be a positive integer or None, got {max_detections!r}")
+    scores_shape, anchors_shape = np.shape(detections.scores), np.shape(detections.anchors)
+    if len(scores_shape) != 1 or anchors_shape != scores_shape:
+        raise InputError(
+            f"detections: expected scores and anchors of shape (M,), got {scores_shape} and {anchors_shape}"
+        )
     d = _C.non_max_suppression(
         np.ascontiguousarray(detections.boxes, np.float32), np.ascontiguousarray(detections.keypoints, np.float32),
         np.ascontiguousarray(detections.scores, np.float32), float(iou_threshold), bool(weighted),
@@ -372,6 +428,8 @@ class BlazeFaceDecoder:
         """Faces of one image: regressors ``[1, N, 16]``, logits ``[1, N, 1]`` (float32 or int8)."""
         # dtype numbers hash faster than dtype objects; this lookup is most of the
         # Python-side time of a frame.
+        if type(regressors) is not np.ndarray or type(logits) is not np.ndarray:
+            regressors, logits = np.asarray(regressors), np.asarray(logits)
         key = (box_quantization, score_quantization, regressors.dtype.num, logits.dtype.num)
         args = self._prepared.get(key)
         if args is None:  # validate once per kind of output; later calls go straight to C++

@@ -11,6 +11,10 @@ path of the CPU (AVX2, NEON, NEON dot product), with the GIL released.
 Weights are symmetric int8 (zero point 0, TFLite's int8 specification), per tensor or per
 output channel; activations are int8 with any zero point in [-128, 127].
 
+Every bad argument raises `edgeinf.InputError` (a ValueError) naming what was expected and
+what came. A batch (or row) dimension of 0 gives an empty output of the matching shape; a
+spatial, channel or weight dimension of 0 is an InputError.
+
 >>> import numpy as np
 >>> from edgeinf import quant
 >>> w = np.array([[1, -2], [3, 4]], np.int8)
@@ -88,15 +92,54 @@ def _run(capsule, x: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         return _run_layer(capsule, _int8(x, "x"), out)
 
 
+def _real(v, what: str) -> float:
+    """``v`` as a Python float; InputError for anything that is not a real number."""
+    if isinstance(v, (bool, np.bool_)):
+        raise InputError(f"{what}: expected a number, got {v!r}")
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: expected a number, got {v!r}") from None
+
+
+def _int(v, what: str, lo: int, hi: int) -> int:
+    """``v`` as a Python int in [lo, hi]; InputError otherwise (bools are not integers here)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise InputError(f"{what}: expected an integer, got {v!r}")
+    if not lo <= int(v) <= hi:
+        raise InputError(f"{what}: expected an integer in [{lo}, {hi}], got {v}")
+    return int(v)
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+_MAX_GEOMETRY = 2**31 - 1  # strides, dilations, pool sizes: the native checks bound them further
+
+
+def _int32_array(v, what: str) -> np.ndarray:
+    """An integer scalar or sequence as a contiguous 1-D int32 array, refusing values that would wrap."""
+    try:
+        arr = np.atleast_1d(np.asarray(v))
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: expected integers, got {v!r}") from None
+    if arr.dtype.kind not in "iu" or arr.ndim != 1:
+        raise InputError(f"{what}: expected an integer or a 1-D sequence of integers, got {v!r}")
+    if arr.size and (arr.min() < _INT32[0] or arr.max() > _INT32[1]):
+        raise InputError(f"{what}: values must fit int32, got {v!r}")
+    return np.ascontiguousarray(arr.astype(np.int32))
+
+
 def _scale(s: float, what: str) -> float:
-    value = float(np.float32(s))
+    value = float(np.float32(_real(s, f"{what} scale")))
     if not (math.isfinite(value) and value > 0.0):
         raise InputError(f"{what}: scale must be positive and finite (as float32), got {s!r}")
     return value
 
 
 def _scales(s: Scale, what: str, count: int | None = None) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(s, dtype=np.float64)).astype(np.float32)
+    try:
+        arr = np.atleast_1d(np.asarray(s, dtype=np.float64)).astype(np.float32)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: expected a scale or a sequence of scales, got {s!r}") from None
     if arr.ndim != 1 or arr.size == 0:
         raise InputError(f"{what}: expected a scale or a 1-D sequence of scales, got shape {arr.shape}")
     if count is not None and arr.size not in (1, count):
@@ -124,9 +167,15 @@ def _activation(activation: str) -> int:
 
 
 def _pair(v: int | Sequence[int], what: str) -> tuple[int, int]:
-    pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
-    if len(pair) != 2 or not all(isinstance(p, (int, np.integer)) and p >= 1 for p in pair):
-        raise InputError(f"{what}: expected a positive integer or a pair of them, got {v!r}")
+    try:
+        pair = (v, v) if isinstance(v, (int, np.integer)) else tuple(v)
+    except TypeError:
+        pair = ()
+    if len(pair) != 2 or not all(
+        isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)) and 1 <= p <= _MAX_GEOMETRY
+        for p in pair
+    ):
+        raise InputError(f"{what}: expected a positive integer or a pair of them (below 2**31), got {v!r}")
     return int(pair[0]), int(pair[1])
 
 
@@ -157,7 +206,7 @@ def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
     >>> quantize_multiplier(0.5)
     (1073741824, 0)
     """
-    return tuple(_C.quantize_multiplier(float(real_multiplier)))
+    return tuple(_C.quantize_multiplier(_real(real_multiplier, "real_multiplier")))
 
 
 def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
@@ -169,7 +218,9 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int)
     x = np.asarray(x)
     if x.dtype != np.int32:
         raise InputError(f"x: expected dtype int32, got {x.dtype}")
-    return _C.multiply_by_quantized_multiplier(np.ascontiguousarray(x), int(multiplier), int(shift))
+    return _C.multiply_by_quantized_multiplier(
+        np.ascontiguousarray(x), _int(multiplier, "multiplier", *_INT32), _int(shift, "shift", -31, 30)
+    )
 
 
 def activation_range(activation: str, scale: float, zero_point: int) -> tuple[int, int]:
@@ -192,6 +243,10 @@ def conv_output_size(size: int, filter_size: int, stride: int, dilation: int, pa
     >>> conv_output_size(7, 3, 2, 1, "same")
     (4, 1)
     """
+    size = _int(size, "size", 0, 2**62)
+    filter_size = _int(filter_size, "filter_size", 1, 2**31 - 1)
+    stride = _int(stride, "stride", 1, 2**31 - 1)
+    dilation = _int(dilation, "dilation", 1, 2**31 - 1)
     effective = (filter_size - 1) * dilation + 1
     if padding == "same":
         out = (size + stride - 1) // stride
@@ -285,8 +340,8 @@ def requantize(
     acc = np.asarray(acc)
     if acc.dtype != np.int32:
         raise InputError(f"acc: expected dtype int32, got {acc.dtype}")
-    m = np.ascontiguousarray(np.atleast_1d(np.asarray(multiplier)).astype(np.int32))
-    s = np.ascontiguousarray(np.atleast_1d(np.asarray(shift)).astype(np.int32))
+    m, s = _int32_array(multiplier, "multiplier"), _int32_array(shift, "shift")
+    act_min, act_max = _int(act_min, "act_min", -128, 127), _int(act_max, "act_max", -128, 127)
     return _C.requantize(np.ascontiguousarray(acc), m, s, _zero_point(zero_point, "output"), act_min, act_max, out)
 
 
@@ -323,7 +378,7 @@ class FullyConnected(_Quantized):
 
     Raises:
         InputError: wrong dtype or shape, non-positive or non-finite scale, zero point
-            outside int8; ValueError for a scale ratio no multiplier can represent.
+            outside int8, or a scale ratio no multiplier can represent.
     """
 
     def __init__(
@@ -443,7 +498,7 @@ class DepthwiseConv2D(_Quantized):
         self._io(input_scale, input_zero_point, output_scale, output_zero_point, activation)
         self.stride, self.dilation, self.padding = _pair(stride, "stride"), _pair(dilation, "dilation"), padding
         self.kernel_size = weights.shape[1:3]
-        self.depth_multiplier = int(depth_multiplier)
+        self.depth_multiplier = _int(depth_multiplier, "depth_multiplier", 1, max(1, c))
         ws = _scales(weight_scale, "weight", c)
         reals = [self.input_scale * float(ws[i % ws.size]) / self.output_scale for i in range(c)]
         self.multiplier, self.shift = _multipliers(reals)
@@ -621,7 +676,7 @@ def softmax(x: np.ndarray, *, input_scale: float, beta: float = 1.0, out: np.nda
     x = _int8(x, "x")
     if x.ndim < 1 or x.shape[-1] == 0:
         raise InputError(f"x: expected a non-empty last axis, got shape {x.shape}")
-    beta32 = float(np.float32(beta))
+    beta32 = float(np.float32(_real(beta, "beta")))
     if not (math.isfinite(beta32) and beta32 > 0):
         raise InputError(f"beta must be positive and finite, got {beta!r}")
     return _C.softmax(x, _scale(input_scale, "input"), beta32, out)

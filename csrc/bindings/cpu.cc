@@ -1,7 +1,14 @@
-// CPU features and the kernel path in use.
+// CPU features, the kernel path in use and the thread pool.
 #include <pybind11/stl.h>
 
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
 #include "../dispatch.h"
+#include "../threadpool.h"
 #include "bindings.h"
 
 namespace py = pybind11;
@@ -41,7 +48,33 @@ void bind_cpu(py::module_& m) {
         set_active_isa(parse_isa(name));
         return std::string(isa_name(previous));
       },
-      py::arg("name"), "Force a kernel path; returns the previous one. Raises ValueError if unusable.");
+      py::arg("name"), "Force a kernel path; returns the previous one. Raises InputError if unusable.");
+
+  m.def("pool_threads", &pool_threads, "Threads a parallel kernel can use: the pool's workers plus the caller.");
+  m.def(
+      "_parallel_for_probe",
+      [](size_t count, size_t max_threads, int64_t fail_at) {
+        if (count > (size_t{1} << 20)) throw std::invalid_argument("count must be at most 2**20");
+        std::vector<std::atomic<int>> runs(count);
+        std::mutex mu;
+        std::set<std::thread::id> threads;
+        {
+          py::gil_scoped_release release;
+          parallel_for(count, max_threads, [&](size_t i) {
+            runs[i].fetch_add(1);
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              threads.insert(std::this_thread::get_id());
+            }
+            if (static_cast<int64_t>(i) == fail_at) throw std::invalid_argument("task " + std::to_string(i) + " failed");
+          });
+        }
+        std::vector<int> out(runs.begin(), runs.end());
+        return py::make_tuple(out, threads.size());
+      },
+      py::arg("count"), py::arg("max_threads"), py::arg("fail_at") = -1,
+      "Test probe of the thread pool: runs `count` tasks on at most `max_threads` threads (task `fail_at` "
+      "throws); returns (runs per task, threads used).");
 }
 
 }  // namespace edgeinf::bindings

@@ -6,28 +6,35 @@
 
 #include <pybind11/pybind11.h>
 
-#include <stdexcept>
+#include "errors.h"
 
 namespace edgeinf::bindings {
 
-// A capsule named `name` holding obj's address; valid while obj lives (the caller keeps it).
+// A capsule named `name` holding `object`'s address, which lives inside the Python object
+// `owner` (a pybind11 instance): the capsule keeps a reference to `owner`, so the address
+// stays valid as long as the capsule does, whoever else drops the owner.
 template <class T>
-pybind11::object address_capsule(const T& obj, const char* name) {
-  return pybind11::reinterpret_steal<pybind11::object>(PyCapsule_New(const_cast<T*>(&obj), name, nullptr));
+pybind11::object owner_capsule(const pybind11::object& owner, const T& object, const char* name) {
+  PyObject* capsule = PyCapsule_New(const_cast<T*>(&object), name, [](PyObject* self) {
+    Py_XDECREF(static_cast<PyObject*>(PyCapsule_GetContext(self)));
+  });
+  if (capsule == nullptr) throw pybind11::error_already_set();
+  if (PyCapsule_SetContext(capsule, owner.inc_ref().ptr()) != 0) {
+    owner.dec_ref();
+    Py_DECREF(capsule);
+    throw pybind11::error_already_set();
+  }
+  return pybind11::reinterpret_steal<pybind11::object>(capsule);
 }
 
 // f() (a new reference, or nullptr with a Python error set), with C++ exceptions turned into
-// the Python errors pybind11 would raise: std::invalid_argument -> ValueError.
+// the Python errors the bound functions raise (errors.h): std::invalid_argument -> InputError.
 template <class F>
 PyObject* call_translating(F&& f) noexcept {
   try {
     return f();
-  } catch (pybind11::error_already_set& e) {
-    e.restore();
-  } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    set_python_error_from_current_exception();
   }
   return nullptr;
 }

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "../kernels/postprocess/postprocess.h"
+#include "../size_math.h"
 #include "bindings.h"
 #include "quant_arrays.h"
 
@@ -15,6 +16,9 @@ namespace py = pybind11;
 
 namespace edgeinf::bindings {
 namespace {
+
+// Anchor indices are kept as 32-bit values by the decoder.
+constexpr size_t kMaxAnchors = size_t{1} << 31;
 
 template <class T>
 py::array_t<T> to_array(const std::vector<T>& v, std::vector<py::ssize_t> shape) {
@@ -57,11 +61,15 @@ post::Detections decode_checked(const py::array& boxes, const py::array& scores,
   check_ndim(anchors, "anchors", 2);
   if (anchors.shape(1) != 4) throw std::invalid_argument("anchors: expected shape (n, 4), got " + shape_str(anchors));
   const size_t n = static_cast<size_t>(anchors.shape(0));
-  if (p.num_coords < 4 + 2 * p.num_keypoints) {
+  if (n > kMaxAnchors) {
+    throw std::invalid_argument("anchors: at most " + std::to_string(kMaxAnchors) + " anchors, got " + std::to_string(n));
+  }
+  // Both products are checked: a wrapped one could match a small buffer.
+  if (p.num_keypoints > p.num_coords / 2 || p.num_coords < 4 + 2 * p.num_keypoints) {
     throw std::invalid_argument("num_coords " + std::to_string(p.num_coords) + " cannot hold a box and " +
                                 std::to_string(p.num_keypoints) + " keypoints");
   }
-  if (static_cast<size_t>(boxes.size()) != n * p.num_coords) {
+  if (static_cast<size_t>(boxes.size()) != mul_size(n, p.num_coords, "boxes (anchors x num_coords)")) {
     throw std::invalid_argument("boxes: expected " + std::to_string(n) + " x " + std::to_string(p.num_coords) +
                                 " values (anchors x coordinates), got shape " + shape_str(boxes));
   }

@@ -3,6 +3,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -58,6 +60,13 @@ std::string dims_str(std::initializer_list<int64_t> dims) {
     first = false;
   }
   return s + ")";
+}
+
+// A plan's sizes are int: a larger value is refused here (build_plan bounds them further).
+int plan_int(int64_t v, const char* what) {
+  if (v < INT32_MIN || v > INT32_MAX)
+    throw std::invalid_argument(std::string(what) + " " + std::to_string(v) + " is out of range");
+  return static_cast<int>(v);
 }
 
 bool is_yuv420(Format f) { return f == Format::kNV12 || f == Format::kNV21 || f == Format::kI420; }
@@ -176,7 +185,7 @@ constexpr const char* kPlanCapsule = "edgeinf.ImagePlan";
 // CPython's METH_FASTCALL convention instead of pybind11's dispatcher. A camera frame's call
 // usually finds the caches cold, and there the dispatcher's code cost about 9 µs per call
 // (a bare two-array function: 33 µs cold through pybind11, 24 µs through this convention).
-// The capsule comes from ImagePlan._capsule(); the caller keeps the plan alive with it.
+// The capsule comes from ImagePlan._capsule() and keeps the plan alive.
 PyObject* run_plan_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 3) {
     PyErr_Format(PyExc_TypeError, "_run_plan expects (plan capsule, frame, out), got %zd arguments", nargs);
@@ -186,7 +195,7 @@ PyObject* run_plan_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (plan == nullptr) return nullptr;
   for (int i = 1; i < 3; ++i) {
     if (!py::isinstance<py::array>(args[i])) {
-      PyErr_Format(PyExc_ValueError, "%s must be a numpy array, got %s", i == 1 ? "frame" : "output",
+      PyErr_Format(input_error_type(), "%s must be a numpy array, got %s", i == 1 ? "frame" : "output",
                    Py_TYPE(args[i])->tp_name);
       return nullptr;
     }
@@ -204,22 +213,22 @@ PyMethodDef run_plan_def = {"_run_plan", reinterpret_cast<PyCFunction>(reinterpr
 
 void bind_preprocess(py::module_& m) {
   py::class_<Plan>(m, "ImagePlan", "A validated frame-to-tensor plan (see edgeinf.preprocess).")
-      .def(py::init([](const std::string& format, std::pair<int, int> src_size, std::array<int, 4> roi,
-                       std::array<int, 3> out_size, const std::string& layout, const std::string& dtype,
+      .def(py::init([](const std::string& format, std::pair<int64_t, int64_t> src_size, std::array<int64_t, 4> roi,
+                       std::array<int64_t, 3> out_size, const std::string& layout, const std::string& dtype,
                        const std::string& resize, bool letterbox, bool bgr_out, const std::string& yuv_range,
                        std::array<float, 3> scale, std::array<float, 3> bias, std::array<float, 3> pad,
-                       float qmin, float qmax, int threads) {
+                       float qmin, float qmax, int64_t threads) {
              preprocess::PlanRequest r{};
              r.format = parse_format(format);
-             r.src_w = src_size.first;
-             r.src_h = src_size.second;
-             r.roi_x = roi[0];
-             r.roi_y = roi[1];
-             r.roi_w = roi[2];
-             r.roi_h = roi[3];
-             r.out_w = out_size[0];
-             r.out_h = out_size[1];
-             r.out_c = out_size[2];
+             r.src_w = plan_int(src_size.first, "image width");
+             r.src_h = plan_int(src_size.second, "image height");
+             r.roi_x = plan_int(roi[0], "ROI x");
+             r.roi_y = plan_int(roi[1], "ROI y");
+             r.roi_w = plan_int(roi[2], "ROI width");
+             r.roi_h = plan_int(roi[3], "ROI height");
+             r.out_w = plan_int(out_size[0], "output width");
+             r.out_h = plan_int(out_size[1], "output height");
+             r.out_c = plan_int(out_size[2], "output channels");
              if (layout != "NHWC" && layout != "NCHW")
                throw std::invalid_argument("layout must be NHWC or NCHW, got '" + layout + "'");
              r.nchw = layout == "NCHW";
@@ -235,7 +244,7 @@ void bind_preprocess(py::module_& m) {
              r.pad = pad;
              r.qmin = qmin;
              r.qmax = qmax;
-             r.threads = threads;
+             r.threads = plan_int(threads, "threads");
              return preprocess::build_plan(r);
            }),
            py::arg("format"), py::arg("src_size"), py::arg("roi"), py::arg("out_size"), py::arg("layout"),
@@ -248,8 +257,8 @@ void bind_preprocess(py::module_& m) {
           py::arg("frame"), py::arg("out"), "Convert one frame into `out` (validated first).")
       .def(
           "_capsule",
-          [](const Plan& p) { return address_capsule(p, kPlanCapsule); },
-          "The plan's address for _run_plan; valid while the plan lives.")
+          [](const py::object& self) { return owner_capsule(self, self.cast<const Plan&>(), kPlanCapsule); },
+          "The plan's address for _run_plan; the capsule keeps the plan alive.")
       .def_property_readonly("content",
                              [](const Plan& p) { return std::array<int, 4>{p.dst_x, p.dst_y, p.dst_w, p.dst_h}; })
       .def_property_readonly("roi",

@@ -15,6 +15,7 @@
 #include "../kernels/qs8_quantize/quantize.h"
 #include "../kernels/qs8_requantize/requantize.h"
 #include "../kernels/qs8_softmax/softmax.h"
+#include "../size_math.h"
 #include "bindings.h"
 #include "fastcall.h"
 #include "quant_arrays.h"
@@ -140,6 +141,7 @@ class FullyConnected {
     py::array_t<int8_t> result = output_array<int8_t>(out, shape);
     int8_t* py_out = result.mutable_data();
     const size_t m = k ? static_cast<size_t>(x.size()) / k : 0;
+    if (m == 0) return result;  // zero rows in (a batch of 0), zero rows out
     {
       py::gil_scoped_release release;
       std::vector<const int8_t*> rows(m);
@@ -303,6 +305,7 @@ py::array_t<int8_t> pool(bool is_max, const py::array& x, size_t filter_h, size_
   }
   py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, g.channels));
   int8_t* po = result.mutable_data();
+  if (x.size() == 0) return result;  // a batch may be huge when the channels are 0: no loop over it
   py::gil_scoped_release release;
   if (is_max) {
     qs8::qs8_maxpool(g, px, po);
@@ -345,9 +348,9 @@ constexpr const char* kDepthwiseCapsule = "edgeinf.Qs8DepthwiseConv2d";
 // _run_layer(capsule, x[, out]): a prepared layer's run() through CPython's METH_FASTCALL
 // convention instead of pybind11's dispatcher (a bare 2x2x16 depthwise call: 517 against
 // 779 ns warm; cold, the dispatcher's code costs several microseconds more, see
-// preprocess.cc). The capsule comes from the layer's _capsule(); the caller keeps the layer
-// alive with it. Errors are those of run(): TypeError for an x that is not an array,
-// ValueError for a wrong one.
+// preprocess.cc). The capsule comes from the layer's _capsule() and keeps the layer alive.
+// Errors are those of run(): TypeError for an x that is not an array, InputError for a
+// wrong one.
 PyObject* run_layer_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs != 2 && nargs != 3) {
     PyErr_Format(PyExc_TypeError, "_run_layer expects (layer capsule, x[, out]), got %zd arguments", nargs);
@@ -464,7 +467,8 @@ void bind_quant(py::module_& m) {
         const float* ps = checked_data<float>(scales, "scales");
         const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
         const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels || outer * channels * inner != static_cast<size_t>(x.size())) {
+        if (static_cast<size_t>(zero_points.size()) != channels ||
+            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(x.size())) {
           throw std::invalid_argument("quantize: " + std::to_string(channels) + " scales and " +
                                       std::to_string(zero_points.size()) + " zero points do not match x of shape " +
                                       shape_str(x));
@@ -475,6 +479,7 @@ void bind_quant(py::module_& m) {
         }
         py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
         int8_t* po = result.mutable_data();
+        if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
         py::gil_scoped_release release;
         for (size_t o = 0; o < outer; ++o) {
           for (size_t c = 0; c < channels; ++c) {
@@ -495,7 +500,8 @@ void bind_quant(py::module_& m) {
         const float* ps = checked_data<float>(scales, "scales");
         const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
         const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels || outer * channels * inner != static_cast<size_t>(q.size())) {
+        if (static_cast<size_t>(zero_points.size()) != channels ||
+            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(q.size())) {
           throw std::invalid_argument("dequantize: " + std::to_string(channels) + " scales and " +
                                       std::to_string(zero_points.size()) + " zero points do not match q of shape " +
                                       shape_str(q));
@@ -506,6 +512,7 @@ void bind_quant(py::module_& m) {
         }
         py::array_t<float> result = output_array<float>(out, std::vector<py::ssize_t>(q.shape(), q.shape() + q.ndim()));
         float* po = result.mutable_data();
+        if (q.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
         py::gil_scoped_release release;
         for (size_t o = 0; o < outer; ++o) {
           for (size_t c = 0; c < channels; ++c) {
@@ -523,7 +530,7 @@ void bind_quant(py::module_& m) {
            py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const FullyConnected& l) { return address_capsule(l, kFullyConnectedCapsule); })
+      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const FullyConnected&>(), kFullyConnectedCapsule); })
       .def_property_readonly("input_size", &FullyConnected::input_size)
       .def_property_readonly("output_size", &FullyConnected::output_size)
       .def_property_readonly("_float_requantization", &FullyConnected::float_requantization);
@@ -535,7 +542,7 @@ void bind_quant(py::module_& m) {
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
            py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const Conv2d& l) { return address_capsule(l, kConv2dCapsule); })
+      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const Conv2d&>(), kConv2dCapsule); })
       .def_property_readonly("_float_requantization", &Conv2d::float_requantization);
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
@@ -545,7 +552,7 @@ void bind_quant(py::module_& m) {
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
            py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const DepthwiseConv2d& l) { return address_capsule(l, kDepthwiseCapsule); })
+      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const DepthwiseConv2d&>(), kDepthwiseCapsule); })
       .def_property_readonly("_float_requantization", &DepthwiseConv2d::float_requantization);
 
   for (const bool is_max : {true, false}) {

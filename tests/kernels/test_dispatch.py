@@ -64,3 +64,19 @@ def test_environment_with_a_bad_path_fails_clearly():
     proc = run_with_env("avx512")
     assert proc.returncode != 0
     assert "EDGEINF_ISA='avx512'" in proc.stderr and "unknown kernel path" in proc.stderr
+
+
+@pytest.mark.parametrize("module", ["edgeinf.quant", "edgeinf.postprocess", "edgeinf.preprocess"])
+def test_environment_applies_however_edgeinf_is_imported(module):
+    env = dict(os.environ, EDGEINF_ISA="scalar")
+    code = f"import {module}, edgeinf._C as c; print(c.active_isa())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "scalar"
+
+
+def test_environment_with_a_bad_path_fails_on_any_import():
+    env = dict(os.environ, EDGEINF_ISA="avx512")
+    proc = subprocess.run([sys.executable, "-c", "import edgeinf.quant"], capture_output=True, text=True, env=env)
+    assert proc.returncode != 0
+    assert "EDGEINF_ISA='avx512': unknown kernel path 'avx512'" in proc.stderr

@@ -289,6 +289,7 @@ constexpr size_t kSlicePairs = 256;
 // Rows per block: a block's int16 rows stay within about 192 KB (L2). Blocks of equal
 // height: a thin last block would stream all the weights for a few rows.
 size_t block_rows(size_t m, size_t kp) {
+  if (m == 0) return kMr;  // no rows, no blocks (and no division by their count)
   const size_t fit = std::max<size_t>(kMr, (192 * 1024 / (kp * sizeof(int16_t))) / kMr * kMr);
   const size_t mblocks = (m + fit - 1) / fit;
   return round_up((m + mblocks - 1) / mblocks, kMr);
@@ -359,6 +360,7 @@ uint64_t qs8_peak_probe__avx2(size_t iterations) {
 }
 
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  if (a.m == 0) return;
   if (a.m == 1 && w.weights_negatable()) return gemv(w, a, out);
   // Each block of rows is converted once to int16 (a - zero_point), K padded to pairs.
   const size_t kp = round_up(a.k(), 2);
@@ -376,6 +378,7 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
 }
 
 void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, size_t out_stride) {
+  if (a.m == 0) return;
   gemm_tiles(w, a.m, a.taps, a.seg / 2, [&](size_t m0, size_t) { return a.ptrs + m0 * a.taps; }, out, out_stride);
 }
 

@@ -166,7 +166,11 @@ struct Plan {
   std::array<float, 3> pad_value{};  // output-domain value of the pad, per channel
   std::array<int, 3> plane_w{}, plane_h{}, plane_bpp{};
   int planes = 1;
-  std::array<int, 3> span_begin{}, span_end{};  // area: bytes of each plane row accumulated
+  // Per plane, the first byte of a row that any pass reads: column offsets (HPass::offset,
+  // tap_offset) count from there, so they fit int32 however wide the frame. span_bytes:
+  // the bytes from there that the taps cover (area: the accumulated span).
+  std::array<int64_t, 3> col_base{};
+  std::array<int, 3> span_bytes{};
   std::vector<HPass> passes;
   // matrix mode: where a0, a1, a2 come from, as (pass, channel plane of that pass)
   std::array<std::array<int, 2>, 3> inputs{};
@@ -261,8 +265,12 @@ struct PlanRequest {
   std::array<float, 3> scale, bias;  // per output channel, pixel level -> output domain
   std::array<float, 3> pad;          // pad colour in pixel levels, output channel order
   float qmin, qmax;
+  // Row chunks the output is split into, 1..kMaxThreads; they run on the process's thread
+  // pool, so at most on as many threads as the hardware has.
   int threads;
 };
+
+constexpr int kMaxThreads = 256;
 
 Plan build_plan(const PlanRequest& request);  // throws std::invalid_argument
 void run_plan(const Plan& plan, const Frame& frame, void* out);

@@ -2,6 +2,7 @@
 // and the colour stage. Everything a frame does not change is computed here, once.
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,9 @@ namespace edgeinf::preprocess {
 namespace {
 
 std::string str(int v) { return std::to_string(v); }
+
+constexpr int kMaxRoiSide = 1 << 20;     // pixels
+constexpr int kMaxOutputSide = 1 << 16;  // pixels
 
 bool is_yuv420(Format f) { return f == Format::kNV12 || f == Format::kNV21 || f == Format::kI420; }
 bool is_yuv(Format f) { return is_yuv420(f) || f == Format::kYUYV; }
@@ -140,11 +144,18 @@ void validate(const PlanRequest& r) {
     throw std::invalid_argument("ROI (x=" + str(r.roi_x) + ", y=" + str(r.roi_y) + ", w=" + str(r.roi_w) +
                                 ", h=" + str(r.roi_h) + ") lies outside the " + str(r.src_w) + "x" +
                                 str(r.src_h) + " image");
-  if (r.out_w <= 0 || r.out_h <= 0)
-    throw std::invalid_argument("output size must be positive, got " + str(r.out_w) + "x" + str(r.out_h));
+  // The plan's tables grow with the ROI and the output, and column offsets are int32
+  // bytes from the ROI's first column: both are bounded before anything is allocated.
+  if (r.roi_w > kMaxRoiSide || r.roi_h > kMaxRoiSide)
+    throw std::invalid_argument("ROI size must be at most " + str(kMaxRoiSide) + " pixels per side, got " +
+                                str(r.roi_w) + "x" + str(r.roi_h));
+  if (r.out_w <= 0 || r.out_h <= 0 || r.out_w > kMaxOutputSide || r.out_h > kMaxOutputSide)
+    throw std::invalid_argument("output size must be in [1, " + str(kMaxOutputSide) + "] per side, got " +
+                                str(r.out_w) + "x" + str(r.out_h));
   if (r.out_c != 1 && r.out_c != 3)
     throw std::invalid_argument("output channels must be 1 or 3, got " + str(r.out_c));
-  if (r.threads < 1) throw std::invalid_argument("threads must be >= 1, got " + str(r.threads));
+  if (r.threads < 1 || r.threads > kMaxThreads)
+    throw std::invalid_argument("threads must be in [1, " + str(kMaxThreads) + "], got " + str(r.threads));
   if (!(r.qmin <= r.qmax)) throw std::invalid_argument("qmin must not exceed qmax");
 }
 
@@ -238,8 +249,9 @@ bool fixed_map(const std::vector<int32_t>& want, float scale, int k, int32_t lo,
       const int64_t t = v * c + ((v * m) >> 16);
       const int64_t q = want[v];
       // (t + add) >> k must be q; or at most lo when q == lo, at least hi when q == hi
-      if (q > lo) a_lo = std::max(a_lo, (q << k) - t);
-      if (q < hi) a_hi = std::min(a_hi, ((q + 1) << k) - 1 - t);
+      const int64_t step = int64_t{1} << k;  // q may be negative: multiply, not shift
+      if (q > lo) a_lo = std::max(a_lo, q * step - t);
+      if (q < hi) a_hi = std::min(a_hi, (q + 1) * step - 1 - t);
     }
     if (a_lo <= a_hi) {
       c_out = static_cast<int16_t>(c);
@@ -432,52 +444,65 @@ Plan build_plan(const PlanRequest& r) {
     }
   }
 
-  for (HPass& pass : p.passes) {
+  // Column offsets. A frame row may be wider than int32 can count (a 2 GiB row), but the
+  // ROI's span is bounded (validate): offsets are taken in 64 bits, then kept in int32 as
+  // bytes from the first byte each plane's passes read, Plan::col_base (area: the start of
+  // the accumulated span).
+  std::vector<std::vector<int64_t>> absolute(p.passes.size());
+  for (size_t i = 0; i < p.passes.size(); ++i) {
+    HPass& pass = p.passes[i];
     // Chroma columns: 4:2:0 planes and YUYV's U/V (one sample per two pixels).
     const bool chroma_cols = pass.plane > 0 || (yuyv && pass.bpp == 4);
-    const int row_bytes = chroma_cols && yuyv ? r.src_w * 2 : p.plane_w[pass.plane] * p.plane_bpp[pass.plane];
     if (r.resize == Resize::kArea) {
-      const auto& s = chroma_cols ? cxs : lxs;
-      const auto& idx = chroma_cols ? cxi : lxi;
-      const auto& w = chroma_cols ? cxw : lxw;
-      pass.tap_start = s;
-      pass.tap_weight = w;
-      pass.tap_offset.resize(idx.size());
-      for (size_t k = 0; k < idx.size(); ++k) pass.tap_offset[k] = idx[k] * pass.bpp;
+      pass.tap_start = chroma_cols ? cxs : lxs;
+      pass.tap_weight = chroma_cols ? cxw : lxw;
+      for (int32_t column : chroma_cols ? cxi : lxi) absolute[i].push_back(int64_t{column} * pass.bpp);
     } else {
-      const auto& t0 = chroma_cols ? cx0 : lx0;
-      const auto& w1 = chroma_cols ? cw1 : lw1;
-      pass.offset.resize(p.dst_w);
-      pass.wpair.resize(p.dst_w);
-      pass.wpair_neg.resize(p.dst_w);
-      pass.simd_end8 = pass.simd_end4 = 0;
-      for (int x = 0; x < p.dst_w; ++x) {
-        pass.offset[x] = t0[x] * pass.bpp;
-        pass.wpair[x] = static_cast<uint16_t>((kHOne - w1[x]) | (w1[x] << 8));
-        pass.wpair_neg[x] = static_cast<uint16_t>(((w1[x] - kHOne) & 0xff) | ((-w1[x] & 0xff) << 8));
-        // offsets never decrease, so the pixels with an in-row window form a prefix
-        if (pass.offset[x] + kWindow <= row_bytes) pass.simd_end8 = x + 1;
-        if (pass.offset[x] + 4 <= row_bytes) pass.simd_end4 = x + 1;
-      }
-      plan_chunks(pass, row_bytes);
+      for (int32_t column : chroma_cols ? cx0 : lx0) absolute[i].push_back(int64_t{column} * pass.bpp);
     }
   }
+  std::array<int64_t, 3> span_end{};
+  p.col_base.fill(INT64_MAX);
+  for (size_t i = 0; i < p.passes.size(); ++i) {
+    const HPass& pass = p.passes[i];
+    // area: the byte span its taps' channels cover (i0 of each channel); linear: tap 0 on
+    const int lo = r.resize == Resize::kArea ? *std::min_element(pass.i0.begin(), pass.i0.begin() + pass.nch) : 0;
+    const int hi = *std::max_element(pass.i0.begin(), pass.i0.begin() + pass.nch);
+    p.col_base[pass.plane] = std::min(p.col_base[pass.plane], absolute[i].front() + lo);
+    span_end[pass.plane] = std::max(span_end[pass.plane], absolute[i].back() + hi + 1);
+  }
+  for (int k = 0; k < 3; ++k) {
+    if (p.col_base[k] == INT64_MAX) p.col_base[k] = span_end[k] = 0;  // a plane no pass reads
+    p.span_bytes[k] = static_cast<int>(span_end[k] - p.col_base[k]);
+  }
 
-  // Area: each plane accumulates the byte span its passes' taps cover; offsets become
-  // relative to that span.
-  if (r.resize == Resize::kArea) {
-    for (int k = 0; k < p.planes; ++k) {
-      p.span_begin[k] = INT32_MAX;
-      p.span_end[k] = 0;
+  for (size_t i = 0; i < p.passes.size(); ++i) {
+    HPass& pass = p.passes[i];
+    const int64_t base = p.col_base[pass.plane];
+    const bool chroma_cols = pass.plane > 0 || (yuyv && pass.bpp == 4);
+    const int64_t plane_row_bytes =
+        chroma_cols && yuyv ? int64_t{r.src_w} * 2 : int64_t{p.plane_w[pass.plane]} * p.plane_bpp[pass.plane];
+    // bytes of the row from the base on, as far as any window can reach
+    const int row_bytes = static_cast<int>(std::min<int64_t>(plane_row_bytes - base, p.span_bytes[pass.plane] + 64));
+    if (r.resize == Resize::kArea) {
+      pass.tap_offset.resize(absolute[i].size());
+      for (size_t k = 0; k < absolute[i].size(); ++k) pass.tap_offset[k] = static_cast<int32_t>(absolute[i][k] - base);
+      continue;
     }
-    for (const HPass& pass : p.passes) {
-      const int lo = *std::min_element(pass.i0.begin(), pass.i0.begin() + pass.nch);
-      const int hi = *std::max_element(pass.i0.begin(), pass.i0.begin() + pass.nch);
-      p.span_begin[pass.plane] = std::min(p.span_begin[pass.plane], pass.tap_offset.front() + lo);
-      p.span_end[pass.plane] = std::max(p.span_end[pass.plane], pass.tap_offset.back() + hi + 1);
+    const auto& w1 = chroma_cols ? cw1 : lw1;
+    pass.offset.resize(p.dst_w);
+    pass.wpair.resize(p.dst_w);
+    pass.wpair_neg.resize(p.dst_w);
+    pass.simd_end8 = pass.simd_end4 = 0;
+    for (int x = 0; x < p.dst_w; ++x) {
+      pass.offset[x] = static_cast<int32_t>(absolute[i][x] - base);
+      pass.wpair[x] = static_cast<uint16_t>((kHOne - w1[x]) | (w1[x] << 8));
+      pass.wpair_neg[x] = static_cast<uint16_t>(((w1[x] - kHOne) & 0xff) | ((-w1[x] & 0xff) << 8));
+      // offsets never decrease, so the pixels with an in-row window form a prefix
+      if (pass.offset[x] + kWindow <= row_bytes) pass.simd_end8 = x + 1;
+      if (pass.offset[x] + 4 <= row_bytes) pass.simd_end4 = x + 1;
     }
-    for (HPass& pass : p.passes)
-      for (int32_t& o : pass.tap_offset) o -= p.span_begin[pass.plane];
+    plan_chunks(pass, row_bytes);
   }
 
   // Colour stage. Affine mode: output = (v / 128) * scale + bias (YUV: v is the colour of

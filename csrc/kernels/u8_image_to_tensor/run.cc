@@ -1,10 +1,10 @@
 // Running a plan over one frame: output rows in order, each source row resampled once.
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "../../dispatch.h"
+#include "../../threadpool.h"
 #include "image_to_tensor.h"
 
 namespace edgeinf::preprocess {
@@ -69,7 +69,7 @@ class RowRunner {
     if (plan.yuv) ws_.colour.assign(static_cast<size_t>(plan.out_c) * n + kRowSlack, 0);
     if (plan.resize == Resize::kArea) {
       for (int k = 0; k < plan.planes; ++k)
-        for (auto& a : ws_.acc[k]) a.assign(std::max(0, plan.span_end[k] - plan.span_begin[k]), 0);
+        for (auto& a : ws_.acc[k]) a.assign(static_cast<size_t>(plan.span_bytes[k]), 0);
     }
   }
 
@@ -91,7 +91,10 @@ class RowRunner {
   }
 
  private:
-  const uint8_t* plane_row(int plane, int row) const { return f_.plane[plane] + row * f_.stride[plane]; }
+  // The first byte of a plane's row that the plan reads (column offsets count from it).
+  const uint8_t* plane_row(int plane, int row) const {
+    return f_.plane[plane] + int64_t{row} * f_.stride[plane] + p_.col_base[plane];
+  }
 
   // Horizontal pass of source row `row` into one of the two slots, unless it is cached.
   const int16_t* hrow(size_t pi, int row, int keep) {
@@ -156,7 +159,7 @@ class RowRunner {
     for (int cy = cy_begin; cy < cy_end; ++cy) {
       bool carry_next[3] = {false, false, false};
       for (int k = 0; k < p_.planes; ++k) {
-        const int n = p_.span_end[k] - p_.span_begin[k];
+        const int n = p_.span_bytes[k];
         if (n <= 0) continue;
         const VTable& t = (k > 0) ? p_.chroma : p_.luma;
         std::vector<int32_t>* acc = ws_.acc[k];
@@ -164,7 +167,7 @@ class RowRunner {
         bool init = !carried[k];
         for (int32_t kk = first; kk <= last; ++kk) {
           const int row = t.tap_row[kk];
-          const uint8_t* src = plane_row(k, row) + p_.span_begin[k];
+          const uint8_t* src = plane_row(k, row);
           if (!(carried[k] && kk == first)) {
             k_.accumulate(src, n, t.tap_weight[kk], acc[0].data(), init);
             init = false;
@@ -295,23 +298,16 @@ class RowRunner {
 void run_plan(const Plan& plan, const Frame& frame, void* out) {
   const Kernels& k = active_kernels();
   uint8_t* dst = static_cast<uint8_t*>(out);
-  const int threads = std::min(plan.threads, std::max(1, plan.out_h / 8));
-  // The calling thread keeps its row buffers from frame to frame: allocating them anew
-  // cost a cold call (a frame after other work) a few microseconds in malloc's lists.
-  static thread_local Workspace caller_ws;
-  if (threads <= 1) {
-    RowRunner(plan, frame, dst, k, caller_ws).run_rows(0, plan.out_h);
-    return;
-  }
-  std::vector<std::thread> workers;
-  auto chunk = [&](int t) { return static_cast<int>(static_cast<int64_t>(plan.out_h) * t / threads); };
-  for (int t = 1; t < threads; ++t)
-    workers.emplace_back([&, t] {
-      Workspace ws;
-      RowRunner(plan, frame, dst, k, ws).run_rows(chunk(t), chunk(t + 1));
-    });
-  RowRunner(plan, frame, dst, k, caller_ws).run_rows(0, chunk(1));
-  for (auto& w : workers) w.join();
+  const int chunks = std::min(plan.threads, std::max(1, plan.out_h / 8));
+  // Each thread keeps its row buffers from frame to frame: allocating them anew cost a cold
+  // call (a frame after other work) a few microseconds in malloc's lists.
+  auto run_chunk = [&](size_t t) {
+    static thread_local Workspace ws;
+    const int y0 = static_cast<int>(static_cast<int64_t>(plan.out_h) * static_cast<int64_t>(t) / chunks);
+    const int y1 = static_cast<int>(static_cast<int64_t>(plan.out_h) * static_cast<int64_t>(t + 1) / chunks);
+    RowRunner(plan, frame, dst, k, ws).run_rows(y0, y1);
+  };
+  parallel_for(static_cast<size_t>(chunks), static_cast<size_t>(chunks), run_chunk);
 }
 
 }  // namespace edgeinf::preprocess

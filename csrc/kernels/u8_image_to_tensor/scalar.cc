@@ -150,9 +150,11 @@ namespace {
 // SQRDMULH (>> of a negative int is floor).
 inline void yuv_pixel(const int16_t* y, const int16_t* u, const int16_t* v, int i, const Yuv& k, int16_t* rgb) {
   auto term = [](int32_t x, int32_t coef) { return (x * coef + (1 << 14)) >> 15; };
-  const int32_t ys = (((y[i] + 2) >> 2) - k.y_off) << k.sy;  // 1/32 levels, shifted
-  const int32_t us = (((u[i] + 2) >> 2) - 4096) << k.su;
-  const int32_t vs = (((v[i] + 2) >> 2) - 4096) << k.sv;
+  // 1/32 levels, shifted: a multiply, since the offset values may be negative (a left shift
+  // of a negative int is undefined in C++17; SIMD shifts lanes, the same bits)
+  const int32_t ys = (((y[i] + 2) >> 2) - k.y_off) * (1 << k.sy);
+  const int32_t us = (((u[i] + 2) >> 2) - 4096) * (1 << k.su);
+  const int32_t vs = (((v[i] + 2) >> 2) - 4096) * (1 << k.sv);
   const int32_t luma = term(ys, k.ky);
   for (int c = 0; c < k.nch; ++c) {
     int32_t x = luma + term(us, k.ku[c]) + term(vs, k.kv[c]);
