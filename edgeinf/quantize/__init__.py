@@ -138,7 +138,9 @@ def quantize(
     float_path = _model_path(model)
     data = read_model_bytes(float_path, "model")
     if is_quantized(data):
-        raise ModelFileError(f"{float_path.name} is already quantized (int8/uint8 activations): quantize its float original")
+        raise ModelFileError(
+            f"{float_path.name} is already quantized (int8/uint8 activations): quantize its float original"
+        )
     files = image_files(calib)
     calib_files, held = split_holdout(files)
     the_task = task_for(float_path, options, task)
@@ -146,7 +148,11 @@ def quantize(
     if not samples:
         raise InputError(
             f"the {len(calib_files)} calibration image(s) gave no input for {float_path.name}"
-            + (": the face mesh is calibrated on faces, and no face was found" if the_task.kind == "face_landmark" else "")
+            + (
+                ": the face mesh is calibrated on faces, and no face was found"
+                if the_task.kind == "face_landmark"
+                else ""
+            )
         )
     prepared, changes = prepare(data)
     input_name = _input_name(prepared)

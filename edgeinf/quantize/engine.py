@@ -38,7 +38,9 @@ def _library():
     return calibrator, qtyping, quantizer, recipe_manager, qsv_utils
 
 
-def quantize_prepared(prepared: bytes, samples: Sequence[np.ndarray], input_name: str, per_channel: bool, progress=None) -> bytes:
+def quantize_prepared(
+    prepared: bytes, samples: Sequence[np.ndarray], input_name: str, per_channel: bool, progress=None
+) -> bytes:
     """Calibrate a prepared float model on ``samples`` (input 0 tensors) and quantize it to int8.
 
     The library's own progress bars and size report are silenced; ``progress`` (a
@@ -67,7 +69,9 @@ def quantize_prepared(prepared: bytes, samples: Sequence[np.ndarray], input_name
             q = quantizer.Quantizer(buffer, manager.get_quantization_recipe())
             result = q.quantize(calib.get_model_qsvs(), enable_progress_bar=False, enable_progress_report=False)
     except (ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
-        raise UnsupportedOperatorError(f"ai-edge-quantizer could not quantize this model: {type(exc).__name__}: {exc}") from None
+        raise UnsupportedOperatorError(
+            f"ai-edge-quantizer could not quantize this model: {type(exc).__name__}: {exc}"
+        ) from None
     return bytes(result.quantized_model)
 
 
@@ -99,7 +103,14 @@ def is_quantized(data: bytes) -> bool:
                 if i < 0:
                     continue
                 t = sg.tensors[i]
-                constant = bool(t.buffer) and model.buffers[t.buffer].data is not None and len(model.buffers[t.buffer].data)
-                if t.type in quantized and not constant and t.quantization is not None and t.quantization.scale is not None:
+                constant = (
+                    bool(t.buffer) and model.buffers[t.buffer].data is not None and len(model.buffers[t.buffer].data)
+                )
+                if (
+                    t.type in quantized
+                    and not constant
+                    and t.quantization is not None
+                    and t.quantization.scale is not None
+                ):
                     return True
     return False

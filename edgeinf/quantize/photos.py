@@ -58,7 +58,18 @@ def _fetch(item: dict, target: Path) -> None:
         dist, _, version = package.partition("==")
         wheels = sorted(Path(wheelhouse).glob(f"{dist.replace('-', '_')}-{version}-*.whl")) if wheelhouse else []
         if not wheels:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", tmp, package]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                "-d",
+                tmp,
+                package,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             wheels = sorted(Path(tmp).glob("*.whl"))
             if proc.returncode != 0 or not wheels:

@@ -227,7 +227,7 @@ def trap_warnings(outputs: tuple[TensorError, ...], layers: tuple[TensorError, .
     """Warnings for the known int8 traps."""
     warnings = []
     for t in outputs:
-        if t.levels < FEW_LEVELS:
+        if t.float_max > t.float_min and t.levels < FEW_LEVELS:
             warnings.append(
                 f"output {t.name!r} spans only {t.levels:.1f} int8 steps over its range "
                 f"[{t.float_min:.4g}, {t.float_max:.4g}] (scale {t.scale:.4g}): its resolution is crushed"

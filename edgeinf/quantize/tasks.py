@@ -162,7 +162,9 @@ def detection_metric(float_path: Path, int8_path: Path, task: Task, photos) -> d
             j = int(np.argmax(ious)) if len(ious) else -1
             iou = float(ious[j]) if j >= 0 else 0.0
             drift = abs(b[j].score - face.score) if j >= 0 else face.score
-            per_face.append({"image": name, "face": i, "iou": iou, "score_float": face.score, "score_drift": float(drift)})
+            per_face.append(
+                {"image": name, "face": i, "iou": iou, "score_float": face.score, "score_drift": float(drift)}
+            )
     matched = [f for f in per_face if f["iou"] >= 0.5]
     return {
         "faces_float": found_float,
@@ -184,7 +186,7 @@ def landmark_metric(float_path: Path, int8_path: Path, task: Task, photos) -> di
         for name, rgb in photos:
             for i, roi in enumerate(face_rois(rgb)):
                 a = _split_mesh(_outputs_float(ref, ref.run_image(rgb, color="rgb", roi=roi, **task.options)))
-                b = _split_mesh(_outputs_float(test, test.run_image(rgb, color="rgb", roi=roi, **_int8_options(test, task))))
+                b = _split_mesh(_outputs_float(test, test.run_image(rgb, color="rgb", roi=roi, **task.options)))
                 xy_a, xy_b = a[0][:, :2], b[0][:, :2]
                 size = float(np.max(xy_a.max(0) - xy_a.min(0)))
                 err = float(np.linalg.norm(xy_a - xy_b, axis=1).mean() / max(size, 1e-6))
@@ -200,17 +202,15 @@ def landmark_metric(float_path: Path, int8_path: Path, task: Task, photos) -> di
     }
 
 
-def _int8_options(model, task: Task) -> dict:
-    return task.options
-
-
 def _split_mesh(outputs: dict[str, np.ndarray]) -> tuple[np.ndarray, float]:
     mesh = next((v for v in outputs.values() if v.size == LANDMARK_POINTS * 3), None)
     flag = next((v for v in outputs.values() if v.size == 1), None)
     if mesh is None or flag is None:
         from ..errors import InputError
 
-        raise InputError(f"a face mesh model with a 1404-value and a 1-value output was expected, got {[v.shape for v in outputs.values()]}")
+        raise InputError(
+            f"a face mesh model with a 1404-value and a 1-value output was expected, got {[v.shape for v in outputs.values()]}"
+        )
     return mesh.reshape(LANDMARK_POINTS, 3), float(flag.ravel()[0])
 
 
