@@ -93,6 +93,7 @@ def quantize(
     options: dict | None = None,
     task: str | None = None,
     strict: bool = False,
+    output_ranges: dict[str, tuple[float, float]] | None = None,
     evaluate: bool = True,
     progress: bool | None = None,
 ) -> QuantizeResult:
@@ -111,6 +112,9 @@ def quantize(
         task: force a known task (a face model's manifest name); default: recognised
             from the model's sha256 or file name.
         strict: raise `UnsupportedOperatorError` if the quantizer leaves any operator in float.
+        output_ranges: output name -> (min, max) to clip its calibrated range to (and that
+            of the tensors it only rearranges), for outputs whose useful range is known:
+            e.g. score logits. Face detectors get their score logits clipped to ±10.
         evaluate: compute the `AccuracyReport` (``result.report``).
         progress: draw a progress bar on stderr (default: when stderr is a terminal).
 
@@ -156,9 +160,12 @@ def quantize(
         )
     prepared, changes = prepare(data)
     input_name = _input_name(prepared)
+    ranges = {**the_task.output_ranges(_output_shapes(prepared)), **(output_ranges or {})}
     bar = Progress(len(samples), "calibrating", enabled=progress)
     try:
-        quantized = quantize_prepared(prepared, [s.tensor for s in samples], input_name, per_channel, bar)
+        quantized = quantize_prepared(
+            prepared, [s.tensor for s in samples], input_name, per_channel, bar, output_ranges=ranges
+        )
     finally:
         bar.close()
     quantized = set_io_type(quantized, io)
@@ -187,6 +194,17 @@ def quantize(
         float_ops=leftover,
         report=report,
     )
+
+
+def _output_shapes(prepared: bytes) -> dict[str, tuple[int, ...]]:
+    from ..formats.tflite_writer import unpack
+
+    sg = unpack(prepared).subgraphs[0]
+    shapes = {}
+    for i in sg.outputs:
+        t = sg.tensors[int(i)]
+        shapes[t.name.decode() if isinstance(t.name, bytes) else str(t.name)] = tuple(int(d) for d in t.shape)
+    return shapes
 
 
 def _input_name(prepared: bytes) -> str:

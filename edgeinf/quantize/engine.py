@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, UnsupportedOperatorError
+from ..errors import BackendUnavailableError, InputError, UnsupportedOperatorError
 from ..formats.tflite_schema import schema
 from ..formats.tflite_writer import unpack
 from .prepare import SIGNATURE_KEY, opcode_name
@@ -39,7 +39,13 @@ def _library():
 
 
 def quantize_prepared(
-    prepared: bytes, samples: Sequence[np.ndarray], input_name: str, per_channel: bool, progress=None
+    prepared: bytes,
+    samples: Sequence[np.ndarray],
+    input_name: str,
+    per_channel: bool,
+    progress=None,
+    output_ranges: dict[str, tuple[float, float]] | None = None,
+    float_layers: str | None = None,
 ) -> bytes:
     """Calibrate a prepared float model on ``samples`` (input 0 tensors) and quantize it to int8.
 
@@ -56,6 +62,10 @@ def quantize_prepared(
         weight_num_bits=8,
         weight_granularity=granularity,
     )
+    if float_layers:
+        manager.add_quantization_config(
+            regex=float_layers, operation_name=qtyping.TFLOperationName.ALL_SUPPORTED, algorithm_key="no_quantize"
+        )
     buffer = bytearray(prepared)
     quiet = io.StringIO()
     try:
@@ -66,13 +76,48 @@ def quantize_prepared(
                 if progress is not None:
                     with contextlib.redirect_stderr(progress.stream):
                         progress.step()
+            qsvs = calib.get_model_qsvs()
+            for name, (lo, hi) in (output_ranges or {}).items():
+                for tensor in range_path(prepared, name):
+                    if tensor in qsvs:
+                        qsvs[tensor] = {
+                            "min": np.maximum(qsvs[tensor]["min"], np.float32(lo)),
+                            "max": np.minimum(qsvs[tensor]["max"], np.float32(hi)),
+                        }
             q = quantizer.Quantizer(buffer, manager.get_quantization_recipe())
-            result = q.quantize(calib.get_model_qsvs(), enable_progress_bar=False, enable_progress_report=False)
+            result = q.quantize(qsvs, enable_progress_bar=False, enable_progress_report=False)
     except (ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
         raise UnsupportedOperatorError(
             f"ai-edge-quantizer could not quantize this model: {type(exc).__name__}: {exc}"
         ) from None
     return bytes(result.quantized_model)
+
+
+# Operators whose output carries the same values as their inputs (only rearranged): a range
+# stated for the output holds for their inputs too.
+_SAME_VALUES = {"RESHAPE", "CONCATENATION", "SQUEEZE", "TRANSPOSE", "GATHER", "STRIDED_SLICE", "SLICE"}
+
+
+def range_path(data: bytes, output: str) -> list[str]:
+    """Names of the tensor ``output`` and of the tensors that reach it only through rearranging ops."""
+    model = unpack(data)
+    sg = model.subgraphs[0]
+    names = [_str(t.name) for t in sg.tensors]
+    writer = {int(o): op for op in sg.operators for o in op.outputs}
+    if output not in names:
+        raise InputError(f"no tensor named {output!r} to set a range for; outputs: {[names[i] for i in sg.outputs]}")
+    found, todo = [], [names.index(output)]
+    while todo:
+        index = todo.pop()
+        found.append(names[index])
+        op = writer.get(index)
+        if op is not None and opcode_name(model, op.opcodeIndex) in _SAME_VALUES:
+            todo += [int(i) for i in op.inputs[: 1 if opcode_name(model, op.opcodeIndex) != "CONCATENATION" else None]]
+    return found
+
+
+def _str(raw) -> str:
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def float_operators(data: bytes) -> list[str]:
