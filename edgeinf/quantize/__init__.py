@@ -183,7 +183,12 @@ def quantize(
     os.replace(staged, out)
     report = None
     if evaluate:
+        from dataclasses import replace
+
         report = check_accuracy(out, float_path, held, options=options, task=task, _float_ops=leftover)
+        settings = {"per_channel": per_channel, "io": io, "output_ranges": {k: list(v) for k, v in ranges.items()}}
+        notes = [f"output {k!r}: calibrated range clipped to [{lo:g}, {hi:g}]" for k, (lo, hi) in ranges.items()]
+        report = replace(report, quantizer=settings, warnings=(*report.warnings, *notes))
     return QuantizeResult(
         output=out,
         sha256=sha256_of(out),
