@@ -94,6 +94,7 @@ def quantize(
     task: str | None = None,
     strict: bool = False,
     output_ranges: dict[str, tuple[float, float]] | None = None,
+    equalize_ranges: bool = True,
     evaluate: bool = True,
     progress: bool | None = None,
 ) -> QuantizeResult:
@@ -115,6 +116,9 @@ def quantize(
         output_ranges: output name -> (min, max) to clip its calibrated range to (and that
             of the tensors it only rearranges), for outputs whose useful range is known:
             e.g. score logits. Face detectors get their score logits clipped to ±10.
+        equalize_ranges: rescale channels that would set a whole activation's int8 scale,
+            between convolutions where that leaves the float model unchanged
+            (`edgeinf.quantize.equalize`).
         evaluate: compute the `AccuracyReport` (``result.report``).
         progress: draw a progress bar on stderr (default: when stderr is a terminal).
 
@@ -159,6 +163,12 @@ def quantize(
             )
         )
     prepared, changes = prepare(data)
+    if equalize_ranges:
+        from .equalize import candidate_tensors, channel_ranges, equalize
+
+        ranges_seen = channel_ranges(prepared, candidate_tensors(prepared), [s.tensor for s in samples])
+        prepared, rescaled = equalize(prepared, ranges_seen)
+        changes["channels_equalized"] = {k: round(v, 2) for k, v in rescaled.items()}
     input_name = _input_name(prepared)
     ranges = {**the_task.output_ranges(_output_shapes(prepared)), **(output_ranges or {})}
     bar = Progress(len(samples), "calibrating", enabled=progress)

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..formats.tflite_schema import schema
-from ..formats.tflite_writer import pack, unpack
+from ..formats.tflite_writer import pack
+from .prepare import unpack_inline
 
 IO_TYPES = ("int8", "uint8", "float")
 
@@ -59,7 +60,7 @@ def set_io_type(data: bytes, io: str) -> bytes:
     if io == "int8":
         return data
     s = schema()
-    model = unpack(data)
+    model = unpack_inline(data)
     sg = model.subgraphs[0]
     into = _opcode(model, "QUANTIZE", 2)
     out_op = _opcode(model, "DEQUANTIZE", 2) if io == "float" else into

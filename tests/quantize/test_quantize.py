@@ -81,6 +81,33 @@ def test_prepare_fixes_opcodes_adds_signature_folds_float16_without_changing_out
         np.testing.assert_array_equal(a, b)  # float16 -> float32 is exact; the graph is the same
 
 
+def _run_float(blob: bytes, x: np.ndarray) -> list[np.ndarray]:
+    it = Interpreter(model_content=blob, num_threads=1)
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x)
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def test_equalization_leaves_the_float_model_unchanged_and_narrows_the_wide_channel(photo_paths):
+    from edgeinf.quantize import _samples
+    from edgeinf.quantize.equalize import candidate_tensors, channel_ranges, equalize
+    from edgeinf.quantize.tasks import calibration_frames, task_for
+
+    path = zoo.path("face_detection_short_range")
+    prepared, _ = prepare(path.read_bytes())
+    samples = [s.tensor for s in _samples(path, photo_paths[:4], task_for(path), calibration_frames, None)]
+    ranges = channel_ranges(prepared, candidate_tensors(prepared), samples)
+    assert ranges["depthwise_conv2d_15"].max() > 20 * np.median(ranges["depthwise_conv2d_15"])
+    equalized, gains = equalize(prepared, ranges)
+    assert gains["depthwise_conv2d_15"] > 10
+    after = channel_ranges(equalized, ["depthwise_conv2d_15/equalized"], samples)["depthwise_conv2d_15/equalized"]
+    assert after.max() < 3 * np.percentile(after, 90)
+    for x in samples[:3]:
+        for a, b in zip(_run_float(prepared, x), _run_float(equalized, x)):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-3)
+
+
 # ---- the int8 face models ----------------------------------------------------------------------
 
 
@@ -128,9 +155,8 @@ def test_int8_follows_the_tflite_int8_scheme(built, name):
 
 SHORTFALL = pytest.mark.xfail(
     strict=True,
-    reason="not met yet: on the grayscale cameraman photo (and, for short range, the 112 px face crop) the int8 "
-    "boxes reach IoU 0.86-0.88 (short range) and the score drifts 0.09 (full range); the loss builds up in the "
-    "backbone (the report ranks conv2d_16 / depthwise_conv2d_33 worst), not at the outputs",
+    reason="not met on one photo, the grayscale cameraman: short range int8 box IoU 0.889 (the float model's own "
+    "box moves as much, IoU 0.887, when the photo loses one pixel row and column), full range score drift 0.092",
 )
 DETECTORS = ["face_detection_short_range", "face_detection_full_range"]
 
@@ -152,15 +178,17 @@ def test_int8_detectors_find_the_same_faces_on_real_photos(built, photo_paths, n
 
 
 @pytest.mark.parametrize("name", DETECTORS)
-def test_int8_detectors_what_holds_today(built, photo_paths, name):
-    """Every clear face found again, no extra one, IoU >= 0.85 and score drift <= 0.10 on every photo."""
+def test_int8_detectors_meet_the_bar_on_every_photo_but_the_cameraman(built, photo_paths, name):
     metric = _detections(built, photo_paths, name)
     assert metric["faces_judged"] >= 4 and metric["faces_matched"] == metric["faces_judged"], metric
-    assert metric["extra_faces"] == 0 and metric["min_iou"] >= 0.85 and metric["max_score_drift"] <= 0.10, metric
-    good = [
-        f for f in metric["faces"] if not f["borderline"] and f["image"] not in ("camera.png", "Tom_Hanks_54745.png")
-    ]
-    assert good and all(f["iou"] >= 0.9 and f["score_drift"] <= 0.05 for f in good), metric
+    assert metric["extra_faces"] == 0, metric
+    for face in metric["faces"]:
+        if face["borderline"]:
+            continue
+        if face["image"] == "camera.png":
+            assert face["iou"] >= 0.85 and face["score_drift"] <= 0.10, face
+        else:
+            assert face["iou"] >= 0.9 and face["score_drift"] <= 0.05, face
 
 
 def test_int8_landmarks_stay_within_one_and_a_half_percent_of_the_face(built, photo_paths):
@@ -186,6 +214,42 @@ def test_report_ranks_layers_and_names_what_the_quantizer_left_in_float(built):
     assert data["worst_layers"] == [t.name for t in report.worst_layers()]
     assert "mean_landmark_error_rel" in data["task"]
     assert "layers losing most" in report.to_text()
+
+
+def test_equalization_keeps_the_layer_after_the_wide_channel(built):
+    """Without equalization conv2d_16 (after depthwise_conv2d_15, one channel at -442) fell to cosine 0.96."""
+    layers = {t.name: t for t in built("face_detection_short_range").report.layers}
+    assert layers["conv2d_16"].cosine > 0.98
+    assert "depthwise_conv2d_15" not in layers  # rescaled: not compared with the float tensor of that name
+
+
+@pytest.mark.parametrize("io_type", ["float", "uint8"])
+def test_io_type_rewrite_of_a_real_int8_model(built, rng, io_type):
+    from edgeinf.quantize.io_types import set_io_type
+
+    data = built("face_detection_short_range").output.read_bytes()
+    rewritten = set_io_type(data, io_type)
+    x = rng.uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
+    results = []
+    for blob in (data, rewritten):
+        it = Interpreter(model_content=blob, num_threads=1)
+        it.allocate_tensors()
+        d = it.get_input_details()[0]
+        if d["dtype"] == np.float32:
+            it.set_tensor(d["index"], x)
+        else:
+            scale, zero = d["quantization"]
+            info = np.iinfo(d["dtype"])
+            it.set_tensor(d["index"], np.clip(np.round(x / scale) + zero, info.min, info.max).astype(d["dtype"]))
+        it.invoke()
+        outs = []
+        for o in it.get_output_details():
+            v = it.get_tensor(o["index"])
+            scale, zero = o["quantization"]
+            outs.append(v if o["dtype"] == np.float32 else (v.astype(np.float32) - zero) * scale)
+        results.append(outs)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)  # the same int8 arithmetic inside, only the interface changed
 
 
 def test_check_reports_on_an_existing_int8_model(built, photo_paths):
