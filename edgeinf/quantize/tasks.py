@@ -25,6 +25,10 @@ LANDMARK_POINTS = 468
 # background anchors, and one int8 step would then be 1.4 logits at the threshold.
 SCORE_LOGIT_RANGE = (-10.0, 10.0)
 BORDERLINE = 0.05  # faces scored this close to the threshold may flip either way in int8
+# Calibration frames follow each detector's domain. Short range is made for faces within
+# about 2 m of the camera (selfie framing): it also sees crops around each face, 2 to 4
+# face widths across. Full range is made for faces up to 5 m away: whole photos.
+FACE_CROPS = {"face_detection_short_range": (2.0, 3.0, 4.0), "face_detection_full_range": ()}
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,7 @@ class Task:
     kind: str
     options: dict
     detector: BlazeFaceConfig | None = None
+    face_crops: tuple[float, ...] = ()
 
     def output_ranges(self, output_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[float, float]]:
         """Ranges to clip calibration to, by output name: a face detector's score logits."""
@@ -72,7 +77,7 @@ def task_for(path: Path, options: dict | None = None, kind: str | None = None) -
     """The task of a float model; explicit ``options`` win over what edgeinf knows."""
     name = kind or known_name(path)
     if name in VARIANTS:
-        return Task("face_detection", {**DETECTOR_OPTIONS, **(options or {})}, VARIANTS[name])
+        return Task("face_detection", {**DETECTOR_OPTIONS, **(options or {})}, VARIANTS[name], FACE_CROPS[name])
     if name == "face_landmark":
         return Task("face_landmark", {**LANDMARK_OPTIONS, **(options or {})})
     return Task("generic", dict(options or {}))
@@ -120,8 +125,8 @@ def calibration_frames(task: Task, source: str, rgb: np.ndarray):
     """``(label, rgb, roi)`` frames one photo yields for calibration.
 
     Every photo also yields its mirror image: a cheap second view with the same statistics
-    that doubles a small calibration set. Detectors also see crops around each face (faces
-    at other sizes); the landmark model sees only face crops, at several margins.
+    that doubles a small calibration set. The short range detector also sees crops around
+    each face (`FACE_CROPS`); the landmark model sees only face crops, at several margins.
     """
     from .calibration import flip
 
@@ -133,8 +138,8 @@ def calibration_frames(task: Task, source: str, rgb: np.ndarray):
         return
     yield source, rgb, None
     yield f"{source}/flip", flip(rgb), None
-    if task.kind == "face_detection":
-        for i, roi in enumerate(face_rois(rgb, scales=(2.5, 4.0))):
+    if task.face_crops:
+        for i, roi in enumerate(face_rois(rgb, scales=task.face_crops)):
             yield f"{source}#crop{i}", rgb, roi
 
 

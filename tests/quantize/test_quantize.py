@@ -65,10 +65,11 @@ def test_prepare_fixes_opcodes_adds_signature_folds_float16_without_changing_out
     assert not before.signatureDefs
     prepared, changes = prepare(data)
     after = unpack(prepared)
-    assert changes == {"opcodes_fixed": 8, "signature_added": 1, "float16_folded": 74}
+    assert changes == {"opcodes_fixed": 8, "signature_added": 1, "float16_folded": 74, "relu_fused": 17}
     assert all(oc.builtinCode >= oc.deprecatedBuiltinCode for oc in after.operatorCodes)
     assert [s.signatureKey for s in after.signatureDefs] in ([b"serving_default"], ["serving_default"])
-    assert not any(opcode_name(after, op.opcodeIndex) == "DEQUANTIZE" for op in after.subgraphs[0].operators)
+    kinds = {opcode_name(after, op.opcodeIndex) for op in after.subgraphs[0].operators}
+    assert "DEQUANTIZE" not in kinds and "RELU" not in kinds
     x = rng.uniform(-1, 1, (1, 128, 128, 3)).astype(np.float32)
     outs = []
     for blob in (data, prepared):
@@ -133,6 +134,8 @@ def test_int8_face_model_loads_and_runs_on_litert(built, name, resolver):
     it.invoke()
     report = edgeinf.check(path, backend="tflite")
     assert report.runnable("tflite"), report.to_text()
+    if name != "face_landmark":  # its PRELUs stay float between QUANTIZE/DEQUANTIZE, still one partition
+        assert report.verdict("tflite") == "YES", report.to_text()  # no standalone int8 RELU: one partition
 
 
 @pytest.mark.parametrize("name", FACE_MODELS)
@@ -153,11 +156,6 @@ def test_int8_follows_the_tflite_int8_scheme(built, name):
         np.testing.assert_allclose(b.quantization.scales, x.quantization.scales[0] * np.asarray(q.scales), rtol=1e-5)
 
 
-SHORTFALL = pytest.mark.xfail(
-    strict=True,
-    reason="not met on one photo, the grayscale cameraman: short range int8 box IoU 0.889 (the float model's own "
-    "box moves as much, IoU 0.887, when the photo loses one pixel row and column), full range score drift 0.092",
-)
 DETECTORS = ["face_detection_short_range", "face_detection_full_range"]
 
 
@@ -166,7 +164,7 @@ def _detections(built, photo_paths, name):
     return detection_metric(zoo.path(name), built(name).output, task, [(p.name, _rgb(p)) for p in photo_paths])
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=SHORTFALL) for n in DETECTORS])
+@pytest.mark.parametrize("name", DETECTORS)
 def test_int8_detectors_find_the_same_faces_on_real_photos(built, photo_paths, name):
     metric = _detections(built, photo_paths, name)
     assert metric["faces_judged"] >= 4, metric  # the photos hold faces this model finds clearly
@@ -175,20 +173,6 @@ def test_int8_detectors_find_the_same_faces_on_real_photos(built, photo_paths, n
         if not face["borderline"]:
             assert face["iou"] >= 0.9, face
             assert face["score_drift"] <= 0.05, face
-
-
-@pytest.mark.parametrize("name", DETECTORS)
-def test_int8_detectors_meet_the_bar_on_every_photo_but_the_cameraman(built, photo_paths, name):
-    metric = _detections(built, photo_paths, name)
-    assert metric["faces_judged"] >= 4 and metric["faces_matched"] == metric["faces_judged"], metric
-    assert metric["extra_faces"] == 0, metric
-    for face in metric["faces"]:
-        if face["borderline"]:
-            continue
-        if face["image"] == "camera.png":
-            assert face["iou"] >= 0.85 and face["score_drift"] <= 0.10, face
-        else:
-            assert face["iou"] >= 0.9 and face["score_drift"] <= 0.05, face
 
 
 def test_int8_landmarks_stay_within_one_and_a_half_percent_of_the_face(built, photo_paths):
