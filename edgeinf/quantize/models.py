@@ -36,9 +36,12 @@ def environment() -> dict[str, str]:
 
 
 def cached_path(name: str) -> Path:
+    """``<the float model's folder>/int8/<name>.tflite``: beside the float model, under the same
+    file name, so that what recognises a face model by its name (`edgeinf.face.FaceDetector`)
+    recognises its int8 version too."""
     from .. import zoo
 
-    return zoo.path(name).with_name(f"{name}_int8.tflite")
+    return zoo.path(name).parent / "int8" / f"{name}.tflite"
 
 
 def build(name: str, output: Path | None = None):

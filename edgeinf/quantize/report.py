@@ -18,6 +18,7 @@ from ..errors import InputError, ModelFileError
 WORST = 5  # layers named in the summary
 FEW_LEVELS = 32  # an output spanning fewer int8 steps than this over its range has lost its resolution
 OUTLIER_RATIO = 16.0  # quantized range this many times the 99.9th percentile of |x|: outliers set the scale
+CHANNEL_SPREAD = 8.0  # one channel this many times wider than the typical one sets the scale of all
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class TensorError:
         scale, zero_point: the int8 tensor's quantization.
         levels: int8 steps across the observed float range.
         distinct_int8, distinct_float: distinct values seen (outputs only).
+        widest_channel, channel_spread: the channel (last axis) with the widest range, and
+            how many times wider it is than a typical channel (the 90th percentile of the others).
     """
 
     name: str
@@ -46,6 +49,8 @@ class TensorError:
     p999_abs: float = 0.0
     distinct_int8: int = 0
     distinct_float: int = 0
+    widest_channel: int = -1
+    channel_spread: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,10 @@ class _Stats:
         self.lo, self.hi, self.p999 = np.inf, -np.inf, 0.0
         self.q_values: set = set()
         self.f_values: set = set()
+        self.channel_max: np.ndarray | None = None
 
     def add(self, f: np.ndarray, d: np.ndarray, q: np.ndarray | None, track_values: bool) -> None:
+        f_shape = f.shape
         f = f.astype(np.float64).ravel()
         d = d.astype(np.float64).ravel()
         err = np.abs(f - d)
@@ -120,6 +127,9 @@ class _Stats:
         self.qq += float(d @ d)
         self.lo, self.hi = min(self.lo, float(f.min(initial=np.inf))), max(self.hi, float(f.max(initial=-np.inf)))
         self.p999 = max(self.p999, float(np.percentile(np.abs(f), 99.9)) if f.size else 0.0)
+        if f_shape and len(f_shape) >= 2 and f_shape[-1] > 1:
+            per_channel = np.abs(f).reshape(-1, f_shape[-1]).max(axis=0)
+            self.channel_max = per_channel if self.channel_max is None else np.maximum(self.channel_max, per_channel)
         if track_values and q is not None:
             self.q_values.update(np.unique(q).tolist()[:4096])
             self.f_values.update(np.unique(f).tolist()[:4096])
@@ -128,11 +138,17 @@ class _Stats:
         denom = np.sqrt(self.ff * self.qq)
         cosine = self.dot / denom if denom > 0 else (1.0 if self.ff == self.qq else 0.0)
         span = self.hi - self.lo
+        widest, spread = -1, 1.0
+        if self.channel_max is not None:
+            widest = int(np.argmax(self.channel_max))
+            typical = float(np.percentile(np.delete(self.channel_max, widest), 90))
+            spread = float(self.channel_max[widest] / typical) if typical > 0 else 1.0
         return TensorError(
             name=name, op=op, max_abs=self.max_abs, mean_abs=self.abs_sum / max(self.n, 1), cosine=float(cosine),
             float_min=self.lo, float_max=self.hi, scale=scale, zero_point=zero_point,
             levels=float(span / scale) if scale > 0 else 0.0, p999_abs=self.p999,
             distinct_int8=len(self.q_values), distinct_float=len(self.f_values),
+            widest_channel=widest, channel_spread=spread,
         )  # fmt: skip
 
 
@@ -256,6 +272,12 @@ def trap_warnings(outputs: tuple[TensorError, ...], layers: tuple[TensorError, .
         warnings.append(
             f"activation {t.name!r} ({t.op}): its int8 range ±{127 * t.scale:.4g} is set by outliers, 99.9% of "
             f"values lie within ±{t.p999_abs:.4g} and get only {2 * t.p999_abs / t.scale:.0f} levels"
+        )
+    wide = sorted((t for t in layers if t.channel_spread > CHANNEL_SPREAD), key=lambda t: -t.channel_spread)
+    for t in wide[:WORST]:
+        warnings.append(
+            f"activation {t.name!r} ({t.op}): channel {t.widest_channel} spans {t.channel_spread:.0f}x the range of "
+            f"a typical channel and sets the int8 scale of all of them"
         )
     return warnings
 

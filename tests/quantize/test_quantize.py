@@ -253,16 +253,18 @@ def test_an_int8_model_is_refused(built, photo_paths, tmp_path):
 # ---- tiny self-built models --------------------------------------------------------------------
 
 
-def _tiny(extra_op: str | None = None) -> bytes:
-    """input 1x16x16x3 -> CONV_2D 3x3 (4 filters, RELU) [-> extra_op] ."""
+def _tiny(extra_op: str | None = None, wide_channel: float = 1.0) -> bytes:
+    """input 1x16x16x3 -> CONV_2D 3x3 (4 filters, RELU) [-> extra_op]; filter 0 scaled by ``wide_channel``."""
     rng = np.random.default_rng(7)
+    filters = rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32)
+    filters[0] *= wide_channel
     s = schema()
     conv = s.Conv2DOptionsT()
     conv.padding, conv.strideW, conv.strideH = s.Padding.SAME, 1, 1
     conv.fusedActivationFunction = s.ActivationFunctionType.RELU
     tensors = [
         TensorDef("image", (1, 16, 16, 3), "float32"),
-        TensorDef("filters", (4, 3, 3, 3), "float32", data=rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32)),
+        TensorDef("filters", (4, 3, 3, 3), "float32", data=filters),
         TensorDef("bias", (4,), "float32", data=np.array([0.1, -0.2, 0.3, 0.0], np.float32)),
         TensorDef("features", (1, 16, 16, 4), "float32"),
     ]
@@ -302,6 +304,17 @@ def test_ops_the_quantizer_cannot_handle_are_named_with_their_node(tmp_path, pho
         quantize(src, photo_paths[:2], tmp_path / "x.tflite", options=NORM, strict=True, evaluate=False)
     result = quantize(src, photo_paths[:2], tmp_path / "x.tflite", options=NORM, evaluate=False)
     assert len(result.float_ops) == 1 and result.float_ops[0].startswith("EXP (node ")
+
+
+def test_report_names_a_channel_that_sets_the_scale_of_all(tmp_path, photo_paths):
+    src = tmp_path / "tiny_wide.tflite"
+    src.write_bytes(_tiny(wide_channel=40.0))
+    report = quantize(src, photo_paths[:3], tmp_path / "o.tflite", options=NORM).report
+    assert any("'features'" in w and "channel 0 spans" in w for w in report.warnings), report.warnings
+    plain = tmp_path / "tiny.tflite"
+    plain.write_bytes(_tiny())
+    report = quantize(plain, photo_paths[:3], tmp_path / "p.tflite", options=NORM).report
+    assert not any("channel 0 spans" in w for w in report.warnings), report.warnings
 
 
 def test_calibration_errors_are_clear(tmp_path, photo_paths):
