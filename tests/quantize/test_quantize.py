@@ -297,6 +297,18 @@ def test_io_type_of_a_quantized_model(tmp_path, photo_paths, io_type, dtype):
     assert result.report.outputs[0].cosine > 0.999
 
 
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_weight_scales_per_channel_or_per_tensor(tmp_path, photo_paths, per_channel):
+    src = tmp_path / "tiny.tflite"
+    src.write_bytes(_tiny())
+    out = quantize(src, photo_paths[:2], tmp_path / "o.tflite", options=NORM, per_channel=per_channel, evaluate=False)
+    sg = read_tflite(out.output.read_bytes()).subgraphs[0]
+    conv = next(op for op in sg.operators if op.opcode.name == "CONV_2D")
+    weights = sg.tensors[conv.inputs[1]]
+    assert weights.dtype == "INT8" and set(weights.quantization.zero_points) == {0}
+    assert len(weights.quantization.scales) == (4 if per_channel else 1)
+
+
 def test_ops_the_quantizer_cannot_handle_are_named_with_their_node(tmp_path, photo_paths):
     src = tmp_path / "tiny_exp.tflite"
     src.write_bytes(_tiny("EXP"))
