@@ -70,7 +70,7 @@ def _model_path(model) -> Path:
     return resolve_path(model)
 
 
-def _samples(float_path: Path, files, task, frames, progress_label: str | None, stream=None):
+def _samples(float_path: Path, files, task, frames):
     """Preprocessed inputs for ``files``; raises InputError for an image that does not decode."""
     from ..model import load
     from .calibration import read_rgb, tensors
@@ -152,7 +152,7 @@ def quantize(
     files = image_files(calib)
     calib_files, held = split_holdout(files)
     the_task = task_for(float_path, options, task)
-    samples = _samples(float_path, calib_files, the_task, calibration_frames, None)
+    samples = _samples(float_path, calib_files, the_task, calibration_frames)
     if not samples:
         raise InputError(
             f"the {len(calib_files)} calibration image(s) gave no input for {float_path.name}"
@@ -263,7 +263,7 @@ def check_accuracy(
     float_data = read_model_bytes(float_path, "float model")
     files = image_files(images)
     the_task = task_for(float_path, options, task)
-    samples = _samples(float_path, files, the_task, evaluation_frames, None)
+    samples = _samples(float_path, files, the_task, evaluation_frames)
     if not samples:
         raise InputError(f"the {len(files)} image(s) gave no input to evaluate {float_path.name} on (no faces found?)")
     outputs, layers = compare(int8_data, float_data, samples)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, InputError, UnsupportedOperatorError
+from ..errors import BackendUnavailableError, EdgeInfError, InputError, UnsupportedOperatorError
 from ..formats.tflite_schema import schema
 from .prepare import SIGNATURE_KEY, opcode_name, unpack_inline
 
@@ -44,12 +44,13 @@ def quantize_prepared(
     per_channel: bool,
     progress=None,
     output_ranges: dict[str, tuple[float, float]] | None = None,
-    float_layers: str | None = None,
 ) -> bytes:
     """Calibrate a prepared float model on ``samples`` (input 0 tensors) and quantize it to int8.
 
-    The library's own progress bars and size report are silenced; ``progress`` (a
-    `calibration.Progress`) is stepped once per sample instead.
+    ``output_ranges`` (output name -> (min, max)) clips the calibrated range of an output
+    and of the tensors it only rearranges (`range_path`). The library's own progress bars
+    and size report are silenced; ``progress`` (a `calibration.Progress`) is stepped once
+    per sample instead.
     """
     calibrator, qtyping, quantizer, recipe_manager, qsv_utils = _library()
     granularity = qtyping.QuantGranularity.CHANNELWISE if per_channel else qtyping.QuantGranularity.TENSORWISE
@@ -61,10 +62,6 @@ def quantize_prepared(
         weight_num_bits=8,
         weight_granularity=granularity,
     )
-    if float_layers:
-        manager.add_quantization_config(
-            regex=float_layers, operation_name=qtyping.TFLOperationName.ALL_SUPPORTED, algorithm_key="no_quantize"
-        )
     buffer = bytearray(prepared)
     quiet = io.StringIO()
     try:
@@ -73,8 +70,7 @@ def quantize_prepared(
             for tensor in samples:
                 calib.calibrate({SIGNATURE_KEY: [{input_name: tensor}]}, manager)
                 if progress is not None:
-                    with contextlib.redirect_stderr(progress.stream):
-                        progress.step()
+                    progress.step()  # its stream is the real stderr, taken before the redirection
             qsvs = calib.get_model_qsvs()
             for name, (lo, hi) in (output_ranges or {}).items():
                 for tensor in range_path(prepared, name):
@@ -85,6 +81,8 @@ def quantize_prepared(
                         }
             q = quantizer.Quantizer(buffer, manager.get_quantization_recipe())
             result = q.quantize(qsvs, enable_progress_bar=False, enable_progress_report=False)
+    except EdgeInfError:
+        raise
     except (ValueError, KeyError, NotImplementedError, RuntimeError) as exc:
         raise UnsupportedOperatorError(
             f"ai-edge-quantizer could not quantize this model: {type(exc).__name__}: {exc}"

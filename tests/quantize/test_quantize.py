@@ -97,7 +97,7 @@ def test_equalization_leaves_the_float_model_unchanged_and_narrows_the_wide_chan
 
     path = zoo.path("face_detection_short_range")
     prepared, _ = prepare(path.read_bytes())
-    samples = [s.tensor for s in _samples(path, photo_paths[:4], task_for(path), calibration_frames, None)]
+    samples = [s.tensor for s in _samples(path, photo_paths[:4], task_for(path), calibration_frames)]
     ranges = channel_ranges(prepared, candidate_tensors(prepared), samples)
     assert ranges["depthwise_conv2d_15"].max() > 20 * np.median(ranges["depthwise_conv2d_15"])
     equalized, gains = equalize(prepared, ranges)
@@ -346,6 +346,8 @@ def test_calibration_errors_are_clear(tmp_path, photo_paths):
         quantize(src, [broken], out, options=NORM)
     with pytest.raises(InputError, match="states no normalization"):
         quantize(src, photo_paths[:1], out)
+    with pytest.raises(InputError, match="no tensor named 'scores'"):
+        quantize(src, photo_paths[:1], out, options=NORM, output_ranges={"scores": (-1, 1)}, evaluate=False)
     with pytest.raises(InputError, match="io must be one of"):
         quantize(src, photo_paths[:1], out, io="int4", options=NORM)
     assert not out.exists()
