@@ -133,17 +133,11 @@ def equalize(data: bytes, channel_max_abs: dict[str, np.ndarray]) -> tuple[bytes
 
 def channel_ranges(data: bytes, tensor_names: list[str], samples) -> dict[str, np.ndarray]:
     """Per-channel max |x| of the named tensors over ``samples`` (input 0 tensors), on the float model."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
     if not tensor_names:
         return {}
-    it = Interpreter(
-        model_content=data,
-        num_threads=1,
-        experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-        experimental_preserve_all_tensors=True,
-    )
-    it.allocate_tensors()
+    from .report import _interpreter
+
+    it = _interpreter(data)
     index = {d["name"]: d["index"] for d in it.get_tensor_details()}
     wanted = [n for n in tensor_names if n in index]
     ranges: dict[str, np.ndarray] = {}

@@ -195,6 +195,22 @@ def drop_unused_tensors(model) -> int:
     return dropped
 
 
+def drop_unused_opcodes(model) -> int:
+    """Remove operator codes no operator uses (a folded DEQUANTIZE, a fused RELU); count them.
+
+    A runtime registers a kernel for every code in the table, used or not."""
+    used = sorted({int(op.opcodeIndex) for sg in model.subgraphs for op in sg.operators})
+    if len(used) == len(model.operatorCodes):
+        return 0
+    remap = {old: new for new, old in enumerate(used)}
+    dropped = len(model.operatorCodes) - len(used)
+    model.operatorCodes = [model.operatorCodes[i] for i in used]
+    for sg in model.subgraphs:
+        for op in sg.operators:
+            op.opcodeIndex = remap[int(op.opcodeIndex)]
+    return dropped
+
+
 def prepare(data: bytes) -> tuple[bytes, dict[str, int]]:
     """The model's bytes with the fix-ups and the RELU fusion applied, and what each changed."""
     model = unpack_inline(data)
@@ -205,4 +221,5 @@ def prepare(data: bytes) -> tuple[bytes, dict[str, int]]:
         "relu_fused": fuse_relu(model),
     }
     drop_unused_tensors(model)
+    drop_unused_opcodes(model)
     return pack(model), changes

@@ -8,6 +8,7 @@ tensor is dequantized and compared with the float tensor of the same name.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -156,12 +157,14 @@ def _interpreter(data: bytes):
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     try:
-        it = Interpreter(
-            model_content=data,
-            num_threads=1,
-            experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
-            experimental_preserve_all_tensors=True,
-        )
+        with warnings.catch_warnings():  # keeping every tensor is the point here, not a debugging leftover
+            warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors.*")
+            it = Interpreter(
+                model_content=data,
+                num_threads=1,
+                experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+                experimental_preserve_all_tensors=True,
+            )
         it.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise ModelFileError(f"LiteRT cannot load the model: {exc}") from None
