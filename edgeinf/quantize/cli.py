@@ -73,7 +73,7 @@ def run(args) -> int:
         io=args.io,
         options=_options(args),
         strict=args.strict,
-        progress=None if not args.json else False,
+        progress=None,  # a bar on stderr when it is a terminal; stdout stays clean for --json
     )
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, default=float))

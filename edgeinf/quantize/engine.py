@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -65,7 +66,8 @@ def quantize_prepared(
     buffer = bytearray(prepared)
     quiet = io.StringIO()
     try:
-        with contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet):
+        with contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors.*")
             calib = calibrator.Calibrator(bytes(buffer), num_threads=1, qsv_update_func=qsv_utils.min_max_update)
             for tensor in samples:
                 calib.calibrate({SIGNATURE_KEY: [{input_name: tensor}]}, manager)
