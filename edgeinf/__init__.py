@@ -38,7 +38,7 @@ def __getattr__(name):
         from .ab import ABTest
 
         return ABTest
-    if name in ("metrics", "bench"):
+    if name in ("metrics", "bench", "quantize"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -153,6 +153,11 @@ def _add_demo(sub) -> None:
     )
     p.add_argument("--out", default="edgeinf-demo.png", help="annotated image to write (.png, .jpg, ...)")
     p.add_argument("--threads", type=positive_int(MAX_THREADS), default=None)
+    p.add_argument(
+        "--int8",
+        action="store_true",
+        help="run the int8 version of the manifest model, made by `edgeinf quantize` on first use and cached",
+    )
     p.set_defaults(func=_demo)
 
 
@@ -168,7 +173,14 @@ def _demo(args) -> int:
     _check_image_target(out, "--out")
     image_path = Path(args.image) if args.image is not None else zoo.path("grace_hopper")
     image = _read_image(image_path, "--image")
-    model = args.model if args.model in VARIANTS else resolve_model(args.model)
+    if args.int8:
+        from .quantize import int8_path
+
+        if args.model not in VARIANTS:
+            raise UsageError(f"--int8 takes a manifest detector ({' or '.join(VARIANTS)}), got --model {args.model}")
+        model = int8_path(args.model)
+    else:
+        model = args.model if args.model in VARIANTS else resolve_model(args.model)
     start = time.perf_counter()
     try:
         detector = FaceDetector(model, num_threads=args.threads)
@@ -311,7 +323,7 @@ def _optional_subcommands(sub) -> None:
     # Areas that bring their own subcommand expose add_parser(subparsers) / run(args).
     import importlib
 
-    for name in ("edgeinf.compat.cli", "edgeinf.power.cli", "edgeinf.bench_cli"):
+    for name in ("edgeinf.compat.cli", "edgeinf.power.cli", "edgeinf.bench_cli", "edgeinf.quantize.cli"):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
