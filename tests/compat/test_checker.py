@@ -131,6 +131,18 @@ def test_quasi_static_weights_count_as_constant(model_path):
 
 
 def test_kernel_failure_from_probes_is_a_finding(tmp_path):
+    # NEG on int8 is rejected at invoke by tflite-runtime 2.14 ("Neg only currently supports
+    # int64, int32, and float32"); LiteRT 2.3 runs it
+    tensors = [TensorDef(n, (1, 2, 2, 8), "int8", scale=0.1, zero_point=0) for n in ("x", "y")]
+    path = tmp_path / "neg.tflite"
+    path.write_bytes(build_model(tensors, [OpDef("NEG", [0], [1])], [0], [1]))
+    report = edgeinf.check(path, target="tflite-runtime==2.14.0")
+    assert report.verdict("tflite") == "NO"
+    assert "fails at invoke" in report.problems("tflite")[0][1].reason
+    assert edgeinf.check(path, target="ai-edge-litert==2.3.0").runnable("tflite")
+
+
+def test_a_convolution_without_bias_is_refused_by_the_reader(tmp_path):
     # CONV_2D without a bias fails to prepare in both runtimes (conv.cc: TF_LITE_ENSURE(has_bias))
     s = schema()
     opts = s.Conv2DOptionsT()
@@ -147,9 +159,8 @@ def test_kernel_failure_from_probes_is_a_finding(tmp_path):
     )
     path = tmp_path / "nobias.tflite"
     path.write_bytes(data)
-    report = edgeinf.check(path)
-    assert report.verdict("tflite") == "NO"
-    assert "fails at allocate" in report.problems("tflite")[0][1].reason
+    with pytest.raises(edgeinf.ModelFileError, match=r"nobias\.tflite: subgraph 0 operator 0 \(CONV_2D\): 2 inputs"):
+        edgeinf.check(path)
 
 
 def test_xnnpack_attribute_rule_softmax_beta(tmp_path):
