@@ -139,7 +139,7 @@ def _verify(path: Path, kind: str):
         from .formats.tflite import read_tflite
 
         data = path.read_bytes()
-        return read_tflite(data), data
+        return read_tflite(data, name=path), data
     from .formats.ncnn_param import read_ncnn_param
 
     return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply

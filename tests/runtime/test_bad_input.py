@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import edgeinf
-from edgeinf import backends
+from edgeinf import backends, zoo
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +153,10 @@ def test_non_contiguous_input(face_model):
 def test_unknown_input_buffer(face_model):
     with pytest.raises(edgeinf.InputError, match="input index 3 out of range"):
         face_model.input_buffer(3)
+
+
+def test_a_corrupt_tflite_is_named_by_its_file(tmp_path):
+    path = tmp_path / "cut.tflite"
+    path.write_bytes(zoo.path("face_detection_short_range").read_bytes()[:5000])
+    with pytest.raises(edgeinf.ModelFileError, match="cut.tflite"):
+        edgeinf.load(path)
