@@ -438,3 +438,27 @@ def test_import_edgeinf_quantize_does_not_import_the_quantizer():
     code = "import sys, edgeinf.quantize; print('ai_edge_quantizer' in sys.modules, 'ai_edge_litert' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_demo_int8_finds_the_face_the_float_demo_finds(built, tmp_path, monkeypatch, capsys):
+    from edgeinf.cli import main
+
+    int8 = tmp_path / "int8" / "face_detection_short_range.tflite"
+    int8.parent.mkdir()
+    int8.write_bytes(built("face_detection_short_range").output.read_bytes())
+    asked = []
+    monkeypatch.setattr(models, "cached_path", lambda name: asked.append(name) or int8)
+
+    def faces(*flags):
+        assert main(["demo", "--out", str(tmp_path / "out.png"), *flags]) == 0
+        out = capsys.readouterr().out
+        return out, [line for line in out.splitlines() if line.lstrip().startswith("#")]
+
+    _, float_faces = faces()
+    assert asked == []
+    _, int8_faces = faces("--int8")
+    assert asked == ["face_detection_short_range"]
+    assert len(int8_faces) == len(float_faces) == 1
+    score = lambda line: float(line.split("score")[1].split()[0])  # noqa: E731
+    assert abs(score(int8_faces[0]) - score(float_faces[0])) <= 0.05
+    assert main(["demo", "--int8", "--model", str(int8)]) == 2  # --int8 takes a manifest detector
