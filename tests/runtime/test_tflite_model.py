@@ -151,7 +151,7 @@ def test_load_reads_and_verifies_the_model_once(face_path, monkeypatch):
 
     calls = []
     real = tflite.read_tflite
-    monkeypatch.setattr(tflite, "read_tflite", lambda src: calls.append(src) or real(src))
+    monkeypatch.setattr(tflite, "read_tflite", lambda src, **kw: calls.append(src) or real(src, **kw))
     with edgeinf.load(face_path, num_threads=1) as model:
         assert model.report is not None and model.report.runnable("tflite")
     assert len(calls) == 1
