@@ -21,7 +21,9 @@ def cache(tmp_path, monkeypatch, model_path):
     """A private cache holding a copy of NAME's real files; returns the copied main file."""
     source = model_path(NAME).parent
     target = tmp_path / "cache" / "models" / NAME
-    shutil.copytree(source, target)
+    target.mkdir(parents=True)
+    for fname in zoo.entry(NAME)["files"]:  # the manifest's files only, not what else lives beside them
+        shutil.copy2(source / fname, target / fname)
     monkeypatch.setenv("EDGEINF_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("EDGEINF_WHEELHOUSE", str(tmp_path / "no-wheels-here"))
     return target / zoo.entry(NAME)["main"]
