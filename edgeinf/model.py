@@ -231,8 +231,9 @@ def load(
 
         # Check against the runtime that will really run it (a forced TFLite package included).
         target = options.get("package") if name == "tflite" else None
-        report = compat_check(path, backend=name, target=target, model=parsed)
-        if not report.runnable(name):
+        checked = "tflite" if name == "edgeinf" else name  # what the engine cannot run goes to LiteRT
+        report = compat_check(path, backend=checked, target=target, model=parsed)
+        if not report.runnable(checked):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if data is not None:
         options["model_content"] = data
