@@ -7,6 +7,8 @@
 #include <pybind11/stl.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -309,6 +311,20 @@ class PyProgram {
     program_.add(std::make_unique<engine::LutStep>(op, t, n, in, out));
   }
 
+  void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables) {
+    const int8_t* t = checked_data<int8_t>(tables, "tables");
+    check_ndim(tables, "tables", 2);
+    const size_t channels = static_cast<size_t>(tables.shape(0));
+    if (channels == 0 || tables.shape(1) != 256 || n % channels != 0) {
+      throw std::invalid_argument("channel_lut: expected [channels, 256] tables dividing " + std::to_string(n) +
+                                  " values, got shape " + shape_str(tables));
+    }
+    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
+    program_.add(std::make_unique<engine::ChannelLutStep>(op, std::vector<int8_t>(t, t + channels * 256), channels, n,
+                                                          in, out));
+  }
+
   void softmax(size_t in_offset, size_t out_offset, size_t rows, size_t depth, float input_scale, float beta) {
     check_positive({rows, depth}, "softmax sizes");
     check_scale(input_scale, "input");
@@ -421,6 +437,8 @@ void bind_engine(py::module_& m) {
            py::arg("geometry"), py::arg("act_min"), py::arg("act_max"))
       .def("lut", &PyProgram::lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("table"))
+      .def("channel_lut", &PyProgram::channel_lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"),
+           py::arg("n"), py::arg("tables"))
       .def("softmax", &PyProgram::softmax, py::arg("in_offset"), py::arg("out_offset"), py::arg("rows"),
            py::arg("depth"), py::arg("input_scale"), py::arg("beta"))
       .def("quantize", &PyProgram::quantize, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),

@@ -106,6 +106,14 @@ LutStep::LutStep(std::string op, const int8_t table[256], size_t n, const int8_t
 
 void LutStep::run() const { qs8::qs8_lut(in_, out_, n_, table_); }
 
+void ChannelLutStep::run() const {
+  const auto* in = reinterpret_cast<const uint8_t*>(in_);
+  for (size_t i = 0; i < n_; i += channels_) {
+    const int8_t* table = tables_.data();
+    for (size_t c = 0; c < channels_; ++c, table += 256) out_[i + c] = table[in[i + c]];
+  }
+}
+
 void SoftmaxStep::run() const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
 void QuantizeStep::run() const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }

@@ -128,6 +128,23 @@ class LutStep final : public Step {
   int8_t* out_;
 };
 
+// out[p][c] = tables[c][uint8(in[p][c])] over pixels p of `channels` values: a map of one
+// value that depends on the channel, e.g. PRELU with one alpha per channel.
+class ChannelLutStep final : public Step {
+ public:
+  ChannelLutStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n, const int8_t* in, int8_t* out)
+      : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), n_(n), in_(in), out_(out) {}
+  void run() const override;
+  const char* name() const override { return op_.c_str(); }
+
+ private:
+  std::string op_;
+  std::vector<int8_t> tables_;  // [channels][256]
+  size_t channels_, n_;
+  const int8_t* in_;
+  int8_t* out_;
+};
+
 class SoftmaxStep final : public Step {
  public:
   SoftmaxStep(const qs8::SoftmaxParams& p, size_t rows, size_t depth, const int8_t* in, int8_t* out)

@@ -486,6 +486,35 @@ class _Planner:
         self.lut(op, x, y, table)
         self.steps[-1].args["clamp"] = (act_min, act_max, int(m), int(s))
 
+    def op_prelu(self, op: Operator) -> None:
+        x, alpha, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
+        in_q, a_q, out_q = qz.activation(op, x), qz.activation(op, alpha), qz.activation(op, y)
+        self.expect_shape(op, y, x.shape)
+        alphas = self.constant(op, alpha, "alpha").astype(np.int32)
+        channels = int(x.shape[-1]) if x.shape else 1
+        lead = (1,) * (len(x.shape) - len(alpha.shape)) + tuple(alpha.shape)
+        if len(alpha.shape) > len(x.shape) or any(d != 1 for d in lead[:-1]) or lead[-1] not in (1, channels):
+            raise UnsupportedOperatorError(
+                f"{where(op, alpha)}: alpha of shape {list(alpha.shape)} varies beyond the channels"
+            )
+        alphas = np.broadcast_to(alphas.reshape(-1), (channels,))
+        # PreluPrepare takes both factors in float32: s_in / s_out and s_in * s_alpha / s_out.
+        s_in, s_a, s_out = np.float32(in_q.scale), np.float32(a_q.scale), np.float32(out_q.scale)
+        (m1, m2), (sh1, sh2) = qz.multipliers(op, [float(s_in / s_out), float(np.float32(s_in * s_a) / s_out)])
+        values = np.arange(256, dtype=np.int32).astype(np.uint8).view(np.int8).astype(np.int32) - in_q.zero_point
+        mbqm = _C.multiply_by_quantized_multiplier
+        positive = mbqm(np.ascontiguousarray(values), int(m1), int(sh1)).astype(np.int64)
+        tables = np.empty((channels, 256), np.int8)
+        for c, a in enumerate(alphas):
+            negative = mbqm(np.ascontiguousarray(values * (int(a) - a_q.zero_point), np.int32), int(m2), int(sh2))
+            out = np.where(values >= 0, positive, negative.astype(np.int64)) + out_q.zero_point
+            tables[c] = np.clip(out, -128, 127).astype(np.int8)
+        if (tables == tables[0]).all():
+            self.lut(op, x, y, np.ascontiguousarray(tables[0]))
+            return
+        args = dict(op="PRELU", in_offset=x.index, out_offset=y.index, n=x.num_elements, tables=tables)
+        self.add(op, "channel_lut", args, [x.index], [y.index])
+
     op_relu = relu
     op_relu6 = relu
     op_relu_n1_to_1 = relu

@@ -217,3 +217,16 @@ def test_small_network_shares_the_arena(seed):
     plan = assert_engine_exact(data, rng)
     activations = sum(int(np.prod(g.shape(t))) for t in (x, a, b, c, d, e, h, y))
     assert plan["arena_bytes"] < activations, plan
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("alpha_shape", [(1, 1, 6), (6,), (1,)])
+def test_prelu(seed, alpha_shape):
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 5, 4, 6), q=random_q(rng))
+    alpha_q = (f32(rng.uniform(0.001, 0.01)), int(rng.integers(-20, 20)))
+    alpha = g.tensor(alpha_shape, q=alpha_q, data=rng.integers(-128, 128, alpha_shape, dtype=np.int8))
+    y = g.tensor((1, 5, 4, 6), q=random_q(rng))
+    g.op("PRELU", [x, alpha], [y])
+    assert_engine_exact(g.build([x], [y]), rng)
