@@ -1,0 +1,86 @@
+"""Real int8 models on the engine: face_landmark quantized with TFLite's own post-training
+calibrator (the one the converter uses, shipped in the LiteRT wheel), run on the Grace
+Hopper photo, bit for bit against LiteRT's reference kernels on every kernel path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_models import first_mismatch, reference_outputs
+
+import edgeinf
+from edgeinf import kernels
+
+cv2 = pytest.importorskip("cv2")
+calibration = pytest.importorskip(
+    "ai_edge_litert._pywrap_tensorflow_lite_calibration_wrapper", reason="TFLite's calibrator ships with ai-edge-litert"
+)
+
+
+def photo_crops(photo: np.ndarray) -> list[np.ndarray]:
+    h, w = photo.shape[:2]
+    boxes = [(0, 0, h, w), (h // 8, w // 4, h * 3 // 4, w * 3 // 4), (0, w // 6, h // 2, w * 5 // 6)]
+    return [photo[a:c, b:d] for a, b, c, d in boxes]
+
+
+def as_input(crop: np.ndarray, size: int) -> np.ndarray:
+    return (cv2.resize(crop, (size, size)).astype(np.float32) / 255.0)[None]
+
+
+@pytest.fixture(scope="module")
+def grace_hopper(model_path) -> np.ndarray:
+    return cv2.imread(str(model_path("grace_hopper")))[:, :, ::-1].copy()
+
+
+@pytest.fixture(scope="module")
+def face_landmark_int8(model_path, grace_hopper) -> bytes:
+    """face_landmark with int8 activations, weights and input/output, calibrated on crops of
+    the photo. The calibrator keeps a pointer into the model bytes: they stay referenced."""
+    source = model_path("face_landmark").read_bytes()
+    wrapper = calibration.CalibrationWrapper(source, [], [])
+    wrapper.Prepare()
+    for crop in photo_crops(grace_hopper):
+        wrapper.FeedTensor([as_input(crop, 192)])
+    int8 = np.dtype(np.int8).num
+    data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
+    del wrapper, source
+    return data
+
+
+def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
+    x = as_input(photo[75:450, 128:384], spec.shape[1])
+    q = spec.quantization
+    return np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+
+
+def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_int8, grace_hopper):
+    path = tmp_path / "face_landmark_int8.tflite"
+    path.write_bytes(face_landmark_int8)
+    with edgeinf.load(path, backend="edgeinf", num_threads=1) as model:
+        details = model.details
+        assert "fallback" not in details, details.get("fallback")
+        assert details["plan"]["ops"]["PRELU"] == 23
+        x = quantized_face(grace_hopper, model.inputs[0])
+        want = reference_outputs(face_landmark_int8, [x])
+        for isa in kernels.supported_isas():
+            with kernels.use_isa(isa):
+                got = model.run(x)
+            for (name, g), w in zip(got.items(), want):
+                msg = first_mismatch(g, w)
+                assert not msg, f"{name} on {isa}: {msg}"
+        # The landmarks are a face's, not a constant: they spread over the crop.
+        landmarks = model.run(x, dequantize=True)[model.outputs[0].name].reshape(-1, 3)
+        assert np.ptp(landmarks[:, 0]) > 40 and np.ptp(landmarks[:, 1]) > 40
+
+
+def test_a_float_model_falls_back_to_litert_with_its_outputs(model_path, grace_hopper):
+    path = model_path("face_detection_short_range")
+    with (
+        edgeinf.load(path, backend="edgeinf", num_threads=1) as fallback,
+        edgeinf.load(path, backend="tflite", num_threads=1) as litert,
+    ):
+        assert fallback.backend == "tflite"
+        assert "FLOAT32" in fallback.details["fallback"] or "FLOAT16" in fallback.details["fallback"]
+        x = as_input(grace_hopper, 128)
+        for (name, got), want in zip(fallback.run(x).items(), litert.run(x).values()):
+            assert np.array_equal(got, want), name
