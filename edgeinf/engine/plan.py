@@ -75,6 +75,31 @@ class Plan:
         return {"steps": len(self.steps), "ops": dict(ops), "arena_bytes": self.arena_bytes}
 
 
+# Where each fusable step keeps its output clamp: two keys of its args, or two indices
+# into its "params" tuple (ADD, MUL).
+_CLAMP_SLOTS = {
+    "conv2d": ("act_min", "act_max"),
+    "depthwise_conv2d": ("act_min", "act_max"),
+    "fully_connected": ("act_min", "act_max"),
+    "add": (10, 11),
+    "mul": (5, 6),
+}
+
+
+def _get_clamp(step: Step, slots) -> tuple[int, int]:
+    source = step.args["params"] if isinstance(slots[0], int) else step.args
+    return source[slots[0]], source[slots[1]]
+
+
+def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
+    if isinstance(slots[0], int):
+        params = list(step.args["params"])
+        params[slots[0]], params[slots[1]] = lo, hi
+        step.args["params"] = tuple(params)
+    else:
+        step.args[slots[0]], step.args[slots[1]] = lo, hi
+
+
 def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
@@ -484,7 +509,7 @@ class _Planner:
         act_max = hi if high is None else min(hi, bound(high))
         table = qz.requantize_table(in_q, out_q, int(m), int(s), act_min, act_max)
         self.lut(op, x, y, table)
-        self.steps[-1].args["clamp"] = (act_min, act_max, int(m), int(s))
+        self.steps[-1].args["clamp"] = (act_min, act_max)
 
     def op_prelu(self, op: Operator) -> None:
         x, alpha, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
@@ -521,49 +546,36 @@ class _Planner:
 
     # -- fusion ------------------------------------------------------------------------
     def fuse_relus(self) -> None:
-        """Fold a RELU-family LUT step into the conv / depthwise / FC step before it, when
-        it only clamps (rescale by exactly one: the same scale and zero point on both sides)
-        and nothing else reads the producer's output."""
+        """Fold a RELU-family table step into the conv / depthwise / FC / ADD / MUL step
+        before it, when it only clamps (the same scale and zero point on both sides, so the
+        rescale is exactly one) and nothing else reads the producer's output."""
         readers = Counter(t for s in self.steps for t in s.reads)
         outputs = set(self.sg.outputs)
         producer = {w: s for s in self.steps for w in s.writes}
-        fused: list[Step] = []
+        kept: list[Step] = []
         for step in self.steps:
-            clamp = step.args.get("clamp") if step.method == "lut" else None
+            clamp = step.args.pop("clamp", None) if step.method == "lut" else None
             src = step.reads[0] if clamp else None
             prev = producer.get(src)
-            if (
-                clamp is None
-                or prev is None
-                or prev.method not in ("conv2d", "depthwise_conv2d", "fully_connected")
-                or readers[src] != 1
-                or src in outputs
-                or prev.args["output_zero_point"] != self._zero_point(step.writes[0])
-                or not self._same_quantization(src, step.writes[0])
-            ):
-                fused.append(step)
+            slots = _CLAMP_SLOTS.get(prev.method) if prev is not None else None
+            if slots is None or readers[src] != 1 or src in outputs or not self._same_quantization(src, step.writes[0]):
+                kept.append(step)
                 continue
-            act_min, act_max, _, _ = clamp
-            prev.args["act_min"] = max(prev.args["act_min"], act_min)
-            prev.args["act_max"] = min(prev.args["act_max"], act_max)
-            if prev.args["act_min"] > prev.args["act_max"]:  # disjoint ranges: keep both steps
-                fused.append(step)
+            lo, hi = _get_clamp(prev, slots)
+            lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
+            if lo > hi:  # disjoint ranges: keep both steps
+                kept.append(step)
                 continue
+            _set_clamp(prev, slots, lo, hi)
             prev.args["out_offset"] = step.writes[0]
             prev.writes = (step.writes[0],)
             prev.nodes += step.nodes
             prev.fused += (step.op,)
-        for step in fused:
-            step.args.pop("clamp", None)
-        self.steps = fused
+        self.steps = kept
 
     def _same_quantization(self, a: int, b: int) -> bool:
         qa, qb = self.tensors[a].quantization, self.tensors[b].quantization
         return qa is not None and qb is not None and (qa.scales, qa.zero_points) == (qb.scales, qb.zero_points)
-
-    def _zero_point(self, tensor: int) -> int:
-        q = self.tensors[tensor].quantization
-        return int(q.zero_points[0]) if q is not None and q.zero_points else 0
 
     # -- memory ----------------------------------------------------------------------
     def root(self, t: int) -> int:

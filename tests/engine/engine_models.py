@@ -206,3 +206,37 @@ def assert_engine_exact(data: bytes, rng, runs: int = 2) -> dict:
                 msg = first_mismatch(g, w)
                 assert not msg, f"output {k} on {isa}: {msg}"
     return backend.details["plan"]
+
+
+def fold_float16_weights(data: bytes) -> bytes:
+    """The model with every float16 constant behind a DEQUANTIZE stored as float32 and the
+    DEQUANTIZE removed: TFLite's calibrator cannot quantize the float16 form."""
+    from edgeinf.formats.tflite_writer import pack, unpack
+
+    s = schema()
+    model = unpack(data)
+    sg = model.subgraphs[0]
+    kept = []
+    for op in sg.operators:
+        code = model.operatorCodes[op.opcodeIndex]
+        source = sg.tensors[op.inputs[0]]
+        buffer = model.buffers[source.buffer]
+        if (
+            max(code.builtinCode, code.deprecatedBuiltinCode) == s.BuiltinOperator.DEQUANTIZE
+            and source.type == s.TensorType.FLOAT16
+            and buffer.data is not None
+            and len(buffer.data)
+        ):
+            values = np.frombuffer(np.asarray(buffer.data, np.uint8).tobytes(), np.float16).astype(np.float32)
+            folded = s.BufferT()
+            folded.data = np.frombuffer(values.tobytes(), np.uint8)
+            model.buffers.append(folded)
+            sg.tensors[op.outputs[0]].buffer = len(model.buffers) - 1
+            continue
+        kept.append(op)
+    sg.operators = kept
+    used = sorted({op.opcodeIndex for op in kept})  # an unused DEQUANTIZE code would still be registered
+    model.operatorCodes = [model.operatorCodes[i] for i in used]
+    for op in kept:
+        op.opcodeIndex = used.index(op.opcodeIndex)
+    return pack(model)

@@ -230,3 +230,15 @@ def test_prelu(seed, alpha_shape):
     y = g.tensor((1, 5, 4, 6), q=random_q(rng))
     g.op("PRELU", [x, alpha], [y])
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_relu_after_add_is_fused(seed):
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    a = g.tensor((1, 4, 4, 8), q=random_q(rng))
+    b = g.tensor((1, 4, 4, 8), q=random_q(rng))
+    s = g.binary("ADD", a, b, out_q=(f32(0.05), 7))
+    y = g.unary("RELU6", s, out_q=(f32(0.05), 7), version=1)
+    plan = assert_engine_exact(g.build([a, b], [y]), rng)
+    assert plan["ops"] == {"ADD+RELU6": 1}, plan

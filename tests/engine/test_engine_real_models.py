@@ -1,12 +1,13 @@
-"""Real int8 models on the engine: face_landmark quantized with TFLite's own post-training
-calibrator (the one the converter uses, shipped in the LiteRT wheel), run on the Grace
-Hopper photo, bit for bit against LiteRT's reference kernels on every kernel path."""
+"""Real int8 models on the engine: face_landmark and face_detection_short_range quantized
+with TFLite's own post-training calibrator (the one the converter uses, shipped in the
+LiteRT wheel), run on the Grace Hopper photo, bit for bit against LiteRT's reference
+kernels on every kernel path."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import first_mismatch, reference_outputs
+from engine_models import first_mismatch, fold_float16_weights, reference_outputs
 
 import edgeinf
 from edgeinf import kernels
@@ -47,6 +48,20 @@ def face_landmark_int8(model_path, grace_hopper) -> bytes:
     return data
 
 
+@pytest.fixture(scope="module")
+def face_detection_int8(model_path, grace_hopper) -> bytes:
+    """face_detection_short_range in int8: its float16 weights folded to float32 first."""
+    source = fold_float16_weights(model_path("face_detection_short_range").read_bytes())
+    wrapper = calibration.CalibrationWrapper(source, [], [])
+    wrapper.Prepare()
+    for crop in photo_crops(grace_hopper):
+        wrapper.FeedTensor([as_input(crop, 128) * 2 - 1])
+    int8 = np.dtype(np.int8).num
+    data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
+    del wrapper, source
+    return data
+
+
 def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
     x = as_input(photo[75:450, 128:384], spec.shape[1])
     q = spec.quantization
@@ -71,6 +86,24 @@ def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_in
         # The landmarks are a face's, not a constant: they spread over the crop.
         landmarks = model.run(x, dequantize=True)[model.outputs[0].name].reshape(-1, 3)
         assert np.ptp(landmarks[:, 0]) > 40 and np.ptp(landmarks[:, 1]) > 40
+
+
+def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_int8, grace_hopper):
+    path = tmp_path / "face_detection_int8.tflite"
+    path.write_bytes(face_detection_int8)
+    with edgeinf.load(path, backend="edgeinf", num_threads=1) as model:
+        assert "fallback" not in model.details, model.details.get("fallback")
+        spec = model.inputs[0]
+        x = as_input(grace_hopper, 128) * 2 - 1
+        q = spec.quantization
+        x = np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+        want = reference_outputs(face_detection_int8, [x])
+        for isa in kernels.supported_isas():
+            with kernels.use_isa(isa):
+                got = model.run(x)
+            for (name, g), w in zip(got.items(), want):
+                msg = first_mismatch(g, w)
+                assert not msg, f"{name} on {isa}: {msg}"
 
 
 def test_a_float_model_falls_back_to_litert_with_its_outputs(model_path, grace_hopper):
