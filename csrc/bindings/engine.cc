@@ -194,6 +194,41 @@ class PyProgram {
     program_.add(std::make_unique<engine::DepthwiseConv2dStep>(std::move(dw), g, in, out));
   }
 
+  // The same layer run with its channels padded to `padded_channels` (a multiple of the
+  // SIMD block): weights, bias and requantization are given for the padded channels.
+  void depthwise_conv2d_padded(size_t in_offset, size_t out_offset, size_t padded_channels, const py::array& weights,
+                               const py::object& bias, int32_t input_zero_point, const py::array& multiplier,
+                               const py::array& shift, int32_t output_zero_point, int32_t act_min, int32_t act_max,
+                               const ConvTuple& geometry) {
+    const int8_t* w = checked_data<int8_t>(weights, "weights");
+    check_ndim(weights, "weights ([1, KH, KW, C])", 4);
+    const Spatial s = spatial(geometry);
+    const size_t k_h = static_cast<size_t>(weights.shape(1)), k_w = static_cast<size_t>(weights.shape(2));
+    check_positive({k_h, k_w, padded_channels}, "filter sizes");
+    if (weights.shape(0) != 1 || static_cast<size_t>(weights.shape(3)) != padded_channels ||
+        padded_channels < s.in_c || padded_channels > s.in_c + 64) {
+      throw std::invalid_argument("depthwise_conv2d_padded: filter of shape " + shape_str(weights) + " for " +
+                                  std::to_string(s.in_c) + " channels padded to " + std::to_string(padded_channels));
+    }
+    check_int8_zero_point(input_zero_point, "input");
+    check_act(act_min, act_max);
+    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(
+        in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(
+        out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, s.in_c, "depthwise output"), "depthwise output"));
+    nhwc_bytes(s.batch, s.in_h, s.in_w, padded_channels, "padded depthwise input");
+    nhwc_bytes(s.batch, s.out_h, s.out_w, padded_channels, "padded depthwise output");
+    Requantization rq(int32_channels(multiplier, "multiplier", padded_channels),
+                      int32_channels(shift, "shift", padded_channels), output_zero_point, act_min, act_max);
+    auto dw = std::make_unique<qs8::DwWeights>(w, k_h, k_w, padded_channels, optional_bias(bias, padded_channels),
+                                               input_zero_point, std::move(rq));
+    const qs8::DwGeometry g{s.batch,    s.in_h,     s.in_w,       padded_channels, 1,
+                            s.out_h,    s.out_w,    k_h,          k_w,             s.stride_h,
+                            s.stride_w, s.dilation_h, s.dilation_w, s.pad_top,    s.pad_left};
+    program_.add(std::make_unique<engine::PaddedDepthwiseConv2dStep>(
+        std::move(dw), g, s.in_c, static_cast<int8_t>(input_zero_point), scratch_, in, out));
+  }
+
   void fully_connected(size_t in_offset, size_t out_offset, size_t rows, const py::array& weights,
                        const py::object& bias, int32_t input_zero_point, const py::array& scale,
                        int32_t output_zero_point, int32_t act_min, int32_t act_max) {
@@ -405,6 +440,7 @@ class PyProgram {
 
  private:
   Program program_;
+  std::shared_ptr<std::vector<int8_t>> scratch_ = std::make_shared<std::vector<int8_t>>();
 };
 
 }  // namespace
@@ -426,6 +462,10 @@ void bind_engine(py::module_& m) {
            py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"),
            py::arg("act_max"), py::arg("geometry"))
+      .def("depthwise_conv2d_padded", &PyProgram::depthwise_conv2d_padded, py::arg("in_offset"),
+           py::arg("out_offset"), py::arg("padded_channels"), py::arg("weights"), py::arg("bias"),
+           py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"),
+           py::arg("act_min"), py::arg("act_max"), py::arg("geometry"))
       .def("fully_connected", &PyProgram::fully_connected, py::arg("in_offset"), py::arg("out_offset"),
            py::arg("rows"), py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))

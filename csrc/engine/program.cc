@@ -44,6 +44,30 @@ void Conv2dStep::run() const { qs8::qs8_conv2d(*w_, g_, in_, out_); }
 
 void DepthwiseConv2dStep::run() const { qs8::qs8_dwconv2d(*w_, g_, in_, out_); }
 
+PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
+                                                     size_t channels, int8_t zero_point,
+                                                     std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
+                                                     int8_t* out)
+    : w_(std::move(w)), g_(padded), channels_(channels), zero_point_(zero_point), scratch_(std::move(scratch)),
+      in_(in), out_(out) {
+  const size_t in_bytes = g_.batch * g_.in_h * g_.in_w * g_.in_c;
+  const size_t out_bytes = g_.batch * g_.out_h * g_.out_w * g_.in_c;
+  if (scratch_->size() < in_bytes + out_bytes) scratch_->resize(in_bytes + out_bytes);
+}
+
+void PaddedDepthwiseConv2dStep::run() const {
+  const size_t cp = g_.in_c, c = channels_;
+  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
+  int8_t* padded_in = scratch_->data();
+  int8_t* padded_out = padded_in + in_pixels * cp;
+  for (size_t p = 0; p < in_pixels; ++p) {
+    std::memcpy(padded_in + p * cp, in_ + p * c, c);
+    std::memset(padded_in + p * cp + c, zero_point_, cp - c);
+  }
+  qs8::qs8_dwconv2d(*w_, g_, padded_in, padded_out);
+  for (size_t p = 0; p < out_pixels; ++p) std::memcpy(out_ + p * c, padded_out + p * cp, c);
+}
+
 FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
     : w_(std::move(w)), rows_(rows), out_(out) {
   for (size_t r = 0; r < rows; ++r) rows_[r] = in + r * w_->k();

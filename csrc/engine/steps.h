@@ -48,6 +48,30 @@ class DepthwiseConv2dStep final : public Step {
   int8_t* out_;
 };
 
+// A depthwise conv whose channel count is not a multiple of the SIMD block (16): run on a
+// copy of the input with the channels padded by zero points to `padded` channels (the
+// padding's weights are zero), then the real channels copied out. Each channel's result is
+// independent of the others, so the real ones are exactly those of the unpadded layer;
+// the kernels then never take their per-pixel scalar tail. The scratch is shared by all
+// such steps of a program (they run one after another).
+class PaddedDepthwiseConv2dStep final : public Step {
+ public:
+  PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded, size_t channels,
+                            int8_t zero_point, std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
+                            int8_t* out);
+  void run() const override;
+  const char* name() const override { return "DEPTHWISE_CONV_2D"; }
+
+ private:
+  std::unique_ptr<qs8::DwWeights> w_;
+  qs8::DwGeometry g_;
+  size_t channels_;
+  int8_t zero_point_;
+  std::shared_ptr<std::vector<int8_t>> scratch_;
+  const int8_t* in_;
+  int8_t* out_;
+};
+
 // rows x K int8 input rows (contiguous) times the [N][K] weights.
 class FullyConnectedStep final : public Step {
  public:

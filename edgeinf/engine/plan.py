@@ -40,6 +40,7 @@ MAX_ARENA_BYTES = 1 << 31
 """Activations beyond 2 GB are not something a board runs; a larger plan is refused."""
 
 _PADDING = {0: "same", 1: "valid"}
+_DW_BLOCK = 16  # channels per SIMD block of the depthwise kernels
 _RELUS = {"RELU": "relu", "RELU6": "relu6", "RELU_N1_TO_1": "relu_n1_to_1"}
 _RELU_BOUNDS = {"relu": (0.0, None), "relu6": (0.0, 6.0), "relu_n1_to_1": (-1.0, 1.0)}
 
@@ -228,7 +229,27 @@ class _Planner:
                 f"{where(op)}: filter of shape {list(args['weights'].shape)} does not fit {c} input channels"
             )
         args["depth_multiplier"] = o // c
-        self.add(op, "depthwise_conv2d", args, [x.index], [y.index])
+        if o == c and c % _DW_BLOCK and c >= _DW_BLOCK // 2:
+            self.pad_depthwise_channels(args, c)
+        self.add(op, args.pop("method", "depthwise_conv2d"), args, [x.index], [y.index])
+
+    @staticmethod
+    def pad_depthwise_channels(args: dict, c: int) -> None:
+        """Run a depthwise layer of c channels as one of a multiple of 16 (zero weights and
+        bias, channel 0's requantization on the padding): the SIMD kernels then never take
+        their scalar per-pixel tail. The real channels' results do not change."""
+        padded = -(-c // _DW_BLOCK) * _DW_BLOCK
+        extra = padded - c
+        weights = np.zeros((*args["weights"].shape[:3], padded), np.int8)
+        weights[..., :c] = args["weights"]
+        args["weights"] = weights
+        if args["bias"] is not None:
+            args["bias"] = np.concatenate([args["bias"], np.zeros(extra, np.int32)])
+        for key in ("multiplier", "shift"):
+            args[key] = np.concatenate([args[key], np.full(extra, args[key][0], np.int32)])
+        del args["depth_multiplier"]
+        args["padded_channels"] = padded
+        args["method"] = "depthwise_conv2d_padded"
 
     def op_fully_connected(self, op: Operator) -> None:
         x, w, b, y = self.tensor(op, 0), self.tensor(op, 1), self.tensor(op, 2, optional=True), self.output(op)

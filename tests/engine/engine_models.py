@@ -240,3 +240,20 @@ def fold_float16_weights(data: bytes) -> bytes:
     for op in kept:
         op.opcodeIndex = used.index(op.opcodeIndex)
     return pack(model)
+
+
+def calibrate_int8(source: bytes, samples: list[np.ndarray]) -> bytes:
+    """``source`` (a float .tflite) quantized by TFLite's own post-training calibrator (the
+    converter's, in the LiteRT wheel): int8 activations, weights, input and output, int32
+    bias, per-channel weights. The calibrator keeps a pointer into the bytes it was given:
+    they stay referenced until it is gone."""
+    from ai_edge_litert import _pywrap_tensorflow_lite_calibration_wrapper as calibration
+
+    wrapper = calibration.CalibrationWrapper(source, [], [])
+    wrapper.Prepare()
+    for x in samples:
+        wrapper.FeedTensor([x])
+    int8 = np.dtype(np.int8).num
+    data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
+    del wrapper
+    return data

@@ -30,8 +30,16 @@ def test_conv_2d(seed, in_c, out_c, kernel, stride, dilation, padding, per_chann
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("channels, multiplier, kernel, stride, padding", [(16, 1, 3, 1, "same"), (8, 2, 3, 2, "same"),
-                                                                            (19, 1, 5, 2, "valid")])  # fmt: skip
+@pytest.mark.parametrize(
+    "channels, multiplier, kernel, stride, padding",
+    [
+        (16, 1, 3, 1, "same"),
+        (8, 2, 3, 2, "same"),
+        (19, 1, 5, 2, "valid"),  # channels padded to 32 for the SIMD blocks
+        (24, 1, 3, 1, "same"),  # padded, on the 3x3 path
+        (40, 1, 3, 2, "same"),
+    ],
+)
 def test_depthwise_conv_2d(seed, channels, multiplier, kernel, stride, padding):
     rng = np.random.default_rng(seed)
     g = Graph(rng)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import first_mismatch, fold_float16_weights, reference_outputs
+from engine_models import calibrate_int8, first_mismatch, fold_float16_weights, reference_outputs
 
 import edgeinf
 from edgeinf import kernels
@@ -35,31 +35,16 @@ def grace_hopper(model_path) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def face_landmark_int8(model_path, grace_hopper) -> bytes:
-    """face_landmark with int8 activations, weights and input/output, calibrated on crops of
-    the photo. The calibrator keeps a pointer into the model bytes: they stay referenced."""
+    """face_landmark with int8 activations, weights and input/output, calibrated on crops of the photo."""
     source = model_path("face_landmark").read_bytes()
-    wrapper = calibration.CalibrationWrapper(source, [], [])
-    wrapper.Prepare()
-    for crop in photo_crops(grace_hopper):
-        wrapper.FeedTensor([as_input(crop, 192)])
-    int8 = np.dtype(np.int8).num
-    data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
-    del wrapper, source
-    return data
+    return calibrate_int8(source, [as_input(crop, 192) for crop in photo_crops(grace_hopper)])
 
 
 @pytest.fixture(scope="module")
 def face_detection_int8(model_path, grace_hopper) -> bytes:
     """face_detection_short_range in int8: its float16 weights folded to float32 first."""
     source = fold_float16_weights(model_path("face_detection_short_range").read_bytes())
-    wrapper = calibration.CalibrationWrapper(source, [], [])
-    wrapper.Prepare()
-    for crop in photo_crops(grace_hopper):
-        wrapper.FeedTensor([as_input(crop, 128) * 2 - 1])
-    int8 = np.dtype(np.int8).num
-    data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
-    del wrapper, source
-    return data
+    return calibrate_int8(source, [as_input(crop, 128) * 2 - 1 for crop in photo_crops(grace_hopper)])
 
 
 def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
