@@ -419,6 +419,19 @@ class PyProgram {
     program_.add(std::make_unique<engine::PadStep>(in_shape, before, out_shape, element_bytes, value, in, out));
   }
 
+  void mean(size_t in_offset, size_t out_offset, size_t outer, size_t count, size_t inner, int32_t multiplier, int32_t shift, int32_t input_zero_point, int32_t output_zero_point) {
+    check_positive({outer, count, inner}, "mean sizes");
+    if (count > (size_t{1} << 22)) throw std::invalid_argument("mean: more than 2^22 values per output");
+    check_int8_zero_point(input_zero_point, "input");
+    check_int8_zero_point(output_zero_point, "output");
+    if (multiplier < 0 || shift < -31 || shift > 30) throw std::invalid_argument("mean: multiplier or shift out of range");
+    const size_t in_bytes = mul_bounded(mul_bounded(outer, count, "mean input"), inner, "mean input");
+    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, in_bytes, "mean input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, mul_bounded(outer, inner, "mean"), "mean output"));
+    const engine::MeanStep::Params p{outer, count, inner, multiplier, shift, input_zero_point, output_zero_point};
+    program_.add(std::make_unique<engine::MeanStep>(p, in, out));
+  }
+
   void copy(size_t src_offset, size_t dst_offset, size_t bytes) {
     const uint8_t* src = program_.span(src_offset, bytes, "copy source");
     uint8_t* dst = program_.span(dst_offset, bytes, "copy destination");
@@ -488,6 +501,9 @@ void bind_engine(py::module_& m) {
       .def("concat", &PyProgram::concat, py::arg("out_offset"), py::arg("outer"), py::arg("parts"))
       .def("pad", &PyProgram::pad, py::arg("in_offset"), py::arg("out_offset"), py::arg("in_shape"),
            py::arg("before"), py::arg("out_shape"), py::arg("element_bytes"), py::arg("value"))
+      .def("mean", &PyProgram::mean, py::arg("in_offset"), py::arg("out_offset"), py::arg("outer"), py::arg("count"),
+           py::arg("inner"), py::arg("multiplier"), py::arg("shift"), py::arg("input_zero_point"),
+           py::arg("output_zero_point"))
       .def("copy", &PyProgram::copy, py::arg("src_offset"), py::arg("dst_offset"), py::arg("bytes"))
       .def("run", &PyProgram::run)
       .def("step_names", &PyProgram::step_names)

@@ -1,5 +1,6 @@
 #include "program.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -174,6 +175,24 @@ void PadStep::run() const {
         std::memcpy(out_ + at * element_, src, row);
         src += row;
       }
+    }
+  }
+}
+
+void MeanStep::run() const {
+  const auto n = static_cast<int32_t>(p_.count);
+  for (size_t o = 0; o < p_.outer; ++o) {
+    std::fill(sums_.begin(), sums_.end(), 0);
+    const int8_t* src = in_ + o * p_.count * p_.inner;
+    for (size_t r = 0; r < p_.count; ++r, src += p_.inner) {
+      for (size_t i = 0; i < p_.inner; ++i) sums_[i] += src[i];
+    }
+    int8_t* dst = out_ + o * p_.inner;
+    for (size_t i = 0; i < p_.inner; ++i) {
+      const int32_t shifted = sums_[i] - p_.input_zero_point * n;
+      int32_t acc = qs8::multiply_by_quantized_multiplier(shifted, p_.multiplier, p_.shift) + p_.output_zero_point;
+      acc = std::min(127, std::max(-128, acc));
+      dst[i] = static_cast<int8_t>(acc);
     }
   }
 }

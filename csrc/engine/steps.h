@@ -251,6 +251,27 @@ class PadStep final : public Step {
   uint8_t* out_;
 };
 
+// MEAN of int8 over a contiguous block of axes, the input seen as [outer][count][inner],
+// as TFLite's reference QuantizedMeanOrSum: the sum of q - zero point, requantized with a
+// multiplier that has 1 / count folded in (computed by the planner), plus the output zero
+// point, saturated.
+class MeanStep final : public Step {
+ public:
+  struct Params {
+    size_t outer, count, inner;
+    int32_t multiplier, shift, input_zero_point, output_zero_point;
+  };
+  MeanStep(const Params& p, const int8_t* in, int8_t* out) : p_(p), in_(in), out_(out), sums_(p.inner) {}
+  void run() const override;
+  const char* name() const override { return "MEAN"; }
+
+ private:
+  Params p_;
+  const int8_t* in_;
+  int8_t* out_;
+  mutable std::vector<int32_t> sums_;
+};
+
 // A byte copy (RESHAPE between tensors the plan could not share).
 class CopyStep final : public Step {
  public:

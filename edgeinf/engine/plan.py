@@ -445,6 +445,40 @@ class _Planner:
         args = dict(out_offset=y.index, outer=outer, parts=pieces)
         self.add(op, "concat", args, [t.index for t in parts], [y.index])
 
+    def op_mean(self, op: Operator) -> None:
+        x, axis_tensor, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
+        in_q, out_q = qz.activation(op, x), qz.activation(op, y)
+        rank = len(x.shape)
+        raw = [int(a) for a in self.constant(op, axis_tensor, "axis").reshape(-1)]
+        if not raw or any(not -rank <= a < rank for a in raw):
+            raise ModelFileError(f"{where(op, axis_tensor)}: axes {raw} out of range for rank {rank}")
+        axes = sorted({a % rank for a in raw})
+        if axes != list(range(axes[0], axes[-1] + 1)):
+            raise UnsupportedOperatorError(f"{where(op)}: a mean over axes {axes} that are not adjacent")
+        keep = bool(op.options.get("keep_dims", False))
+        shape = tuple(int(d) for d in x.shape)
+        out_shape = (
+            tuple(1 if d in axes else n for d, n in enumerate(shape))
+            if keep
+            else tuple(n for d, n in enumerate(shape) if d not in axes)
+        )
+        self.expect_shape(op, y, out_shape)
+        outer = int(np.prod(shape[: axes[0]], dtype=np.int64))
+        count = int(np.prod(shape[axes[0] : axes[-1] + 1], dtype=np.int64))
+        inner = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+        if count > 1 << 22:
+            raise UnsupportedOperatorError(f"{where(op)}: a mean over {count} values")
+        # TFLite's QuantizedMeanOrSum: QuantizeMultiplier(s_in / s_out), then 1 / count folded
+        # into it with a shift of floor(log2(count)), bounded so the final shift stays >= -31.
+        (m,), (s,) = qz.multipliers(op, [in_q.scale / out_q.scale])
+        folded = min(count.bit_length() - 1, 32, 31 + int(s))
+        multiplier, shift = (int(m) << folded) // count, int(s) - folded
+        args = dict(
+            in_offset=x.index, out_offset=y.index, outer=outer, count=count, inner=inner,
+            multiplier=multiplier, shift=shift, input_zero_point=in_q.zero_point, output_zero_point=out_q.zero_point,
+        )  # fmt: skip
+        self.add(op, "mean", args, [x.index], [y.index])
+
     # -- conversions and lookup tables ------------------------------------------------
     def op_quantize(self, op: Operator) -> None:
         x, y = self.tensor(op, 0), self.output(op)

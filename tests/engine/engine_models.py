@@ -257,3 +257,19 @@ def calibrate_int8(source: bytes, samples: list[np.ndarray]) -> bytes:
     data = bytes(wrapper.QuantizeModel(int8, int8, False, int8, np.dtype(np.int32).num, False, False))
     del wrapper
     return data
+
+
+def add_mean(g: Graph, x: int, axes, keep_dims: bool, out_q) -> int:
+    """MEAN of ``x`` over ``axes``; the output shape follows keep_dims."""
+    shape = g.shape(x)
+    norm = {a % len(shape) for a in axes}
+    out = (
+        tuple(1 if d in norm else n for d, n in enumerate(shape))
+        if keep_dims
+        else tuple(n for d, n in enumerate(shape) if d not in norm)
+    )
+    at = g.tensor((len(axes),), "int32", data=np.array(axes, np.int32))
+    y = g.tensor(out, q=out_q)
+    opts = schema().ReducerOptionsT()
+    opts.keepDims = keep_dims
+    return g.op("MEAN", [x, at], [y], opts, 2)

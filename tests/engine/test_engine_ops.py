@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import Graph, assert_engine_exact, f32, random_q
+from engine_models import Graph, add_mean, assert_engine_exact, f32, random_q
 
 SEEDS = range(3)
 
@@ -250,3 +250,25 @@ def test_relu_after_add_is_fused(seed):
     y = g.unary("RELU6", s, out_q=(f32(0.05), 7), version=1)
     plan = assert_engine_exact(g.build([a, b], [y]), rng)
     assert plan["ops"] == {"ADD+RELU6": 1}, plan
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    "shape, axes, keep_dims, same_q",
+    [
+        ((1, 7, 5, 12), [1, 2], True, False),  # global average pool
+        ((2, 4, 4, 8), [2, -3], True, False),
+        ((1, 7, 5, 12), [1, 2], False, True),
+        ((1, 7, 5, 12), [1, 2], False, False),
+        ((3, 10, 6), [1], False, True),
+        ((1, 6, 6, 4), [3], True, True),
+        ((1, 50, 40, 3), [1, 2], True, False),  # 2000 values: 1 / count folded with a shift of 10
+    ],
+)
+def test_mean(seed, shape, axes, keep_dims, same_q):
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    q = random_q(rng)
+    x = g.tensor(shape, q=q)
+    y = add_mean(g, x, axes, keep_dims, q if same_q else random_q(rng))
+    assert_engine_exact(g.build([x], [y]), rng)
