@@ -121,7 +121,6 @@ def bench(path: Path, x_float: np.ndarray, threads: int, runs: int, rounds: int)
         }
     plan = models["edgeinf"].details.get("plan", {})
     row["edgeinf"]["plan"] = plan
-    row["edgeinf"]["threads_used"] = models["edgeinf"].details.get("threads_used")
     for other in ("litert_xnnpack", "litert_builtin"):
         row[f"edgeinf_speedup_vs_{other}"] = row[other]["median_ms"] / row["edgeinf"]["median_ms"]
     for model in models.values():

@@ -116,7 +116,7 @@ size_t nhwc_bytes(size_t b, size_t h, size_t w, size_t c, const char* what) {
 // A Program as Python sees it: the arena views keep it alive through their base.
 class PyProgram {
  public:
-  explicit PyProgram(size_t arena_bytes) : program_(arena_bytes) {}
+  PyProgram(size_t arena_bytes, size_t threads) : program_(arena_bytes, threads) {}
 
   py::array view(py::object self, size_t offset, const std::vector<py::ssize_t>& shape, const py::dtype& dtype) {
     size_t count = 1;
@@ -450,6 +450,7 @@ class PyProgram {
   }
 
   size_t arena_bytes() const { return program_.arena_bytes(); }
+  size_t threads() const { return program_.threads(); }
 
  private:
   Program program_;
@@ -460,7 +461,7 @@ class PyProgram {
 
 void bind_engine(py::module_& m) {
   py::class_<PyProgram>(m, "EngineProgram")
-      .def(py::init<size_t>(), py::arg("arena_bytes"))
+      .def(py::init<size_t, size_t>(), py::arg("arena_bytes"), py::arg("threads") = 1)
       .def(
           "view",
           [](py::object self, size_t offset, const std::vector<py::ssize_t>& shape, const py::dtype& dtype) {
@@ -508,6 +509,7 @@ void bind_engine(py::module_& m) {
       .def("run", &PyProgram::run)
       .def("step_names", &PyProgram::step_names)
       .def_property_readonly("arena_bytes", &PyProgram::arena_bytes)
+      .def_property_readonly("threads", &PyProgram::threads)
       .def("__len__", [](const PyProgram& p) { return p.step_names().size(); });
 }
 

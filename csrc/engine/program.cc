@@ -14,7 +14,11 @@ namespace edgeinf::engine {
 
 void Program::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
 
-Program::Program(size_t arena_bytes) : arena_bytes_(arena_bytes) {
+Program::Program(size_t arena_bytes, size_t threads) : arena_bytes_(arena_bytes) {
+  if (threads == 0 || threads > kMaxThreads) {
+    throw std::invalid_argument("engine threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                                std::to_string(threads));
+  }
   if (arena_bytes > kMaxArenaBytes) {
     throw std::invalid_argument("engine arena of " + std::to_string(arena_bytes) + " bytes exceeds the limit of " +
                                 std::to_string(kMaxArenaBytes));
@@ -24,6 +28,7 @@ Program::Program(size_t arena_bytes) : arena_bytes_(arena_bytes) {
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, rounded);
   arena_.reset(p);
+  pool_ = std::make_unique<ThreadPool>(threads);
 }
 
 uint8_t* Program::span(size_t offset, size_t bytes, const char* what) {
@@ -36,14 +41,91 @@ uint8_t* Program::span(size_t offset, size_t bytes, const char* what) {
 }
 
 void Program::run() const {
-  for (const auto& step : steps_) step->run();
+  for (const auto& step : steps_) step->run(*pool_);
 }
 
 // ---------------------------------------------------------------- steps
 
-void Conv2dStep::run() const { qs8::qs8_conv2d(*w_, g_, in_, out_); }
+namespace {
 
-void DepthwiseConv2dStep::run() const { qs8::qs8_dwconv2d(*w_, g_, in_, out_); }
+// Below this many multiply-adds a layer runs on the calling thread: waking the workers
+// costs more than it saves.
+constexpr size_t kMinParallelMacs = 200000;
+// Elementwise steps split above this many values.
+constexpr size_t kMinParallelValues = 32768;
+
+// Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
+// rows they read (clipped to the image), the padding above them, their output rows.
+// False when they read only padding (the caller then runs the whole layer at once).
+template <class Geometry>
+bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry* s, size_t* in_skip,
+                size_t* out_skip) {
+  const ptrdiff_t first = static_cast<ptrdiff_t>(r0 * g.stride_h) - g.pad_top;
+  const ptrdiff_t last = static_cast<ptrdiff_t>((r1 - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h) - g.pad_top;
+  const ptrdiff_t lo = std::max<ptrdiff_t>(first, 0);
+  const ptrdiff_t hi = std::min<ptrdiff_t>(last, static_cast<ptrdiff_t>(g.in_h) - 1);
+  if (hi < lo) return false;
+  *s = g;
+  s->in_h = static_cast<size_t>(hi - lo + 1);
+  s->pad_top = lo - first;
+  s->out_h = r1 - r0;
+  *in_skip = static_cast<size_t>(lo) * g.in_w * g.in_c;
+  *out_skip = r0 * g.out_w * out_c;
+  return true;
+}
+
+// Runs kernel(slice geometry, in, out) over bands of output rows on the pool's threads,
+// or once over the whole layer when it is small, batched, or cannot be cut.
+template <class Geometry, class Kernel>
+void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
+                  Kernel kernel) {
+  const size_t bands = std::min(pool.size(), g.out_h);
+  if (bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
+    kernel(g, in, out);
+    return;
+  }
+  std::vector<Geometry> slices(bands);
+  std::vector<size_t> in_skip(bands), out_skip(bands);
+  for (size_t i = 0; i < bands; ++i) {
+    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slices[i], &in_skip[i], &out_skip[i])) {
+      kernel(g, in, out);
+      return;
+    }
+  }
+  pool.run(bands, [&](size_t i) { kernel(slices[i], in + in_skip[i], out + out_skip[i]); });
+}
+
+// fn(begin, end) over [0, n) in one chunk per thread (multiples of 64 values).
+template <class Fn>
+void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
+  const size_t chunks = n < kMinParallelValues ? 1 : pool.size();
+  if (chunks <= 1) {
+    fn(size_t{0}, n);
+    return;
+  }
+  const size_t step = (n / chunks + 63) / 64 * 64;
+  pool.run(chunks, [&](size_t i) {
+    const size_t begin = std::min(n, i * step), end = i + 1 == chunks ? n : std::min(n, (i + 1) * step);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace
+
+void Conv2dStep::run(ThreadPool& pool) const {
+  const size_t macs = g_.out_h * g_.out_w * g_.out_c * g_.k_h * g_.k_w * g_.in_c;
+  by_row_bands(pool, g_, g_.out_c, macs, in_, out_, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_conv2d(*w_, g, in, out);
+  });
+}
+
+void DepthwiseConv2dStep::run(ThreadPool& pool) const {
+  const size_t out_c = g_.in_c * g_.depth_multiplier;
+  const size_t macs = g_.out_h * g_.out_w * out_c * g_.k_h * g_.k_w;
+  by_row_bands(pool, g_, out_c, macs, in_, out_, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_dwconv2d(*w_, g, in, out);
+  });
+}
 
 PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
                                                      size_t channels, int8_t zero_point,
@@ -56,7 +138,7 @@ PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeig
   if (scratch_->size() < in_bytes + out_bytes) scratch_->resize(in_bytes + out_bytes);
 }
 
-void PaddedDepthwiseConv2dStep::run() const {
+void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t cp = g_.in_c, c = channels_;
   const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
   int8_t* padded_in = scratch_->data();
@@ -65,7 +147,10 @@ void PaddedDepthwiseConv2dStep::run() const {
     std::memcpy(padded_in + p * cp, in_ + p * c, c);
     std::memset(padded_in + p * cp + c, zero_point_, cp - c);
   }
-  qs8::qs8_dwconv2d(*w_, g_, padded_in, padded_out);
+  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w;
+  by_row_bands(pool, g_, cp, macs, padded_in, padded_out, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_dwconv2d(*w_, g, in, out);
+  });
   for (size_t p = 0; p < out_pixels; ++p) std::memcpy(out_ + p * c, padded_out + p * cp, c);
 }
 
@@ -74,7 +159,7 @@ FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size
   for (size_t r = 0; r < rows; ++r) rows_[r] = in + r * w_->k();
 }
 
-void FullyConnectedStep::run() const {
+void FullyConnectedStep::run(ThreadPool& pool) const {
   const qs8::GemmRows a{rows_.data(), rows_.size(), 1, w_->k()};
   qs8::qs8_gemm(*w_, a, out_, w_->n());
 }
@@ -100,23 +185,23 @@ void broadcast_apply(const Broadcast4& b, const int8_t* x, const int8_t* y, int8
 
 }  // namespace
 
-void AddStep::run() const {
+void AddStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
-    qs8::qs8_add(x_, y_, out_, b_.size(), p_);
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
   } else {
     broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::add_one(a, b, p_); });
   }
 }
 
-void MulStep::run() const {
+void MulStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
-    qs8::qs8_mul(x_, y_, out_, b_.size(), p_);
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
   } else {
     broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::mul_one(a, b, p_); });
   }
 }
 
-void PoolStep::run() const {
+void PoolStep::run(ThreadPool& pool) const {
   if (is_max_) {
     qs8::qs8_maxpool(g_, in_, out_);
   } else {
@@ -129,21 +214,26 @@ LutStep::LutStep(std::string op, const int8_t table[256], size_t n, const int8_t
   std::memcpy(table_, table, sizeof(table_));
 }
 
-void LutStep::run() const { qs8::qs8_lut(in_, out_, n_, table_); }
-
-void ChannelLutStep::run() const {
-  const auto* in = reinterpret_cast<const uint8_t*>(in_);
-  for (size_t i = 0; i < n_; i += channels_) {
-    const int8_t* table = tables_.data();
-    for (size_t c = 0; c < channels_; ++c, table += 256) out_[i + c] = table[in[i + c]];
-  }
+void LutStep::run(ThreadPool& pool) const {
+  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_lut(in_ + i, out_ + i, e - i, table_); });
 }
 
-void SoftmaxStep::run() const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
+void ChannelLutStep::run(ThreadPool& pool) const {
+  const auto* in = reinterpret_cast<const uint8_t*>(in_);
+  const size_t pixels = n_ / channels_;
+  by_chunks(pool, pixels, [&](size_t p0, size_t p1) {
+    for (size_t i = p0 * channels_; i < p1 * channels_; i += channels_) {
+      const int8_t* table = tables_.data();
+      for (size_t c = 0; c < channels_; ++c, table += 256) out_[i + c] = table[in[i + c]];
+    }
+  });
+}
 
-void QuantizeStep::run() const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }
+void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
-void DequantizeStep::run() const {
+void QuantizeStep::run(ThreadPool& pool) const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }
+
+void DequantizeStep::run(ThreadPool& pool) const {
   if (!unsigned_) {
     qs8::qs8_dequantize(in_, out_, n_, scale_, zero_point_);
     return;
@@ -152,7 +242,7 @@ void DequantizeStep::run() const {
   for (size_t i = 0; i < n_; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
 }
 
-void ConcatStep::run() const {
+void ConcatStep::run(ThreadPool& pool) const {
   uint8_t* dst = out_;
   for (size_t o = 0; o < outer_; ++o) {
     for (const Part& part : parts_) {
@@ -162,7 +252,7 @@ void ConcatStep::run() const {
   }
 }
 
-void PadStep::run() const {
+void PadStep::run(ThreadPool& pool) const {
   const auto& is = in_shape_;
   const auto& os = out_shape_;
   std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
@@ -179,7 +269,7 @@ void PadStep::run() const {
   }
 }
 
-void MeanStep::run() const {
+void MeanStep::run(ThreadPool& pool) const {
   const auto n = static_cast<int32_t>(p_.count);
   for (size_t o = 0; o < p_.outer; ++o) {
     std::fill(sums_.begin(), sums_.end(), 0);
@@ -197,6 +287,6 @@ void MeanStep::run() const {
   }
 }
 
-void CopyStep::run() const { std::memmove(dst_, src_, bytes_); }
+void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }
 
 }  // namespace edgeinf::engine

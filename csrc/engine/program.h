@@ -14,13 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "pool.h"
+
 namespace edgeinf::engine {
 
-// One operator of the graph, bound to its tensors' places in the arena.
+// One operator of the graph, bound to its tensors' places in the arena. Steps with enough
+// work split it over the pool's threads.
 class Step {
  public:
   virtual ~Step() = default;
-  virtual void run() const = 0;
+  virtual void run(ThreadPool& pool) const = 0;
   virtual const char* name() const = 0;
 };
 
@@ -28,8 +31,9 @@ class Program {
  public:
   static constexpr size_t kAlignment = 64;
 
-  // Throws std::invalid_argument when arena_bytes exceeds kMaxArenaBytes.
-  explicit Program(size_t arena_bytes);
+  // Throws std::invalid_argument when arena_bytes exceeds kMaxArenaBytes or threads is
+  // outside [1, kMaxThreads].
+  Program(size_t arena_bytes, size_t threads);
 
   uint8_t* arena() { return arena_.get(); }
   size_t arena_bytes() const { return arena_bytes_; }
@@ -45,7 +49,10 @@ class Program {
   // at build time), so no exception is expected here.
   void run() const;
 
+  size_t threads() const { return pool_->size(); }
+
   static constexpr size_t kMaxArenaBytes = size_t{1} << 32;
+  static constexpr size_t kMaxThreads = 256;
 
  private:
   struct FreeAligned {
@@ -54,6 +61,7 @@ class Program {
   size_t arena_bytes_;
   std::unique_ptr<uint8_t, FreeAligned> arena_;
   std::vector<std::unique_ptr<Step>> steps_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace edgeinf::engine

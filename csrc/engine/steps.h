@@ -24,7 +24,7 @@ class Conv2dStep final : public Step {
  public:
   Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out)
       : w_(std::move(w)), g_(g), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "CONV_2D"; }
 
  private:
@@ -38,7 +38,7 @@ class DepthwiseConv2dStep final : public Step {
  public:
   DepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& g, const int8_t* in, int8_t* out)
       : w_(std::move(w)), g_(g), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "DEPTHWISE_CONV_2D"; }
 
  private:
@@ -59,7 +59,7 @@ class PaddedDepthwiseConv2dStep final : public Step {
   PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded, size_t channels,
                             int8_t zero_point, std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
                             int8_t* out);
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "DEPTHWISE_CONV_2D"; }
 
  private:
@@ -76,7 +76,7 @@ class PaddedDepthwiseConv2dStep final : public Step {
 class FullyConnectedStep final : public Step {
  public:
   FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out);
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "FULLY_CONNECTED"; }
 
  private:
@@ -98,7 +98,7 @@ class AddStep final : public Step {
  public:
   AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out)
       : p_(p), b_(b), x_(x), y_(y), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "ADD"; }
 
  private:
@@ -112,7 +112,7 @@ class MulStep final : public Step {
  public:
   MulStep(const qs8::MulParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out)
       : p_(p), b_(b), x_(x), y_(y), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "MUL"; }
 
  private:
@@ -126,7 +126,7 @@ class PoolStep final : public Step {
  public:
   PoolStep(bool is_max, const qs8::PoolGeometry& g, const int8_t* in, int8_t* out)
       : is_max_(is_max), g_(g), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return is_max_ ? "MAX_POOL_2D" : "AVERAGE_POOL_2D"; }
 
  private:
@@ -141,7 +141,7 @@ class PoolStep final : public Step {
 class LutStep final : public Step {
  public:
   LutStep(std::string op, const int8_t table[256], size_t n, const int8_t* in, int8_t* out);
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return op_.c_str(); }
 
  private:
@@ -158,7 +158,7 @@ class ChannelLutStep final : public Step {
  public:
   ChannelLutStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n, const int8_t* in, int8_t* out)
       : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), n_(n), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return op_.c_str(); }
 
  private:
@@ -173,7 +173,7 @@ class SoftmaxStep final : public Step {
  public:
   SoftmaxStep(const qs8::SoftmaxParams& p, size_t rows, size_t depth, const int8_t* in, int8_t* out)
       : p_(p), rows_(rows), depth_(depth), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "SOFTMAX"; }
 
  private:
@@ -188,7 +188,7 @@ class QuantizeStep final : public Step {
  public:
   QuantizeStep(float scale, int32_t zero_point, size_t n, const float* in, int8_t* out)
       : scale_(scale), zero_point_(zero_point), n_(n), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "QUANTIZE"; }
 
  private:
@@ -203,7 +203,7 @@ class DequantizeStep final : public Step {
  public:
   DequantizeStep(float scale, int32_t zero_point, bool is_unsigned, size_t n, const int8_t* in, float* out)
       : scale_(scale), zero_point_(zero_point), unsigned_(is_unsigned), n_(n), in_(in), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "DEQUANTIZE"; }
 
  private:
@@ -224,7 +224,7 @@ class ConcatStep final : public Step {
     size_t bytes;  // per outer index
   };
   ConcatStep(std::vector<Part> parts, size_t outer, uint8_t* out) : parts_(std::move(parts)), outer_(outer), out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "CONCATENATION"; }
 
  private:
@@ -240,7 +240,7 @@ class PadStep final : public Step {
           const std::array<size_t, 4>& out_shape, size_t element_bytes, uint8_t value, const uint8_t* in, uint8_t* out)
       : in_shape_(in_shape), before_(before), out_shape_(out_shape), element_(element_bytes), value_(value), in_(in),
         out_(out) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "PAD"; }
 
  private:
@@ -262,7 +262,7 @@ class MeanStep final : public Step {
     int32_t multiplier, shift, input_zero_point, output_zero_point;
   };
   MeanStep(const Params& p, const int8_t* in, int8_t* out) : p_(p), in_(in), out_(out), sums_(p.inner) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "MEAN"; }
 
  private:
@@ -276,7 +276,7 @@ class MeanStep final : public Step {
 class CopyStep final : public Step {
  public:
   CopyStep(const uint8_t* src, uint8_t* dst, size_t bytes) : src_(src), dst_(dst), bytes_(bytes) {}
-  void run() const override;
+  void run(ThreadPool& pool) const override;
   const char* name() const override { return "COPY"; }
 
  private:

@@ -44,7 +44,8 @@ class EngineBackend(Backend):
 
     Args:
         parsed: the model as `edgeinf.formats.tflite.read_tflite` verified it.
-        num_threads: recorded; this version of the engine runs on the calling thread.
+        num_threads: threads of the engine (the caller's and persistent workers); large
+            convolutions split their output rows, elementwise steps their values.
 
     Raises:
         UnsupportedOperatorError: an operator or parameter the engine does not run exactly.
@@ -59,7 +60,7 @@ class EngineBackend(Backend):
         from ..engine import build_program, plan_model
 
         plan = plan_model(parsed)
-        self._program = build_program(plan)
+        self._program = build_program(plan, num_threads)
         self.runtime = f"edgeinf {__version__}"
         self.num_threads = num_threads
         tensors = plan.tensors
@@ -71,7 +72,6 @@ class EngineBackend(Backend):
         self.details.update(
             isa=kernels.active_isa(),
             plan=plan.summary(),
-            threads_used=1,
         )
         log.info("engine plan of %s: %s", parsed.path or "model", plan.summary())
 

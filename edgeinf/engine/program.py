@@ -8,13 +8,14 @@ from .plan import Plan
 _OFFSET_KEYS = ("in_offset", "out_offset", "x_offset", "y_offset")
 
 
-def build_program(plan: Plan) -> _C.EngineProgram:
-    """The `edgeinf._C.EngineProgram` that runs ``plan``'s steps in one native call.
+def build_program(plan: Plan, threads: int = 1) -> _C.EngineProgram:
+    """The `edgeinf._C.EngineProgram` that runs ``plan``'s steps in one native call, on
+    ``threads`` threads (the caller's and ``threads - 1`` workers that live as long as it).
 
     Raises:
         ValueError: a parameter the native side refuses (the plan should have caught it).
     """
-    program = _C.EngineProgram(plan.arena_bytes)
+    program = _C.EngineProgram(plan.arena_bytes, threads)
     for tensor, data in plan.constants:
         program.write(plan.offsets[tensor], data.reshape(-1).view("uint8"))
     for step in plan.steps:

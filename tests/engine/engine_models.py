@@ -162,11 +162,11 @@ def reference_outputs(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]
     return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
 
 
-def engine(data: bytes):
+def engine(data: bytes, threads: int = 1):
     """The engine backend on ``data`` (raises rather than falling back)."""
     from edgeinf.backends.edgeinf import EngineBackend
 
-    return EngineBackend(read_tflite(data), num_threads=1)
+    return EngineBackend(read_tflite(data), num_threads=threads)
 
 
 def random_inputs(rng, backend) -> list[np.ndarray]:
@@ -190,10 +190,11 @@ def first_mismatch(got: np.ndarray, want: np.ndarray) -> str:
     return f"{len(diff)} of {got.size} values differ; first at {idx}: got {got[idx]}, expected {want[idx]}"
 
 
-def assert_engine_exact(data: bytes, rng, runs: int = 2) -> dict:
-    """Run ``data`` on the engine under every kernel path this CPU has and on LiteRT's
-    reference kernels; assert every output equal, bit for bit. Returns the plan summary."""
-    backend = engine(data)
+def assert_engine_exact(data: bytes, rng, runs: int = 2, threads: int = 1) -> dict:
+    """Run ``data`` on the engine (on ``threads`` threads) under every kernel path this CPU
+    has and on LiteRT's reference kernels; assert every output equal, bit for bit. Returns
+    the plan summary."""
+    backend = engine(data, threads)
     for _ in range(runs):
         inputs = random_inputs(rng, backend)
         want = reference_outputs(data, inputs)

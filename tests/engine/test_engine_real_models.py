@@ -53,10 +53,11 @@ def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
     return np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
 
 
-def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_int8, grace_hopper):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_int8, grace_hopper, threads):
     path = tmp_path / "face_landmark_int8.tflite"
     path.write_bytes(face_landmark_int8)
-    with edgeinf.load(path, backend="edgeinf", num_threads=1) as model:
+    with edgeinf.load(path, backend="edgeinf", num_threads=threads) as model:
         details = model.details
         assert "fallback" not in details, details.get("fallback")
         assert details["plan"]["ops"]["PRELU"] == 23
@@ -73,10 +74,11 @@ def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_in
         assert np.ptp(landmarks[:, 0]) > 40 and np.ptp(landmarks[:, 1]) > 40
 
 
-def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_int8, grace_hopper):
+@pytest.mark.parametrize("threads", [1, 2])
+def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_int8, grace_hopper, threads):
     path = tmp_path / "face_detection_int8.tflite"
     path.write_bytes(face_detection_int8)
-    with edgeinf.load(path, backend="edgeinf", num_threads=1) as model:
+    with edgeinf.load(path, backend="edgeinf", num_threads=threads) as model:
         assert "fallback" not in model.details, model.details.get("fallback")
         spec = model.inputs[0]
         x = as_input(grace_hopper, 128) * 2 - 1
