@@ -346,18 +346,29 @@ class PyProgram {
     program_.add(std::make_unique<engine::LutStep>(op, t, n, in, out));
   }
 
-  void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables) {
-    const int8_t* t = checked_data<int8_t>(tables, "tables");
-    check_ndim(tables, "tables", 2);
-    const size_t channels = static_cast<size_t>(tables.shape(0));
-    if (channels == 0 || tables.shape(1) != 256 || n % channels != 0) {
-      throw std::invalid_argument("channel_lut: expected [channels, 256] tables dividing " + std::to_string(n) +
-                                  " values, got shape " + shape_str(tables));
+  void prelu(size_t in_offset, size_t out_offset, size_t n, int32_t input_zero_point, int32_t output_zero_point,
+             int32_t positive_multiplier, int32_t positive_shift, int32_t negative_multiplier, int32_t negative_shift,
+             const py::array& alpha, const py::array& tables) {
+    check_int8_zero_point(input_zero_point, "input");
+    check_int8_zero_point(output_zero_point, "output");
+    for (auto [m, sh] : {std::pair{positive_multiplier, positive_shift}, std::pair{negative_multiplier, negative_shift}}) {
+      if (m < 0 || sh < -31 || sh > 30) throw std::invalid_argument("prelu: multiplier or shift out of range");
     }
-    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
-    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
-    program_.add(std::make_unique<engine::ChannelLutStep>(op, std::vector<int8_t>(t, t + channels * 256), channels, n,
-                                                          in, out));
+    const int32_t* a = checked_data<int32_t>(alpha, "alpha");
+    const int8_t* t = checked_data<int8_t>(tables, "tables");
+    check_ndim(alpha, "alpha", 1);
+    const size_t channels = static_cast<size_t>(alpha.size());
+    check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
+    if (channels == 0 || n % channels != 0) throw std::invalid_argument("prelu: channels do not divide the values");
+    for (size_t c = 0; c < channels; ++c) {
+      if (a[c] < -255 || a[c] > 255) throw std::invalid_argument("prelu: alpha - zero point outside [-255, 255]");
+    }
+    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "prelu input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "prelu output"));
+    engine::PreluParams p{input_zero_point, output_zero_point, positive_multiplier, positive_shift, negative_multiplier,
+                          negative_shift, std::vector<int32_t>(a, a + channels),
+                          std::vector<int8_t>(t, t + channels * 256)};
+    program_.add(std::make_unique<engine::PreluStep>(std::move(p), n / channels, in, out));
   }
 
   void softmax(size_t in_offset, size_t out_offset, size_t rows, size_t depth, float input_scale, float beta) {
@@ -491,8 +502,10 @@ void bind_engine(py::module_& m) {
            py::arg("geometry"), py::arg("act_min"), py::arg("act_max"))
       .def("lut", &PyProgram::lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("table"))
-      .def("channel_lut", &PyProgram::channel_lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"),
-           py::arg("n"), py::arg("tables"))
+      .def("prelu", &PyProgram::prelu, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
+           py::arg("input_zero_point"), py::arg("output_zero_point"), py::arg("positive_multiplier"),
+           py::arg("positive_shift"), py::arg("negative_multiplier"), py::arg("negative_shift"), py::arg("alpha"),
+           py::arg("tables"))
       .def("softmax", &PyProgram::softmax, py::arg("in_offset"), py::arg("out_offset"), py::arg("rows"),
            py::arg("depth"), py::arg("input_scale"), py::arg("beta"))
       .def("quantize", &PyProgram::quantize, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),

@@ -218,15 +218,9 @@ void LutStep::run(ThreadPool& pool) const {
   by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_lut(in_ + i, out_ + i, e - i, table_); });
 }
 
-void ChannelLutStep::run(ThreadPool& pool) const {
-  const auto* in = reinterpret_cast<const uint8_t*>(in_);
-  const size_t pixels = n_ / channels_;
-  by_chunks(pool, pixels, [&](size_t p0, size_t p1) {
-    for (size_t i = p0 * channels_; i < p1 * channels_; i += channels_) {
-      const int8_t* table = tables_.data();
-      for (size_t c = 0; c < channels_; ++c, table += 256) out_[i + c] = table[in[i + c]];
-    }
-  });
+void PreluStep::run(ThreadPool& pool) const {
+  const size_t c = p_.alpha.size();
+  by_chunks(pool, pixels_, [this, c](size_t p0, size_t p1) { prelu(p_, in_ + p0 * c, out_ + p0 * c, p1 - p0); });
 }
 
 void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }

@@ -16,6 +16,7 @@
 #include "../kernels/qs8_gemm/gemm.h"
 #include "../kernels/qs8_pool/pool.h"
 #include "../kernels/qs8_softmax/softmax.h"
+#include "prelu.h"
 #include "program.h"
 
 namespace edgeinf::engine {
@@ -152,19 +153,16 @@ class LutStep final : public Step {
   int8_t* out_;
 };
 
-// out[p][c] = tables[c][uint8(in[p][c])] over pixels p of `channels` values: a map of one
-// value that depends on the channel, e.g. PRELU with one alpha per channel.
-class ChannelLutStep final : public Step {
+class PreluStep final : public Step {
  public:
-  ChannelLutStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n, const int8_t* in, int8_t* out)
-      : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), n_(n), in_(in), out_(out) {}
+  PreluStep(PreluParams p, size_t pixels, const int8_t* in, int8_t* out)
+      : p_(std::move(p)), pixels_(pixels), in_(in), out_(out) {}
   void run(ThreadPool& pool) const override;
-  const char* name() const override { return op_.c_str(); }
+  const char* name() const override { return "PRELU"; }
 
  private:
-  std::string op_;
-  std::vector<int8_t> tables_;  // [channels][256]
-  size_t channels_, n_;
+  PreluParams p_;
+  size_t pixels_;
   const int8_t* in_;
   int8_t* out_;
 };

@@ -592,8 +592,13 @@ class _Planner:
         if (tables == tables[0]).all():
             self.lut(op, x, y, np.ascontiguousarray(tables[0]))
             return
-        args = dict(op="PRELU", in_offset=x.index, out_offset=y.index, n=x.num_elements, tables=tables)
-        self.add(op, "channel_lut", args, [x.index], [y.index])
+        args = dict(
+            in_offset=x.index, out_offset=y.index, n=x.num_elements, input_zero_point=in_q.zero_point,
+            output_zero_point=out_q.zero_point, positive_multiplier=int(m1), positive_shift=int(sh1),
+            negative_multiplier=int(m2), negative_shift=int(sh2),
+            alpha=np.ascontiguousarray(alphas - a_q.zero_point, np.int32), tables=tables,
+        )  # fmt: skip
+        self.add(op, "prelu", args, [x.index], [y.index])
 
     op_relu = relu
     op_relu6 = relu

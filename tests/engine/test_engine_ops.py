@@ -228,14 +228,19 @@ def test_small_network_shares_the_arena(seed):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("alpha_shape", [(1, 1, 6), (6,), (1,)])
-def test_prelu(seed, alpha_shape):
+@pytest.mark.parametrize(
+    "channels, alpha_shape",
+    [(6, (1, 1, 6)), (6, (6,)), (6, (1,)), (16, (16,)), (8, (1, 1, 8)), (24, (24,)), (48, (1, 1, 1, 48))],
+)
+def test_prelu(seed, channels, alpha_shape):
+    """One alpha per channel: tables on the scalar path and for channel counts that are not
+    a multiple of 8, the fixed-point formula on 8 or 16 lanes on AVX2."""
     rng = np.random.default_rng(seed)
     g = Graph(rng)
-    x = g.tensor((1, 5, 4, 6), q=random_q(rng))
+    x = g.tensor((1, 5, 4, channels), q=random_q(rng))
     alpha_q = (f32(rng.uniform(0.001, 0.01)), int(rng.integers(-20, 20)))
     alpha = g.tensor(alpha_shape, q=alpha_q, data=rng.integers(-128, 128, alpha_shape, dtype=np.int8))
-    y = g.tensor((1, 5, 4, 6), q=random_q(rng))
+    y = g.tensor((1, 5, 4, channels), q=random_q(rng))
     g.op("PRELU", [x, alpha], [y])
     assert_engine_exact(g.build([x], [y]), rng)
 
