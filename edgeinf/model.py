@@ -190,11 +190,14 @@ def load(
     Args:
         path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, or a
             name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
-        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, or an ordered preference list.
+        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"edgeinf"`` (the int8 engine, which
+            runs a model it cannot run exactly on LiteRT instead; see docs/engine.md), or an
+            ordered preference list.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
         **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
-            NCNN ``fp16``, ``light_mode``, ``vulkan``.
+            NCNN ``fp16``, ``light_mode``, ``vulkan``; edgeinf ``xnnpack``, ``reference``
+            (for its LiteRT fallback).
 
     Returns:
         A ready `Model`. ``model.details["load_peak_rss_bytes"]`` is the process's peak
