@@ -104,3 +104,18 @@ def test_a_float_model_falls_back_to_litert_with_its_outputs(model_path, grace_h
         x = as_input(grace_hopper, 128)
         for (name, got), want in zip(fallback.run(x).items(), litert.run(x).values()):
             assert np.array_equal(got, want), name
+
+
+def test_run_image_on_the_engine_equals_the_reference(tmp_path, face_landmark_int8, grace_hopper):
+    """The camera path: run_image converts the frame straight into the engine's arena."""
+    path = tmp_path / "face_landmark_int8.tflite"
+    path.write_bytes(face_landmark_int8)
+    frame = np.ascontiguousarray(grace_hopper[75:450, 128:384, ::-1])  # BGR, as a camera gives
+    with (
+        edgeinf.load(path, backend="edgeinf", num_threads=1) as model,
+        edgeinf.load(path, backend="tflite", num_threads=1, reference=True) as reference,
+    ):
+        got, want = model.run_image(frame, color="bgr"), reference.run_image(frame, color="bgr")
+        for name in want:
+            assert not first_mismatch(got[name], want[name]), name
+        assert model.metrics.snapshot().calls == 1  # counted like any other backend's call
