@@ -512,6 +512,29 @@ class _Planner:
         args = dict(op=op.opcode.name, in_offset=x.index, out_offset=y.index, n=x.num_elements, table=table)
         self.add(op, "lut", args, [x.index], [y.index])
 
+    def op_leaky_relu(self, op: Operator) -> None:
+        x, y = self.tensor(op, 0), self.output(op)
+        in_q, out_q = qz.activation(op, x), qz.activation(op, y)
+        self.expect_shape(op, y, x.shape)
+        alpha = np.float32(op.options.get("alpha", 0.0))
+        if not (np.isfinite(alpha) and alpha >= 0):
+            raise UnsupportedOperatorError(f"{where(op)}: leaky relu alpha {float(alpha)!r}")
+        # LeakyReluPrepare: s_in * alpha / s_out in float32, s_in / s_out in double.
+        s_in, s_out = np.float32(in_q.scale), np.float32(out_q.scale)
+        (m_alpha, m_id), (sh_alpha, sh_id) = qz.multipliers(op, [float(s_in * alpha / s_out), in_q.scale / out_q.scale])
+        values = qz.byte_values(in_q) - in_q.zero_point
+        mbqm = _C.multiply_by_quantized_multiplier
+        positive = mbqm(values, int(m_id), int(sh_id)).astype(np.int64)
+        negative = mbqm(values, int(m_alpha), int(sh_alpha)).astype(np.int64)
+        out = np.clip(np.where(values >= 0, positive, negative) + out_q.zero_point, -128, 127)
+        self.lut(op, x, y, qz.table_bytes(out, y.dtype))
+
+    def op_tanh(self, op: Operator) -> None:
+        x, y = self.tensor(op, 0), self.output(op)
+        in_q, out_q = qz.activation(op, x), qz.activation(op, y)
+        self.expect_shape(op, y, x.shape)
+        self.lut(op, x, y, qz.float_function_table(in_q, out_q, "tanhf"))
+
     def softmax_output(self, op: Operator, y: Tensor) -> ActQuant:
         out_q = qz.activation(op, y)
         if out_q.zero_point != -128 or abs(out_q.scale - 1.0 / 256) > 0.001 / 256:

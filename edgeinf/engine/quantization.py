@@ -10,6 +10,7 @@ activations, int16), so a model either plans exactly or falls back.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from dataclasses import dataclass
 
@@ -140,14 +141,42 @@ def round_half_away(x: float) -> int:
     return int(math.copysign(math.floor(abs(x) + 0.5), x))
 
 
+def byte_values(q: ActQuant) -> np.ndarray:
+    """The input value (int32) of each table index 0..255 (the input's byte)."""
+    values = np.arange(256, dtype=np.int32)
+    if q.dtype == "INT8":
+        values = values.astype(np.uint8).view(np.int8).astype(np.int32)
+    return np.ascontiguousarray(values)
+
+
+def float_function_table(in_q: ActQuant, out_q: ActQuant, libm_function: str) -> np.ndarray:
+    """TFLite's LUTPopulate for int8: dequantize (float32), apply the C library's float
+    function (the one TFLite calls), scale by 1 / output scale, round half away from zero,
+    add the zero point, saturate."""
+    fn = getattr(_libm(), libm_function)
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    inverse = np.float32(1.0) / np.float32(out_q.scale)
+    out = np.empty(256, np.int64)
+    for i, v in enumerate(byte_values(in_q)):
+        x = np.float32(in_q.scale) * np.float32(int(v) - in_q.zero_point)
+        y = np.float32(fn(float(x))) * inverse
+        out[i] = round_half_away(float(y)) + out_q.zero_point
+    lo, hi = TYPE_RANGE[out_q.dtype]
+    return table_bytes(np.clip(out, lo, hi), out_q.dtype)
+
+
+def _libm():
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+
+
 def requantize_table(
     in_q: ActQuant, out_q: ActQuant, multiplier: int, shift: int, act_min: int, act_max: int
 ) -> np.ndarray:
     """The 256-entry table of ``clamp(MultiplyByQuantizedMultiplier(q - zp_in, m, s) + zp_out)``
     (TFLite's Requantize and quantized ReluX), indexed by the input's byte."""
-    values = np.arange(256, dtype=np.int32)
-    if in_q.dtype == "INT8":
-        values = values.astype(np.uint8).view(np.int8).astype(np.int32)
+    values = byte_values(in_q)
     shifted = _C.multiply_by_quantized_multiplier(np.ascontiguousarray(values - in_q.zero_point), multiplier, shift)
     out = np.clip(shifted.astype(np.int64) + out_q.zero_point, act_min, act_max)
     return table_bytes(out, out_q.dtype)

@@ -83,15 +83,15 @@ def test_an_unsupported_op_falls_back_to_litert_with_the_reason(tmp_path, rng):
     g = Graph(rng)
     x = g.tensor((1, 6, 6, 4), q=random_q(rng))
     a = g.conv(x, 8, 3, out_q=random_q(rng, 0.05, 0.2))
-    y = g.unary("TANH", a, out_q=(1.0 / 128, 0))
+    y = g.unary("HARD_SWISH", a, out_q=random_q(rng, 0.05, 0.2), version=1)
     data = g.build([x], [y])
-    path = tmp_path / "tanh.tflite"
+    path = tmp_path / "hard_swish.tflite"
     path.write_bytes(data)
-    with pytest.raises(UnsupportedOperatorError, match="TANH"):
+    with pytest.raises(UnsupportedOperatorError, match="HARD_SWISH"):
         engine(data)
     with edgeinf.load(path, backend="edgeinf", num_threads=1, reference=True) as model:
         assert model.backend == "tflite"
-        assert "TANH" in model.details["fallback"]
+        assert "HARD_SWISH" in model.details["fallback"]
         x_in = rng.integers(-128, 128, (1, 6, 6, 4), dtype=np.int8)
         (want,) = reference_outputs(data, [x_in])
         assert not first_mismatch(next(iter(model.run(x_in).values())), want)

@@ -277,3 +277,27 @@ def test_mean(seed, shape, axes, keep_dims, same_q):
     x = g.tensor(shape, q=q)
     y = add_mean(g, x, axes, keep_dims, q if same_q else random_q(rng))
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("out_q", [(1.0 / 128, 0), None])
+def test_tanh(seed, out_q):
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 9, 31), q=random_q(rng, 0.01, 0.2))
+    y = g.unary("TANH", x, out_q=out_q or random_q(rng, 0.005, 0.02))
+    assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("alpha", [0.2, 0.01, 1.5])
+def test_leaky_relu(seed, alpha):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 6, 7, 5), q=random_q(rng))
+    opts = schema().LeakyReluOptionsT()
+    opts.alpha = alpha
+    y = g.unary("LEAKY_RELU", x, out_q=random_q(rng), options=opts)
+    assert_engine_exact(g.build([x], [y]), rng)
