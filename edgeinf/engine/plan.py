@@ -177,6 +177,13 @@ class _Planner:
                 raise UnsupportedOperatorError(f"tensor {t.index} {t.name!r} has an empty shape {list(t.shape)}")
             if t.sparsity is not None or t.is_variable:
                 raise UnsupportedOperatorError(f"tensor {t.index} {t.name!r} is sparse or a variable")
+            q = t.quantization
+            if q is not None and q.scales and not 0 <= q.quantized_dimension < max(len(t.shape), 1):
+                # TFLite refuses this when it builds the interpreter, even for one scale.
+                raise ModelFileError(
+                    f"tensor {t.index} {t.name!r}: quantized_dimension {q.quantized_dimension} is outside "
+                    f"its {len(t.shape)} dimensions"
+                )
 
     # -- operators with weights ------------------------------------------------------
     def conv_common(self, op: Operator, *, depthwise: bool):
