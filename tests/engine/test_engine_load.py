@@ -115,6 +115,7 @@ def test_int16_activations_fall_back(rng):
         (0, "scale", float("nan"), "positive and finite"),
         (3, "scale", -0.5, "positive and finite"),
         (1, "scale", [0.01] * 3, "scales"),
+        (0, "quantized_dimension", 4, "quantized_dimension 4 is outside"),  # one scale: LiteRT refuses it too
     ],
 )
 def test_hostile_quantization_is_a_model_file_error(rng, tensor, field, value, message):
