@@ -107,7 +107,7 @@ def _resolve_backend(backend, kind: str) -> str:
             "`edgeinf check MODEL.onnx` tells which operators will convert"
         )
     if backend in (None, "auto"):
-        preference = tuple(b for b in backends.known() if kind in backends.kinds_of(b))
+        preference = tuple(b for b in backends.automatic() if kind in backends.kinds_of(b))
     elif isinstance(backend, str):
         preference = (backend,)
     else:

@@ -27,6 +27,12 @@ def known() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
 
+def automatic() -> tuple[str, ...]:
+    """The backends ``backend="auto"`` chooses from, in preference order: the int8 engine
+    is used only when asked for by name until it is chosen by measurement."""
+    return tuple(b for b in _BACKENDS if b != "edgeinf")
+
+
 def kinds_of(backend: str) -> tuple[str, ...]:
     return _BACKENDS[backend][0]
 
