@@ -443,6 +443,25 @@ class PyProgram {
     program_.add(std::make_unique<engine::MeanStep>(p, in, out));
   }
 
+  void gather(const std::string& op, size_t in_offset, size_t in_bytes, size_t out_offset, const py::array& starts,
+              size_t run_bytes) {
+    const int64_t* st = checked_data<int64_t>(starts, "starts");
+    check_ndim(starts, "starts", 1);
+    const size_t runs = static_cast<size_t>(starts.size());
+    if (run_bytes == 0 || run_bytes > in_bytes) throw std::invalid_argument("gather: run must be in [1, input bytes]");
+    const uint8_t* in = program_.span(in_offset, in_bytes, "gather input");
+    uint8_t* out = program_.span(out_offset, mul_bounded(runs, run_bytes, "gather output"), "gather output");
+    std::vector<size_t> begins(runs);
+    for (size_t r = 0; r < runs; ++r) {
+      if (st[r] < 0 || static_cast<size_t>(st[r]) > in_bytes - run_bytes) {
+        throw std::invalid_argument("gather: run " + std::to_string(r) + " starts at " + std::to_string(st[r]) +
+                                    ", outside the input's " + std::to_string(in_bytes) + " bytes");
+      }
+      begins[r] = static_cast<size_t>(st[r]);
+    }
+    program_.add(std::make_unique<engine::GatherStep>(op, std::move(begins), run_bytes, in, out));
+  }
+
   void copy(size_t src_offset, size_t dst_offset, size_t bytes) {
     const uint8_t* src = program_.span(src_offset, bytes, "copy source");
     uint8_t* dst = program_.span(dst_offset, bytes, "copy destination");
@@ -518,6 +537,8 @@ void bind_engine(py::module_& m) {
       .def("mean", &PyProgram::mean, py::arg("in_offset"), py::arg("out_offset"), py::arg("outer"), py::arg("count"),
            py::arg("inner"), py::arg("multiplier"), py::arg("shift"), py::arg("input_zero_point"),
            py::arg("output_zero_point"))
+      .def("gather", &PyProgram::gather, py::arg("op"), py::arg("in_offset"), py::arg("in_bytes"),
+           py::arg("out_offset"), py::arg("starts"), py::arg("run_bytes"))
       .def("copy", &PyProgram::copy, py::arg("src_offset"), py::arg("dst_offset"), py::arg("bytes"))
       .def("run", &PyProgram::run)
       .def("step_names", &PyProgram::step_names)

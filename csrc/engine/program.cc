@@ -281,6 +281,18 @@ void MeanStep::run(ThreadPool& pool) const {
   }
 }
 
+void GatherStep::run(ThreadPool&) const {
+  uint8_t* dst = out_;
+  if (run_ == 1) {
+    for (size_t start : starts_) *dst++ = in_[start];
+    return;
+  }
+  for (size_t start : starts_) {
+    std::memcpy(dst, in_ + start, run_);
+    dst += run_;
+  }
+}
+
 void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }
 
 }  // namespace edgeinf::engine

@@ -270,6 +270,24 @@ class MeanStep final : public Step {
   mutable std::vector<int32_t> sums_;
 };
 
+// Data movement by a table made at load: output run r (run bytes) is the input's bytes
+// from starts[r]. TRANSPOSE, SPLIT, STRIDED_SLICE and RESIZE_NEAREST_NEIGHBOR copy values
+// without arithmetic, so each is one such table.
+class GatherStep final : public Step {
+ public:
+  GatherStep(std::string op, std::vector<size_t> starts, size_t run, const uint8_t* in, uint8_t* out)
+      : op_(std::move(op)), starts_(std::move(starts)), run_(run), in_(in), out_(out) {}
+  void run(ThreadPool& pool) const override;
+  const char* name() const override { return op_.c_str(); }
+
+ private:
+  std::string op_;
+  std::vector<size_t> starts_;
+  size_t run_;
+  const uint8_t* in_;
+  uint8_t* out_;
+};
+
 // A byte copy (RESHAPE between tensors the plan could not share).
 class CopyStep final : public Step {
  public:

@@ -391,6 +391,124 @@ class _Planner:
     op_reshape = share
     op_squeeze = share
 
+    def gather(self, op: Operator, x: Tensor, y: Tensor, index: np.ndarray) -> None:
+        """A step that fills ``y`` with ``x``'s elements at ``index`` (flat indices into x, of
+        y's shape), copied in runs as long as the index stays contiguous."""
+        if x.dtype != y.dtype or x.numpy_dtype is None:
+            raise UnsupportedOperatorError(f"{where(op)}: {x.dtype} to {y.dtype}")
+        if x.is_constant:
+            raise UnsupportedOperatorError(f"{where(op)}: a constant input")
+        self.expect_shape(op, y, index.shape)
+        flat = index.reshape(-1).astype(np.int64)
+        run = 1
+        for d in reversed(index.shape):
+            candidate = run * int(d)
+            rows = flat.reshape(-1, candidate)
+            if candidate > 1 and not (np.diff(rows, axis=1) == 1).all():
+                break
+            run = candidate
+        item = x.numpy_dtype.itemsize
+        starts = np.ascontiguousarray(flat.reshape(-1, run)[:, 0] * item) if flat.size else np.zeros(0, np.int64)
+        args = dict(op=op.opcode.name, in_offset=x.index, in_bytes=x.nbytes, out_offset=y.index, starts=starts,
+                    run_bytes=run * item)  # fmt: skip
+        self.add(op, "gather", args, [x.index], [y.index])
+
+    @staticmethod
+    def flat_index(t: Tensor) -> np.ndarray:
+        return np.arange(t.num_elements, dtype=np.int64).reshape(t.shape)
+
+    def op_transpose(self, op: Operator) -> None:
+        x, perm_tensor, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
+        perm = [int(p) for p in self.constant(op, perm_tensor, "permutation").reshape(-1)]
+        if sorted(p % max(len(x.shape), 1) for p in perm) != list(range(len(x.shape))):
+            raise ModelFileError(f"{where(op, perm_tensor)}: {perm} is not a permutation of {len(x.shape)} axes")
+        self.gather(op, x, y, self.flat_index(x).transpose(perm))
+
+    def split_parts(self, op: Operator, x: Tensor, axis: int, sizes: list[int]) -> None:
+        rank = len(x.shape)
+        if not -rank <= axis < rank:
+            raise ModelFileError(f"{where(op)}: split axis {axis} out of range for rank {rank}")
+        axis %= rank
+        if len(sizes) != len(op.outputs) or sum(sizes) != x.shape[axis] or min(sizes, default=0) < 0:
+            raise ModelFileError(f"{where(op)}: sizes {sizes} do not split {x.shape[axis]} into {len(op.outputs)}")
+        index = self.flat_index(x)
+        begin = 0
+        for k, size in enumerate(sizes):
+            part = np.take(index, np.arange(begin, begin + size), axis=axis)
+            self.gather(op, x, self.output(op, k), part)
+            begin += size
+
+    def op_split(self, op: Operator) -> None:
+        axis_tensor, x = self.tensor(op, 0), self.tensor(op, 1)
+        axis = int(self.constant(op, axis_tensor, "axis").reshape(-1)[0])
+        n = len(op.outputs)
+        dim = x.shape[axis % max(len(x.shape), 1)] if x.shape else 0
+        if n < 1 or dim % n:
+            raise ModelFileError(f"{where(op)}: {dim} does not split into {n} equal parts")
+        self.split_parts(op, x, axis, [dim // n] * n)
+
+    def op_split_v(self, op: Operator) -> None:
+        x, sizes_tensor, axis_tensor = self.tensor(op, 0), self.tensor(op, 1), self.tensor(op, 2)
+        axis = int(self.constant(op, axis_tensor, "axis").reshape(-1)[0])
+        sizes = [int(v) for v in self.constant(op, sizes_tensor, "size_splits").reshape(-1)]
+        if sizes.count(-1) == 1:  # one size inferred from the others
+            rest = x.shape[axis % len(x.shape)] - sum(v for v in sizes if v != -1)
+            sizes = [rest if v == -1 else v for v in sizes]
+        self.split_parts(op, x, axis, sizes)
+
+    def op_strided_slice(self, op: Operator) -> None:
+        x, y = self.tensor(op, 0), self.output(op)
+        begin, end, strides = (
+            [int(v) for v in self.constant(op, self.tensor(op, k), what).reshape(-1)]
+            for k, what in ((1, "begin"), (2, "end"), (3, "strides"))
+        )
+        opts = op.options
+        if opts.get("ellipsis_mask", 0) or opts.get("new_axis_mask", 0) or opts.get("offset", False):
+            raise UnsupportedOperatorError(f"{where(op)}: ellipsis, new axis or offset masks")
+        rank = len(x.shape)
+        if not len(begin) == len(end) == len(strides) == rank or 0 in strides:
+            raise ModelFileError(f"{where(op)}: begin {begin}, end {end}, strides {strides} for rank {rank}")
+        keys = []
+        for d in range(rank):
+            bit = 1 << d
+            if opts.get("shrink_axis_mask", 0) & bit:
+                i = begin[d] + x.shape[d] if begin[d] < 0 else begin[d]
+                if not 0 <= i < x.shape[d]:
+                    raise ModelFileError(f"{where(op)}: index {begin[d]} out of range for axis {d} of {x.shape[d]}")
+                keys.append(i)
+                continue
+            start = None if opts.get("begin_mask", 0) & bit else begin[d]
+            stop = None if opts.get("end_mask", 0) & bit else end[d]
+            keys.append(slice(start, stop, strides[d]))
+        self.gather(op, x, y, self.flat_index(x)[tuple(keys)])
+
+    def op_resize_nearest_neighbor(self, op: Operator) -> None:
+        x, size_tensor, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
+        n, h, w, c = self.shape4(op, x)
+        out_h, out_w = (int(v) for v in self.constant(op, size_tensor, "size").reshape(-1)[:2])
+        align = bool(op.options.get("align_corners", False))
+        half = bool(op.options.get("half_pixel_centers", False))
+
+        def source(out_size: int, in_size: int) -> np.ndarray:
+            # reference_ops::ResizeNearestNeighbor, in float32.
+            scale = np.float32(in_size) / np.float32(out_size)
+            if align and out_size > 1:
+                scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+            offset = np.float32(0.5 if half else 0.0)
+            pos = (np.arange(out_size, dtype=np.float32) + offset) * scale
+            if align:
+                idx = np.array([qz.round_half_away(float(v)) for v in pos], np.int64)
+            else:
+                idx = np.floor(pos).astype(np.int64)
+            idx = np.minimum(idx, in_size - 1)
+            return np.maximum(idx, 0) if half else idx
+
+        if out_h < 1 or out_w < 1:
+            raise ModelFileError(f"{where(op, size_tensor)}: output size {out_h}x{out_w}")
+        ys, xs = source(out_h, h), source(out_w, w)
+        index = self.flat_index(x)[:, ys][:, :, xs]
+        self.gather(op, x, y, index)
+
     def op_pad(self, op: Operator) -> None:
         x, paddings, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
         in_q, out_q = qz.activation(op, x), qz.activation(op, y)

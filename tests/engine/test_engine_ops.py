@@ -301,3 +301,100 @@ def test_leaky_relu(seed, alpha):
     opts.alpha = alpha
     y = g.unary("LEAKY_RELU", x, out_q=random_q(rng), options=opts)
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+def _int32(g: Graph, values) -> int:
+    values = np.asarray(values, np.int32)
+    return g.tensor(values.shape, "int32", data=values)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("perm", [(0, 2, 1, 3), (0, 3, 1, 2), (3, 2, 1, 0)])
+def test_transpose(seed, perm):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    shape = (1, 4, 6, 5)
+    x = g.tensor(shape, q=random_q(rng))
+    y = g.tensor(tuple(shape[p] for p in perm), q=g.q(x))
+    g.op("TRANSPOSE", [x, _int32(g, perm)], [y], schema().TransposeOptionsT(), 2)
+    assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("axis", [3, 1, -1])
+def test_split(seed, axis):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 6, 4, 6), q=random_q(rng))
+    shape = list(g.shape(x))
+    shape[axis] //= 3
+    outs = [g.tensor(tuple(shape), q=g.q(x)) for _ in range(3)]
+    opts = schema().SplitOptionsT()
+    opts.numSplits = 3
+    g.op("SPLIT", [_int32(g, [axis]), x], outs, opts, 2)
+    assert_engine_exact(g.build([x], outs), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_split_v(seed):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 5, 4, 9), q=random_q(rng))
+    outs = [g.tensor((1, 5, 4, n), q=g.q(x)) for n in (2, 3, 4)]
+    opts = schema().SplitVOptionsT()
+    opts.numSplits = 3
+    g.op("SPLIT_V", [x, _int32(g, [2, -1, 4]), _int32(g, [3])], outs, opts, 2)
+    assert_engine_exact(g.build([x], outs), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize(
+    "begin, end, strides, begin_mask, end_mask, shrink",
+    [
+        ((0, 1, 0, 2), (1, 5, 6, 7), (1, 1, 2, 1), 0, 0, 0),
+        ((0, -3, 1, 0), (1, -1, 5, 8), (1, 1, 1, 3), 0b0001, 0b1000, 0),
+        ((0, 4, 5, 0), (1, 0, 0, 8), (1, -1, -2, 1), 0, 0b0110, 0),
+        ((0, 2, 0, 0), (1, 3, 6, 8), (1, 1, 1, 1), 0, 0, 0b0010),
+    ],
+)
+def test_strided_slice(seed, begin, end, strides, begin_mask, end_mask, shrink):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    shape = (1, 6, 6, 8)
+    x = g.tensor(shape, q=random_q(rng))
+    keys = []
+    for d in range(4):
+        if shrink >> d & 1:
+            keys.append(begin[d])
+            continue
+        keys.append(slice(None if begin_mask >> d & 1 else begin[d], None if end_mask >> d & 1 else end[d], strides[d]))
+    out_shape = np.zeros(shape)[tuple(keys)].shape
+    y = g.tensor(out_shape, q=g.q(x))
+    opts = schema().StridedSliceOptionsT()
+    opts.beginMask, opts.endMask, opts.shrinkAxisMask = begin_mask, end_mask, shrink
+    g.op("STRIDED_SLICE", [x, _int32(g, begin), _int32(g, end), _int32(g, strides)], [y], opts, 2)
+    assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("size", [(10, 14), (3, 5), (9, 9)])
+@pytest.mark.parametrize("align_corners, half_pixel_centers", [(False, False), (True, False), (False, True)])
+def test_resize_nearest_neighbor(seed, size, align_corners, half_pixel_centers):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 5, 7, 3), q=random_q(rng))
+    y = g.tensor((1, *size, 3), q=g.q(x))
+    opts = schema().ResizeNearestNeighborOptionsT()
+    opts.alignCorners, opts.halfPixelCenters = align_corners, half_pixel_centers
+    g.op("RESIZE_NEAREST_NEIGHBOR", [x, _int32(g, size)], [y], opts, 3)
+    assert_engine_exact(g.build([x], [y]), rng)
