@@ -8,7 +8,7 @@ a model the engine cannot run exactly goes to LiteRT instead, with the reason re
 
 from __future__ import annotations
 
-from .plan import Plan, plan_model
+from .plan import NodeSupport, Plan, node_support, plan_model
 from .program import build_program
 
-__all__ = ["Plan", "build_program", "plan_model"]
+__all__ = ["NodeSupport", "Plan", "build_program", "node_support", "plan_model"]

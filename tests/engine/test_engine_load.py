@@ -163,3 +163,28 @@ def test_hostile_model_through_load_raises_not_falls_back(tmp_path, rng):
     path.write_bytes(g.build([x], [y]))
     with pytest.raises(ModelFileError, match="filter zero points"):
         edgeinf.load(path, backend="edgeinf", num_threads=1, check=False)
+
+
+def test_node_support_names_each_node_that_is_not_native(rng):
+    from edgeinf.engine import node_support
+    from edgeinf.formats.tflite import read_tflite
+
+    g = Graph(rng)
+    x = g.tensor((1, 6, 6, 4), q=random_q(rng))
+    a = g.conv(x, 8, 3, out_q=random_q(rng, 0.05, 0.2))
+    b = g.unary("HARD_SWISH", a, out_q=random_q(rng, 0.05, 0.2), version=1)
+    c = g.conv(b, 4, 1, out_q=random_q(rng, 0.05, 0.2))
+    filt = g.tensors[c - 2]  # the second conv's filter: a zero point TFLite refuses
+    filt.zero_point = [1] * len(filt.scale)
+    support = node_support(read_tflite(g.build([x], [c])))
+    assert [(n.op, n.native) for n in support] == [("CONV_2D", True), ("HARD_SWISH", False), ("CONV_2D", False)]
+    assert "HARD_SWISH" in support[1].reason
+    assert "filter zero points must be 0" in support[2].reason
+
+
+def test_node_support_of_a_float_model(model_path):
+    from edgeinf.engine import node_support
+    from edgeinf.formats.tflite import read_tflite
+
+    support = node_support(read_tflite(model_path("face_detection_short_range")))
+    assert support and not any(n.native for n in support if n.op in ("DEQUANTIZE", "CONV_2D"))
