@@ -276,7 +276,7 @@ class PyProgram {
   }
 
   void add(size_t x_offset, size_t y_offset, size_t out_offset, const Size4& shape, const Size4& x_strides,
-           const Size4& y_strides, const std::array<int32_t, 12>& q) {
+           const Size4& y_strides, const std::array<int32_t, 12>& q, bool subtract) {
     const int8_t *x, *y;
     const engine::Broadcast4 b = broadcast(shape, x_strides, y_strides, x_offset, y_offset, &x, &y);
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, b.size(), "add output"));
@@ -289,7 +289,7 @@ class PyProgram {
       if (sh < -31 || sh > 0) throw std::invalid_argument("add: shifts must be in [-31, 0], got " + std::to_string(sh));
     }
     check_act(p.act_min, p.act_max);
-    program_.add(std::make_unique<engine::AddStep>(p, b, x, y, out));
+    program_.add(std::make_unique<engine::AddStep>(p, b, x, y, out, subtract));
   }
 
   void mul(size_t x_offset, size_t y_offset, size_t out_offset, const Size4& shape, const Size4& x_strides,
@@ -514,7 +514,7 @@ void bind_engine(py::module_& m) {
            py::arg("rows"), py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("add", &PyProgram::add, py::arg("x_offset"), py::arg("y_offset"), py::arg("out_offset"), py::arg("shape"),
-           py::arg("x_strides"), py::arg("y_strides"), py::arg("params"))
+           py::arg("x_strides"), py::arg("y_strides"), py::arg("params"), py::arg("subtract") = false)
       .def("mul", &PyProgram::mul, py::arg("x_offset"), py::arg("y_offset"), py::arg("out_offset"), py::arg("shape"),
            py::arg("x_strides"), py::arg("y_strides"), py::arg("params"))
       .def("pool", &PyProgram::pool, py::arg("is_max"), py::arg("in_offset"), py::arg("out_offset"),

@@ -185,7 +185,23 @@ void broadcast_apply(const Broadcast4& b, const int8_t* x, const int8_t* y, int8
 
 }  // namespace
 
+// TFLite's SUB on one pair of values: both rescaled to the common scale, subtracted,
+// requantized to the output.
+int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
+  const int32_t a = qs8::shift_left_wrapping(p.input1_offset + x, p.left_shift);
+  const int32_t b = qs8::shift_left_wrapping(p.input2_offset + y, p.left_shift);
+  const int32_t sa = qs8::multiply_by_quantized_multiplier(a, p.input1_multiplier, p.input1_shift);
+  const int32_t sb = qs8::multiply_by_quantized_multiplier(b, p.input2_multiplier, p.input2_shift);
+  const int32_t raw =
+      qs8::multiply_by_quantized_multiplier(sa - sb, p.output_multiplier, p.output_shift) + p.output_offset;
+  return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
+}
+
 void AddStep::run(ThreadPool& pool) const {
+  if (subtract_) {
+    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return sub_one(a, b, p_); });
+    return;
+  }
   if (b_.same_shape) {
     by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
   } else {

@@ -95,18 +95,22 @@ struct Broadcast4 {
   size_t size() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
 };
 
+// ADD, or SUB (`subtract`): TFLite's SUB rescales both inputs as ADD does and subtracts
+// the rescaled values (scalar arithmetic; the ADD kernels' SIMD paths add).
 class AddStep final : public Step {
  public:
-  AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out)
-      : p_(p), b_(b), x_(x), y_(y), out_(out) {}
+  AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
+          bool subtract = false)
+      : p_(p), b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
   void run(ThreadPool& pool) const override;
-  const char* name() const override { return "ADD"; }
+  const char* name() const override { return subtract_ ? "SUB" : "ADD"; }
 
  private:
   qs8::AddParams p_;
   Broadcast4 b_;
   const int8_t *x_, *y_;
   int8_t* out_;
+  bool subtract_;
 };
 
 class MulStep final : public Step {

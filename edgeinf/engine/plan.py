@@ -310,7 +310,10 @@ class _Planner:
 
         return out4, strides(a), strides(b)
 
-    def op_add(self, op: Operator) -> None:
+    def op_sub(self, op: Operator) -> None:
+        self.op_add(op, subtract=True)
+
+    def op_add(self, op: Operator, subtract: bool = False) -> None:
         a, b, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
         qa, qb, qo = qz.activation(op, a), qz.activation(op, b), qz.activation(op, y)
         shape, sa, sb = self.broadcast(op, a, b, y)
@@ -328,7 +331,7 @@ class _Planner:
         if min(sha, shb, sho) < -31:
             raise UnsupportedOperatorError(f"{where(op)}: input scales too far apart")
         args = dict(x_offset=self.activation_input(op, a), y_offset=self.activation_input(op, b), out_offset=y.index,
-                    shape=shape, x_strides=sa, y_strides=sb, params=params)  # fmt: skip
+                    shape=shape, x_strides=sa, y_strides=sb, params=params, subtract=subtract)  # fmt: skip
         self.add(op, "add", args, [a.index, b.index], [y.index])
 
     def op_mul(self, op: Operator) -> None:

@@ -96,7 +96,7 @@ class Graph:
     def binary(self, name, a, b, *, out_q, activation="none"):
         shape = np.broadcast_shapes(self.shape(a), self.shape(b))
         y = self.tensor(shape, q=out_q)
-        opts = schema().AddOptionsT() if name == "ADD" else schema().MulOptionsT()
+        opts = {"ADD": schema().AddOptionsT, "MUL": schema().MulOptionsT, "SUB": schema().SubOptionsT}[name]()
         opts.fusedActivationFunction = ACT[activation]
         return self.op(name, [a, b], [y], opts, 2)
 

@@ -60,7 +60,7 @@ def test_fully_connected(seed, shape, per_channel):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("op", ["ADD", "MUL", "SUB"])
 @pytest.mark.parametrize("shape_a, shape_b", [((1, 6, 5, 8), (1, 6, 5, 8)), ((1, 6, 5, 8), (1, 1, 1, 8)),
                                               ((2, 1, 5, 3), (1, 4, 1, 3))])  # fmt: skip
 def test_add_mul(seed, op, shape_a, shape_b):
