@@ -657,6 +657,15 @@ class _Planner:
         out = np.clip(np.where(values >= 0, positive, negative) + out_q.zero_point, -128, 127)
         self.lut(op, x, y, qz.table_bytes(out, y.dtype))
 
+    def op_hard_swish(self, op: Operator) -> None:
+        x, y = self.tensor(op, 0), self.output(op)
+        in_q, out_q = qz.activation(op, x), qz.activation(op, y)
+        self.expect_shape(op, y, x.shape)
+        table = qz.hard_swish_table(in_q, out_q)
+        if table is None:
+            raise UnsupportedOperatorError(f"{where(op)}: an output scale smaller than input scale / 128")
+        self.lut(op, x, y, table)
+
     def op_tanh(self, op: Operator) -> None:
         x, y = self.tensor(op, 0), self.output(op)
         in_q, out_q = qz.activation(op, x), qz.activation(op, y)
@@ -862,7 +871,7 @@ def node_support(model: TfliteModel) -> list[NodeSupport]:
     any operator not native runs wholly on LiteRT). Never raises for a verified model.
 
     >>> [n for n in node_support(read_tflite(path)) if not n.native]     # doctest: +SKIP
-    [NodeSupport(index=1, op='HARD_SWISH', native=False, reason='operator 1 (HARD_SWISH) is not ...')]
+    [NodeSupport(index=1, op='LOG_SOFTMAX', native=False, reason='operator 1 (LOG_SOFTMAX) is not ...')]
     """
     ops = model.main.operators
     try:

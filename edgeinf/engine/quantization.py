@@ -171,6 +171,70 @@ def _libm():
     return ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
 
 
+def _srdhm16(a: int, b: int) -> int:
+    """gemmlowp's SaturatingRoundingDoublingHighMul on int16."""
+    if a == b == -32768:
+        return 32767
+    ab = a * b
+    nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
+    return _trunc_div(ab + nudge, 1 << 15)
+
+
+def _trunc_div(a: int, b: int) -> int:
+    """C integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _rdbpot(x: int, exponent: int) -> int:
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (1 if x < 0 else 0)
+    return (x >> exponent) + (1 if remainder > threshold else 0)
+
+
+def _saturate16(v: int) -> int:
+    return max(-32768, min(32767, v))
+
+
+def _int16_multiplier(multiplier: int) -> int:
+    """TFLite's DownScaleInt32ToInt16Multiplier."""
+    if multiplier >= (1 << 31) - 1 - (1 << 15):
+        return 32767
+    return (multiplier + (1 << 15)) >> 16
+
+
+def hard_swish_table(in_q: ActQuant, out_q: ActQuant) -> np.ndarray | None:
+    """TFLite's reference int8 HARD_SWISH (16-bit fixed point, HardSwishPrepare's float32
+    factors) on each input byte; None when its Prepare would refuse the scales."""
+    input_scale, output_scale = np.float32(in_q.scale), np.float32(out_q.scale)
+    hires = np.float32(1.0 / 128.0) * input_scale
+    out_m, out_exp = _C.quantize_multiplier(float(hires / output_scale))
+    relu_m, relu_exp = _C.quantize_multiplier(float(hires / np.float32(3.0 / 32768.0)))
+    if out_exp > 0:
+        return None
+    out_m16, relu_m16 = _int16_multiplier(out_m), _int16_multiplier(relu_m)
+    out = np.empty(256, np.int64)
+    for i, v in enumerate(byte_values(in_q)):
+        x = int(v) - in_q.zero_point
+        hires_value = x * 128
+        preshift = _srdhm16(hires_value, out_m16)
+        reluish = hires_value
+        if relu_exp > 0:
+            reluish = _saturate16(reluish * (1 << (relu_exp - 1)))
+        reluish = _srdhm16(reluish, relu_m16)
+        if relu_exp > 0:
+            reluish = _saturate16(reluish * 2)
+        if relu_exp < 0:
+            reluish = _rdbpot(reluish, -relu_exp)
+        reluish = (reluish + (1 << 15)) >> 1
+        # SaturatingDoublingHighMul: no rounding.
+        product = 32767 if reluish == preshift == -32768 else _trunc_div(reluish * preshift, 1 << 15)
+        out[i] = _rdbpot(product, -out_exp) + out_q.zero_point
+    lo, hi = TYPE_RANGE[out_q.dtype]
+    return table_bytes(np.clip(out, lo, hi), out_q.dtype)
+
+
 def requantize_table(
     in_q: ActQuant, out_q: ActQuant, multiplier: int, shift: int, act_min: int, act_max: int
 ) -> np.ndarray:

@@ -83,15 +83,15 @@ def test_an_unsupported_op_falls_back_to_litert_with_the_reason(tmp_path, rng):
     g = Graph(rng)
     x = g.tensor((1, 6, 6, 4), q=random_q(rng))
     a = g.conv(x, 8, 3, out_q=random_q(rng, 0.05, 0.2))
-    y = g.unary("HARD_SWISH", a, out_q=random_q(rng, 0.05, 0.2), version=1)
+    y = g.unary("LOG_SOFTMAX", a, out_q=(16.0 / 256, 127))
     data = g.build([x], [y])
-    path = tmp_path / "hard_swish.tflite"
+    path = tmp_path / "log_softmax.tflite"
     path.write_bytes(data)
-    with pytest.raises(UnsupportedOperatorError, match="HARD_SWISH"):
+    with pytest.raises(UnsupportedOperatorError, match="LOG_SOFTMAX"):
         engine(data)
     with edgeinf.load(path, backend="edgeinf", num_threads=1, reference=True) as model:
         assert model.backend == "tflite"
-        assert "HARD_SWISH" in model.details["fallback"]
+        assert "LOG_SOFTMAX" in model.details["fallback"]
         x_in = rng.integers(-128, 128, (1, 6, 6, 4), dtype=np.int8)
         (want,) = reference_outputs(data, [x_in])
         assert not first_mismatch(next(iter(model.run(x_in).values())), want)
@@ -172,13 +172,13 @@ def test_node_support_names_each_node_that_is_not_native(rng):
     g = Graph(rng)
     x = g.tensor((1, 6, 6, 4), q=random_q(rng))
     a = g.conv(x, 8, 3, out_q=random_q(rng, 0.05, 0.2))
-    b = g.unary("HARD_SWISH", a, out_q=random_q(rng, 0.05, 0.2), version=1)
+    b = g.unary("LOG_SOFTMAX", a, out_q=(16.0 / 256, 127))
     c = g.conv(b, 4, 1, out_q=random_q(rng, 0.05, 0.2))
     filt = g.tensors[c - 2]  # the second conv's filter: a zero point TFLite refuses
     filt.zero_point = [1] * len(filt.scale)
     support = node_support(read_tflite(g.build([x], [c])))
-    assert [(n.op, n.native) for n in support] == [("CONV_2D", True), ("HARD_SWISH", False), ("CONV_2D", False)]
-    assert "HARD_SWISH" in support[1].reason
+    assert [(n.op, n.native) for n in support] == [("CONV_2D", True), ("LOG_SOFTMAX", False), ("CONV_2D", False)]
+    assert "LOG_SOFTMAX" in support[1].reason
     assert "filter zero points must be 0" in support[2].reason
 
 

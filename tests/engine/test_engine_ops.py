@@ -398,3 +398,12 @@ def test_resize_nearest_neighbor(seed, size, align_corners, half_pixel_centers):
     opts.alignCorners, opts.halfPixelCenters = align_corners, half_pixel_centers
     g.op("RESIZE_NEAREST_NEIGHBOR", [x, _int32(g, size)], [y], opts, 3)
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", range(12))  # input scales from 0.005 to 0.3: left and right reluish shifts
+def test_hard_swish(seed):
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 8, 8, 4), q=random_q(rng, 0.005, 0.3))
+    y = g.unary("HARD_SWISH", x, out_q=random_q(rng, 0.005, 0.3), version=1)
+    assert_engine_exact(g.build([x], [y]), rng)
