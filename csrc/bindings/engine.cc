@@ -462,6 +462,38 @@ class PyProgram {
     program_.add(std::make_unique<engine::GatherStep>(op, std::move(begins), run_bytes, in, out));
   }
 
+  // ys / xs: (lower, upper, weight) int32 arrays per output row / column.
+  void resize_bilinear(size_t in_offset, size_t out_offset, size_t batch, size_t in_h, size_t in_w, size_t channels,
+                       const std::array<py::array, 3>& ys, const std::array<py::array, 3>& xs) {
+    check_positive({batch, in_h, in_w, channels}, "resize sizes");
+    auto axis = [](const std::array<py::array, 3>& a, size_t in_size, const char* what) {
+      engine::ResizeBilinearStep::Axis r;
+      std::vector<int32_t>* fields[3] = {&r.lower, &r.upper, &r.weight};
+      const size_t n = static_cast<size_t>(a[0].size());
+      for (size_t k = 0; k < 3; ++k) {
+        const int32_t* p = checked_data<int32_t>(a[k], what);
+        if (a[k].ndim() != 1 || static_cast<size_t>(a[k].size()) != n || n == 0) {
+          throw std::invalid_argument(std::string(what) + ": expected three equal non-empty 1-D arrays");
+        }
+        fields[k]->assign(p, p + n);
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (r.lower[i] < 0 || r.upper[i] < 0 || static_cast<size_t>(r.lower[i]) >= in_size ||
+            static_cast<size_t>(r.upper[i]) >= in_size || r.weight[i] < -(1 << 20) || r.weight[i] > (1 << 20)) {
+          throw std::invalid_argument(std::string(what) + ": source index or weight out of range at " + std::to_string(i));
+        }
+      }
+      return r;
+    };
+    engine::ResizeBilinearStep::Axis y = axis(ys, in_h, "rows"), x = axis(xs, in_w, "columns");
+    const int8_t* in = reinterpret_cast<const int8_t*>(
+        program_.span(in_offset, nhwc_bytes(batch, in_h, in_w, channels, "resize input"), "resize input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(
+        out_offset, nhwc_bytes(batch, y.lower.size(), x.lower.size(), channels, "resize output"), "resize output"));
+    program_.add(std::make_unique<engine::ResizeBilinearStep>(batch, in_h, in_w, channels, std::move(y), std::move(x),
+                                                              in, out));
+  }
+
   void copy(size_t src_offset, size_t dst_offset, size_t bytes) {
     const uint8_t* src = program_.span(src_offset, bytes, "copy source");
     uint8_t* dst = program_.span(dst_offset, bytes, "copy destination");
@@ -539,6 +571,8 @@ void bind_engine(py::module_& m) {
            py::arg("output_zero_point"))
       .def("gather", &PyProgram::gather, py::arg("op"), py::arg("in_offset"), py::arg("in_bytes"),
            py::arg("out_offset"), py::arg("starts"), py::arg("run_bytes"))
+      .def("resize_bilinear", &PyProgram::resize_bilinear, py::arg("in_offset"), py::arg("out_offset"),
+           py::arg("batch"), py::arg("in_h"), py::arg("in_w"), py::arg("channels"), py::arg("ys"), py::arg("xs"))
       .def("copy", &PyProgram::copy, py::arg("src_offset"), py::arg("dst_offset"), py::arg("bytes"))
       .def("run", &PyProgram::run)
       .def("step_names", &PyProgram::step_names)

@@ -309,6 +309,29 @@ void GatherStep::run(ThreadPool&) const {
   }
 }
 
+void ResizeBilinearStep::run(ThreadPool&) const {
+  const size_t out_h = ys_.lower.size(), out_w = xs_.lower.size();
+  int8_t* dst = out_;
+  for (size_t b = 0; b < batch_; ++b) {
+    const int8_t* image = in_ + b * in_h_ * in_w_ * c_;
+    for (size_t oy = 0; oy < out_h; ++oy) {
+      const int64_t wy = ys_.weight[oy];
+      const int8_t* row0 = image + static_cast<size_t>(ys_.lower[oy]) * in_w_ * c_;
+      const int8_t* row1 = image + static_cast<size_t>(ys_.upper[oy]) * in_w_ * c_;
+      for (size_t ox = 0; ox < out_w; ++ox) {
+        const int64_t wx = xs_.weight[ox];
+        const size_t x0 = static_cast<size_t>(xs_.lower[ox]) * c_, x1 = static_cast<size_t>(xs_.upper[ox]) * c_;
+        for (size_t c = 0; c < c_; ++c) {
+          const int64_t sum = row0[x0 + c] * (1024 - wy) * (1024 - wx) + row1[x0 + c] * wy * (1024 - wx) +
+                              row0[x1 + c] * (1024 - wy) * wx + row1[x1 + c] * wy * wx;
+          const int64_t round = sum > 0 ? (int64_t{1} << 19) : -(int64_t{1} << 19);
+          *dst++ = static_cast<int8_t>(static_cast<uint8_t>((sum + round) / (int64_t{1} << 20)));
+        }
+      }
+    }
+  }
+}
+
 void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }
 
 }  // namespace edgeinf::engine

@@ -292,6 +292,29 @@ class GatherStep final : public Step {
   uint8_t* out_;
 };
 
+// RESIZE_BILINEAR of int8 NHWC as TFLite's reference ResizeBilinearInteger: per output
+// row and column the two source indices and the weight of the second one in 1/1024 steps
+// (made at load), the four products summed in int64, rounded half away from zero at
+// 2^20, then cast to int8 as the reference casts.
+class ResizeBilinearStep final : public Step {
+ public:
+  struct Axis {
+    std::vector<int32_t> lower, upper, weight;  // per output index
+  };
+  ResizeBilinearStep(size_t batch, size_t in_h, size_t in_w, size_t channels, Axis ys, Axis xs, const int8_t* in,
+                     int8_t* out)
+      : batch_(batch), in_h_(in_h), in_w_(in_w), c_(channels), ys_(std::move(ys)), xs_(std::move(xs)), in_(in),
+        out_(out) {}
+  void run(ThreadPool& pool) const override;
+  const char* name() const override { return "RESIZE_BILINEAR"; }
+
+ private:
+  size_t batch_, in_h_, in_w_, c_;
+  Axis ys_, xs_;
+  const int8_t* in_;
+  int8_t* out_;
+};
+
 // A byte copy (RESHAPE between tensors the plan could not share).
 class CopyStep final : public Step {
  public:

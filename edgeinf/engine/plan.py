@@ -512,6 +512,37 @@ class _Planner:
         index = self.flat_index(x)[:, ys][:, :, xs]
         self.gather(op, x, y, index)
 
+    def op_resize_bilinear(self, op: Operator) -> None:
+        x, size_tensor, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
+        qz.activation(op, x)
+        qz.activation(op, y)
+        n, h, w, c = self.shape4(op, x)
+        out_h, out_w = (int(v) for v in self.constant(op, size_tensor, "size").reshape(-1)[:2])
+        align = bool(op.options.get("align_corners", False))
+        half = bool(op.options.get("half_pixel_centers", False))
+        if align and half or out_h < 1 or out_w < 1:
+            raise ModelFileError(f"{where(op)}: size {out_h}x{out_w}, align_corners {align}, half_pixel {half}")
+        self.expect_shape(op, y, (n, out_h, out_w, c))
+
+        def axis(out_size: int, in_size: int):
+            # reference_ops::ResizeBilinearInteger: the scale and positions in 1/1024 steps.
+            if align and out_size > 1:
+                scale = ((1 << 10) * (in_size - 1) + (out_size - 1) // 2) // (out_size - 1)
+            else:
+                scale = ((1 << 10) * in_size + out_size // 2) // out_size
+            lower, upper, weight = [], [], []
+            for v in range(out_size):
+                scaled = v * scale + scale // 2 - (1 << 9) if half else v * scale
+                lo = max(qz.trunc_div(scaled, 1 << 10), 0)
+                lower.append(lo)
+                upper.append(min(qz.trunc_div(scaled + (1 << 10) - 1, 1 << 10), in_size - 1))
+                weight.append(scaled - (1 << 10) * lo)
+            return tuple(np.array(a, np.int32) for a in (lower, upper, weight))
+
+        args = dict(in_offset=x.index, out_offset=y.index, batch=n, in_h=h, in_w=w, channels=c,
+                    ys=axis(out_h, h), xs=axis(out_w, w))  # fmt: skip
+        self.add(op, "resize_bilinear", args, [x.index], [y.index])
+
     def op_pad(self, op: Operator) -> None:
         x, paddings, y = self.tensor(op, 0), self.tensor(op, 1), self.output(op)
         in_q, out_q = qz.activation(op, x), qz.activation(op, y)

@@ -177,10 +177,10 @@ def _srdhm16(a: int, b: int) -> int:
         return 32767
     ab = a * b
     nudge = (1 << 14) if ab >= 0 else 1 - (1 << 14)
-    return _trunc_div(ab + nudge, 1 << 15)
+    return trunc_div(ab + nudge, 1 << 15)
 
 
-def _trunc_div(a: int, b: int) -> int:
+def trunc_div(a: int, b: int) -> int:
     """C integer division (truncates toward zero)."""
     q = abs(a) // abs(b)
     return q if (a >= 0) == (b > 0) else -q
@@ -229,7 +229,7 @@ def hard_swish_table(in_q: ActQuant, out_q: ActQuant) -> np.ndarray | None:
             reluish = _rdbpot(reluish, -relu_exp)
         reluish = (reluish + (1 << 15)) >> 1
         # SaturatingDoublingHighMul: no rounding.
-        product = 32767 if reluish == preshift == -32768 else _trunc_div(reluish * preshift, 1 << 15)
+        product = 32767 if reluish == preshift == -32768 else trunc_div(reluish * preshift, 1 << 15)
         out[i] = _rdbpot(product, -out_exp) + out_q.zero_point
     lo, hi = TYPE_RANGE[out_q.dtype]
     return table_bytes(np.clip(out, lo, hi), out_q.dtype)

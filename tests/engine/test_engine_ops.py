@@ -407,3 +407,19 @@ def test_hard_swish(seed):
     x = g.tensor((1, 8, 8, 4), q=random_q(rng, 0.005, 0.3))
     y = g.unary("HARD_SWISH", x, out_q=random_q(rng, 0.005, 0.3), version=1)
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("size", [(10, 14), (3, 5), (9, 9), (5, 7)])
+@pytest.mark.parametrize("align_corners, half_pixel_centers", [(False, False), (True, False), (False, True)])
+def test_resize_bilinear(seed, size, align_corners, half_pixel_centers):
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    x = g.tensor((1, 5, 7, 3), q=random_q(rng))
+    y = g.tensor((1, *size, 3), q=g.q(x))
+    opts = schema().ResizeBilinearOptionsT()
+    opts.alignCorners, opts.halfPixelCenters = align_corners, half_pixel_centers
+    g.op("RESIZE_BILINEAR", [x, _int32(g, size)], [y], opts, 3)
+    assert_engine_exact(g.build([x], [y]), rng)
