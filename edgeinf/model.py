@@ -107,7 +107,7 @@ def _resolve_backend(backend, kind: str) -> str:
             "`edgeinf check MODEL.onnx` tells which operators will convert"
         )
     if backend in (None, "auto"):
-        preference = tuple(b for b in backends.known() if kind in backends.kinds_of(b))
+        preference = tuple(b for b in backends.automatic() if kind in backends.kinds_of(b))
     elif isinstance(backend, str):
         preference = (backend,)
     else:
@@ -190,11 +190,14 @@ def load(
     Args:
         path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, or a
             name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
-        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, or an ordered preference list.
+        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"edgeinf"`` (the int8 engine, which
+            runs a model it cannot run exactly on LiteRT instead; see docs/engine.md), or an
+            ordered preference list.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
         **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
-            NCNN ``fp16``, ``light_mode``, ``vulkan``.
+            NCNN ``fp16``, ``light_mode``, ``vulkan``; edgeinf ``xnnpack``, ``reference``
+            (for its LiteRT fallback).
 
     Returns:
         A ready `Model`. ``model.details["load_peak_rss_bytes"]`` is the process's peak
@@ -231,8 +234,9 @@ def load(
 
         # Check against the runtime that will really run it (a forced TFLite package included).
         target = options.get("package") if name == "tflite" else None
-        report = compat_check(path, backend=name, target=target, model=parsed)
-        if not report.runnable(name):
+        checked = "tflite" if name == "edgeinf" else name  # what the engine cannot run goes to LiteRT
+        report = compat_check(path, backend=checked, target=target, model=parsed)
+        if not report.runnable(checked):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if data is not None:
         options["model_content"] = data

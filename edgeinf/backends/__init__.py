@@ -3,23 +3,34 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 
-from ..errors import BackendUnavailableError
+from ..errors import BackendUnavailableError, UnsupportedOperatorError
+
+log = logging.getLogger(__name__)
 
 # backend name -> (file kinds it runs, python packages that provide it, in preference order)
 _BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
     "ncnn": (("ncnn",), ("ncnn",)),
+    "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; after tflite, so "auto" keeps LiteRT
 }
 # The keywords a user may pass to `edgeinf.load` for each backend (see each backend's class).
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "tflite": ("package", "xnnpack", "reference"),
     "ncnn": ("fp16", "light_mode", "vulkan"),
+    "edgeinf": ("xnnpack", "reference"),  # for LiteRT when the engine falls back to it
 }
 
 
 def known() -> tuple[str, ...]:
     return tuple(_BACKENDS)
+
+
+def automatic() -> tuple[str, ...]:
+    """The backends ``backend="auto"`` chooses from, in preference order: the int8 engine
+    is used only when asked for by name until it is chosen by measurement."""
+    return tuple(b for b in _BACKENDS if b != "edgeinf")
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:
@@ -62,6 +73,8 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
             requested=(backend,),
             available=available(),
         )
+    if backend == "edgeinf":
+        return _create_engine(path, num_threads=num_threads, parsed=parsed, **options)
     if backend == "tflite":
         from .tflite import TFLiteBackend
 
@@ -69,3 +82,21 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
     from .ncnn import NCNNBackend
 
     return NCNNBackend(path, num_threads=num_threads, param=parsed, **options)
+
+
+def _create_engine(path, *, num_threads: int, parsed=None, model_content: bytes | None = None, **fallback_options):
+    """The int8 engine on ``path``, or LiteRT for the whole model when the engine cannot
+    run it exactly (the reason is logged and kept in ``details["fallback"]``)."""
+    from .edgeinf import EngineBackend
+
+    try:
+        if parsed is None:
+            from ..formats.tflite import read_tflite
+
+            parsed = read_tflite(model_content if model_content is not None else path)
+        return EngineBackend(parsed, num_threads=num_threads)
+    except UnsupportedOperatorError as exc:
+        log.info("the int8 engine does not run %s, LiteRT does: %s", path, exc)
+        runtime = create("tflite", path, num_threads=num_threads, model_content=model_content, **fallback_options)
+        runtime.details["fallback"] = str(exc)
+        return runtime

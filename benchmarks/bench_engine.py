@@ -1,0 +1,164 @@
+"""Whole int8 models, side by side: edgeinf's engine vs LiteRT with XNNPACK vs LiteRT built-in.
+
+    python benchmarks/bench_engine.py [--runs 40] [--rounds 8] [--json benchmarks/results/engine.json]
+
+The models are the manifest's face models quantized to int8 by TFLite's own post-training
+calibrator (in the LiteRT wheel), calibrated on crops of the Grace Hopper photo (float16
+weights folded to float32 first); each contender runs the same quantized photo.
+
+- edgeinf: ``edgeinf.load(path, backend="edgeinf")`` (the engine; its kernels on the CPU's best path).
+- LiteRT+XNNPACK: ai-edge-litert with its default XNNPACK delegate (``OpResolverType.AUTO``).
+- LiteRT built-in: ai-edge-litert without delegates (its optimized kernels).
+
+At 1 and 2 threads (``num_threads``). Method: 5 warm-up calls each, then the contenders are
+timed in turn, a block of --runs calls each, --rounds rounds (A B C A B C ...), so drift on
+a shared machine favours none; the median of all calls is reported. Outputs are checked
+equal between the engine and LiteRT's reference kernels before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "engine"))
+
+import edgeinf  # noqa: E402
+from edgeinf import zoo  # noqa: E402
+from edgeinf.bench import environment  # noqa: E402
+
+THREADS = (1, 2)
+
+
+def _photo() -> np.ndarray:
+    import cv2
+
+    return cv2.imread(str(zoo.path("grace_hopper")))[:, :, ::-1].copy()
+
+
+def _crops(photo: np.ndarray) -> list[np.ndarray]:
+    h, w = photo.shape[:2]
+    boxes = [(0, 0, h, w), (h // 8, w // 4, h * 3 // 4, w * 3 // 4), (0, w // 6, h // 2, w * 5 // 6)]
+    return [photo[a:c, b:d] for a, b, c, d in boxes]
+
+
+def _as_input(crop: np.ndarray, size: int, signed: bool) -> np.ndarray:
+    import cv2
+
+    x = cv2.resize(crop, (size, size)).astype(np.float32) / 255.0
+    return (x * 2 - 1 if signed else x)[None]
+
+
+def int8_models(workdir: Path) -> dict[str, tuple[Path, np.ndarray]]:
+    """name -> (int8 .tflite, float input of the photo) for each real model."""
+    from engine_models import calibrate_int8, fold_float16_weights
+
+    photo = _photo()
+    specs = {"face_landmark": (192, False), "face_detection_short_range": (128, True)}
+    models = {}
+    for name, (size, signed) in specs.items():
+        source = fold_float16_weights(zoo.path(name).read_bytes())
+        data = calibrate_int8(source, [_as_input(c, size, signed) for c in _crops(photo)])
+        path = workdir / f"{name}_int8.tflite"
+        path.write_bytes(data)
+        models[name] = (path, _as_input(photo, size, signed))
+    return models
+
+
+def _quantized(model, x: np.ndarray) -> np.ndarray:
+    q = model.inputs[0].quantization
+    return np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+
+
+def _contenders(path: Path, threads: int) -> dict:
+    return {
+        "edgeinf": edgeinf.load(path, backend="edgeinf", num_threads=threads),
+        "litert_xnnpack": edgeinf.load(path, backend="tflite", num_threads=threads),
+        "litert_builtin": edgeinf.load(path, backend="tflite", num_threads=threads, xnnpack=False),
+    }
+
+
+def _check_exact(path: Path, model, x: np.ndarray) -> bool:
+    with edgeinf.load(path, backend="tflite", num_threads=1, reference=True) as reference:
+        want = reference.run(x)
+    got = model.run(x)
+    return all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def bench(path: Path, x_float: np.ndarray, threads: int, runs: int, rounds: int) -> dict:
+    models = _contenders(path, threads)
+    x = _quantized(models["edgeinf"], x_float)
+    exact = _check_exact(path, models["edgeinf"], x)
+    for model in models.values():
+        for _ in range(5):
+            model.run(x)
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(rounds):
+        for name, model in models.items():
+            for _ in range(runs):
+                start = time.perf_counter()
+                model.run(x)
+                times[name].append(time.perf_counter() - start)
+    row = {"threads": threads, "engine_bit_exact_with_reference": exact}
+    for name, model in models.items():
+        details = model.details
+        row[name] = {
+            "median_ms": statistics.median(times[name]) * 1e3,
+            "min_ms": min(times[name]) * 1e3,
+            "calls": len(times[name]),
+            "runtime": model.runtime,
+            "path": details.get("isa") if name == "edgeinf" else (model.delegate or "built-in kernels"),
+            "delegate_partitions": details.get("delegate_partitions"),
+            "load_peak_rss_bytes": details.get("load_peak_rss_bytes"),
+        }
+    plan = models["edgeinf"].details.get("plan", {})
+    row["edgeinf"]["plan"] = plan
+    for other in ("litert_xnnpack", "litert_builtin"):
+        row[f"edgeinf_speedup_vs_{other}"] = row[other]["median_ms"] / row["edgeinf"]["median_ms"]
+    for model in models.values():
+        model.close()
+    return row
+
+
+def main(argv=None) -> int:
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40, help="calls per block")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds of blocks")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (path, x) in int8_models(Path(tmp)).items():
+            for threads in THREADS:
+                row = {"model": name, **bench(path, x, threads, args.runs, args.rounds)}
+                rows.append(row)
+                print(
+                    f"{name:28s} {threads} thr  edgeinf {row['edgeinf']['median_ms']:7.2f} ms  "
+                    f"xnnpack {row['litert_xnnpack']['median_ms']:7.2f} ms "
+                    f"({row['edgeinf_speedup_vs_litert_xnnpack']:.2f}x)  "
+                    f"built-in {row['litert_builtin']['median_ms']:7.2f} ms "
+                    f"({row['edgeinf_speedup_vs_litert_builtin']:.2f}x)  exact={row['engine_bit_exact_with_reference']}"
+                )
+    if args.json:
+        doc = {
+            "benchmark": "engine",
+            "title": "whole int8 models: edgeinf engine vs LiteRT+XNNPACK vs LiteRT built-in (median latency)",
+            **environment(),
+            "rows": rows,
+        }
+        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+// The engine's worker threads: created once with the Program, reused by every run().
+//
+// run(n, fn) calls fn(0) .. fn(n - 1) spread over the workers and the calling thread and
+// returns when all are done. Tasks are claimed one at a time, so the caller never waits
+// for a worker that has not started (on a loaded machine it simply runs every task
+// itself); it only waits for tasks a worker has claimed. Between jobs the workers spin
+// for a short while (a model's steps follow each other within microseconds), then sleep
+// on a condition variable, so an idle model costs no CPU. A task that throws is caught
+// in the worker (nothing reaches std::terminate) and run() reports it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace edgeinf::engine {
+
+class ThreadPool {
+ public:
+  // `threads` counts the caller: 1 means no worker at all.
+  explicit ThreadPool(size_t threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t size() const { return workers_.size() + 1; }
+
+  // Throws std::runtime_error when a task threw.
+  void run(size_t n, const std::function<void(size_t)>& fn);
+
+  static constexpr size_t kMaxTasks = 1 << 20;
+
+ private:
+  void work();
+  // Claims and runs tasks of job `job` until none is left; false when the job is over.
+  void drain(uint64_t job);
+
+  // The claim word: job number (upper 24 bits), task count (20 bits), next task (20 bits).
+  static uint64_t pack(uint64_t job, uint64_t tasks, uint64_t next) { return job << 40 | tasks << 20 | next; }
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<size_t> done_{0};
+  std::atomic<bool> failed_{false};
+  const std::function<void(size_t)>* fn_ = nullptr;  // written before the job's claim word
+  uint64_t job_ = 0;                                 // the caller's job counter
+  bool stop_ = false;
+};
+
+}  // namespace edgeinf::engine

@@ -1,0 +1,337 @@
+#include "program.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "../kernels/qs8_logistic/logistic.h"
+#include "../kernels/qs8_quantize/quantize.h"
+#include "steps.h"
+
+namespace edgeinf::engine {
+
+void Program::FreeAligned::operator()(uint8_t* p) const { std::free(p); }
+
+Program::Program(size_t arena_bytes, size_t threads) : arena_bytes_(arena_bytes) {
+  if (threads == 0 || threads > kMaxThreads) {
+    throw std::invalid_argument("engine threads must be in [1, " + std::to_string(kMaxThreads) + "], got " +
+                                std::to_string(threads));
+  }
+  if (arena_bytes > kMaxArenaBytes) {
+    throw std::invalid_argument("engine arena of " + std::to_string(arena_bytes) + " bytes exceeds the limit of " +
+                                std::to_string(kMaxArenaBytes));
+  }
+  const size_t rounded = (arena_bytes + kAlignment - 1) / kAlignment * kAlignment + kAlignment;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlignment, rounded));
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  arena_.reset(p);
+  pool_ = std::make_unique<ThreadPool>(threads);
+}
+
+uint8_t* Program::span(size_t offset, size_t bytes, const char* what) {
+  if (offset > arena_bytes_ || bytes > arena_bytes_ - offset) {
+    throw std::invalid_argument(std::string(what) + ": bytes [" + std::to_string(offset) + ", " +
+                                std::to_string(offset + bytes) + ") lie outside the arena of " +
+                                std::to_string(arena_bytes_) + " bytes");
+  }
+  return arena_.get() + offset;
+}
+
+void Program::run() const {
+  for (const auto& step : steps_) step->run(*pool_);
+}
+
+// ---------------------------------------------------------------- steps
+
+namespace {
+
+// Below this many multiply-adds a layer runs on the calling thread: waking the workers
+// costs more than it saves.
+constexpr size_t kMinParallelMacs = 200000;
+// Elementwise steps split above this many values.
+constexpr size_t kMinParallelValues = 32768;
+
+// Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
+// rows they read (clipped to the image), the padding above them, their output rows.
+// False when they read only padding (the caller then runs the whole layer at once).
+template <class Geometry>
+bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry* s, size_t* in_skip,
+                size_t* out_skip) {
+  const ptrdiff_t first = static_cast<ptrdiff_t>(r0 * g.stride_h) - g.pad_top;
+  const ptrdiff_t last = static_cast<ptrdiff_t>((r1 - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h) - g.pad_top;
+  const ptrdiff_t lo = std::max<ptrdiff_t>(first, 0);
+  const ptrdiff_t hi = std::min<ptrdiff_t>(last, static_cast<ptrdiff_t>(g.in_h) - 1);
+  if (hi < lo) return false;
+  *s = g;
+  s->in_h = static_cast<size_t>(hi - lo + 1);
+  s->pad_top = lo - first;
+  s->out_h = r1 - r0;
+  *in_skip = static_cast<size_t>(lo) * g.in_w * g.in_c;
+  *out_skip = r0 * g.out_w * out_c;
+  return true;
+}
+
+// Runs kernel(slice geometry, in, out) over bands of output rows on the pool's threads,
+// or once over the whole layer when it is small, batched, or cannot be cut.
+template <class Geometry, class Kernel>
+void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
+                  Kernel kernel) {
+  const size_t bands = std::min(pool.size(), g.out_h);
+  if (bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
+    kernel(g, in, out);
+    return;
+  }
+  std::vector<Geometry> slices(bands);
+  std::vector<size_t> in_skip(bands), out_skip(bands);
+  for (size_t i = 0; i < bands; ++i) {
+    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slices[i], &in_skip[i], &out_skip[i])) {
+      kernel(g, in, out);
+      return;
+    }
+  }
+  pool.run(bands, [&](size_t i) { kernel(slices[i], in + in_skip[i], out + out_skip[i]); });
+}
+
+// fn(begin, end) over [0, n) in one chunk per thread (multiples of 64 values).
+template <class Fn>
+void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
+  const size_t chunks = n < kMinParallelValues ? 1 : pool.size();
+  if (chunks <= 1) {
+    fn(size_t{0}, n);
+    return;
+  }
+  const size_t step = (n / chunks + 63) / 64 * 64;
+  pool.run(chunks, [&](size_t i) {
+    const size_t begin = std::min(n, i * step), end = i + 1 == chunks ? n : std::min(n, (i + 1) * step);
+    if (begin < end) fn(begin, end);
+  });
+}
+
+}  // namespace
+
+void Conv2dStep::run(ThreadPool& pool) const {
+  const size_t macs = g_.out_h * g_.out_w * g_.out_c * g_.k_h * g_.k_w * g_.in_c;
+  by_row_bands(pool, g_, g_.out_c, macs, in_, out_, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_conv2d(*w_, g, in, out);
+  });
+}
+
+void DepthwiseConv2dStep::run(ThreadPool& pool) const {
+  const size_t out_c = g_.in_c * g_.depth_multiplier;
+  const size_t macs = g_.out_h * g_.out_w * out_c * g_.k_h * g_.k_w;
+  by_row_bands(pool, g_, out_c, macs, in_, out_, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_dwconv2d(*w_, g, in, out);
+  });
+}
+
+PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
+                                                     size_t channels, int8_t zero_point,
+                                                     std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
+                                                     int8_t* out)
+    : w_(std::move(w)), g_(padded), channels_(channels), zero_point_(zero_point), scratch_(std::move(scratch)),
+      in_(in), out_(out) {
+  const size_t in_bytes = g_.batch * g_.in_h * g_.in_w * g_.in_c;
+  const size_t out_bytes = g_.batch * g_.out_h * g_.out_w * g_.in_c;
+  if (scratch_->size() < in_bytes + out_bytes) scratch_->resize(in_bytes + out_bytes);
+}
+
+void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
+  const size_t cp = g_.in_c, c = channels_;
+  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
+  int8_t* padded_in = scratch_->data();
+  int8_t* padded_out = padded_in + in_pixels * cp;
+  for (size_t p = 0; p < in_pixels; ++p) {
+    std::memcpy(padded_in + p * cp, in_ + p * c, c);
+    std::memset(padded_in + p * cp + c, zero_point_, cp - c);
+  }
+  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w;
+  by_row_bands(pool, g_, cp, macs, padded_in, padded_out, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
+    qs8::qs8_dwconv2d(*w_, g, in, out);
+  });
+  for (size_t p = 0; p < out_pixels; ++p) std::memcpy(out_ + p * c, padded_out + p * cp, c);
+}
+
+FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
+    : w_(std::move(w)), rows_(rows), out_(out) {
+  for (size_t r = 0; r < rows; ++r) rows_[r] = in + r * w_->k();
+}
+
+void FullyConnectedStep::run(ThreadPool& pool) const {
+  const qs8::GemmRows a{rows_.data(), rows_.size(), 1, w_->k()};
+  qs8::qs8_gemm(*w_, a, out_, w_->n());
+}
+
+namespace {
+
+// out[i0][i1][i2][i3] = f(x at the broadcast index, y at the broadcast index).
+template <class F>
+void broadcast_apply(const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out, F f) {
+  const auto& s = b.shape;
+  const auto& sa = b.a_strides;
+  const auto& sb = b.b_strides;
+  for (size_t i0 = 0; i0 < s[0]; ++i0) {
+    for (size_t i1 = 0; i1 < s[1]; ++i1) {
+      for (size_t i2 = 0; i2 < s[2]; ++i2) {
+        const int8_t* xa = x + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
+        const int8_t* yb = y + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
+        for (size_t i3 = 0; i3 < s[3]; ++i3) *out++ = f(xa[i3 * sa[3]], yb[i3 * sb[3]]);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// TFLite's SUB on one pair of values: both rescaled to the common scale, subtracted,
+// requantized to the output.
+int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
+  const int32_t a = qs8::shift_left_wrapping(p.input1_offset + x, p.left_shift);
+  const int32_t b = qs8::shift_left_wrapping(p.input2_offset + y, p.left_shift);
+  const int32_t sa = qs8::multiply_by_quantized_multiplier(a, p.input1_multiplier, p.input1_shift);
+  const int32_t sb = qs8::multiply_by_quantized_multiplier(b, p.input2_multiplier, p.input2_shift);
+  const int32_t raw =
+      qs8::multiply_by_quantized_multiplier(sa - sb, p.output_multiplier, p.output_shift) + p.output_offset;
+  return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
+}
+
+void AddStep::run(ThreadPool& pool) const {
+  if (subtract_) {
+    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return sub_one(a, b, p_); });
+    return;
+  }
+  if (b_.same_shape) {
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
+  } else {
+    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::add_one(a, b, p_); });
+  }
+}
+
+void MulStep::run(ThreadPool& pool) const {
+  if (b_.same_shape) {
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
+  } else {
+    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::mul_one(a, b, p_); });
+  }
+}
+
+void PoolStep::run(ThreadPool& pool) const {
+  if (is_max_) {
+    qs8::qs8_maxpool(g_, in_, out_);
+  } else {
+    qs8::qs8_avgpool(g_, in_, out_);
+  }
+}
+
+LutStep::LutStep(std::string op, const int8_t table[256], size_t n, const int8_t* in, int8_t* out)
+    : op_(std::move(op)), n_(n), in_(in), out_(out) {
+  std::memcpy(table_, table, sizeof(table_));
+}
+
+void LutStep::run(ThreadPool& pool) const {
+  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_lut(in_ + i, out_ + i, e - i, table_); });
+}
+
+void PreluStep::run(ThreadPool& pool) const {
+  const size_t c = p_.alpha.size();
+  by_chunks(pool, pixels_, [this, c](size_t p0, size_t p1) { prelu(p_, in_ + p0 * c, out_ + p0 * c, p1 - p0); });
+}
+
+void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
+
+void QuantizeStep::run(ThreadPool& pool) const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }
+
+void DequantizeStep::run(ThreadPool& pool) const {
+  if (!unsigned_) {
+    qs8::qs8_dequantize(in_, out_, n_, scale_, zero_point_);
+    return;
+  }
+  const auto* in = reinterpret_cast<const uint8_t*>(in_);
+  for (size_t i = 0; i < n_; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+}
+
+void ConcatStep::run(ThreadPool& pool) const {
+  uint8_t* dst = out_;
+  for (size_t o = 0; o < outer_; ++o) {
+    for (const Part& part : parts_) {
+      std::memcpy(dst, part.src + o * part.bytes, part.bytes);
+      dst += part.bytes;
+    }
+  }
+}
+
+void PadStep::run(ThreadPool& pool) const {
+  const auto& is = in_shape_;
+  const auto& os = out_shape_;
+  std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
+  const size_t row = is[3] * element_;
+  const uint8_t* src = in_;
+  for (size_t i0 = 0; i0 < is[0]; ++i0) {
+    for (size_t i1 = 0; i1 < is[1]; ++i1) {
+      for (size_t i2 = 0; i2 < is[2]; ++i2) {
+        const size_t at = (((i0 + before_[0]) * os[1] + i1 + before_[1]) * os[2] + i2 + before_[2]) * os[3] + before_[3];
+        std::memcpy(out_ + at * element_, src, row);
+        src += row;
+      }
+    }
+  }
+}
+
+void MeanStep::run(ThreadPool& pool) const {
+  const auto n = static_cast<int32_t>(p_.count);
+  for (size_t o = 0; o < p_.outer; ++o) {
+    std::fill(sums_.begin(), sums_.end(), 0);
+    const int8_t* src = in_ + o * p_.count * p_.inner;
+    for (size_t r = 0; r < p_.count; ++r, src += p_.inner) {
+      for (size_t i = 0; i < p_.inner; ++i) sums_[i] += src[i];
+    }
+    int8_t* dst = out_ + o * p_.inner;
+    for (size_t i = 0; i < p_.inner; ++i) {
+      const int32_t shifted = sums_[i] - p_.input_zero_point * n;
+      int32_t acc = qs8::multiply_by_quantized_multiplier(shifted, p_.multiplier, p_.shift) + p_.output_zero_point;
+      acc = std::min(127, std::max(-128, acc));
+      dst[i] = static_cast<int8_t>(acc);
+    }
+  }
+}
+
+void GatherStep::run(ThreadPool&) const {
+  uint8_t* dst = out_;
+  if (run_ == 1) {
+    for (size_t start : starts_) *dst++ = in_[start];
+    return;
+  }
+  for (size_t start : starts_) {
+    std::memcpy(dst, in_ + start, run_);
+    dst += run_;
+  }
+}
+
+void ResizeBilinearStep::run(ThreadPool&) const {
+  const size_t out_h = ys_.lower.size(), out_w = xs_.lower.size();
+  int8_t* dst = out_;
+  for (size_t b = 0; b < batch_; ++b) {
+    const int8_t* image = in_ + b * in_h_ * in_w_ * c_;
+    for (size_t oy = 0; oy < out_h; ++oy) {
+      const int64_t wy = ys_.weight[oy];
+      const int8_t* row0 = image + static_cast<size_t>(ys_.lower[oy]) * in_w_ * c_;
+      const int8_t* row1 = image + static_cast<size_t>(ys_.upper[oy]) * in_w_ * c_;
+      for (size_t ox = 0; ox < out_w; ++ox) {
+        const int64_t wx = xs_.weight[ox];
+        const size_t x0 = static_cast<size_t>(xs_.lower[ox]) * c_, x1 = static_cast<size_t>(xs_.upper[ox]) * c_;
+        for (size_t c = 0; c < c_; ++c) {
+          const int64_t sum = row0[x0 + c] * (1024 - wy) * (1024 - wx) + row1[x0 + c] * wy * (1024 - wx) +
+                              row0[x1 + c] * (1024 - wy) * wx + row1[x1 + c] * wy * wx;
+          const int64_t round = sum > 0 ? (int64_t{1} << 19) : -(int64_t{1} << 19);
+          *dst++ = static_cast<int8_t>(static_cast<uint8_t>((sum + round) / (int64_t{1} << 20)));
+        }
+      }
+    }
+  }
+}
+
+void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }
+
+}  // namespace edgeinf::engine

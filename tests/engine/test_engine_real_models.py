@@ -1,0 +1,121 @@
+"""Real int8 models on the engine: face_landmark and face_detection_short_range quantized
+with TFLite's own post-training calibrator (the one the converter uses, shipped in the
+LiteRT wheel), run on the Grace Hopper photo, bit for bit against LiteRT's reference
+kernels on every kernel path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_models import calibrate_int8, first_mismatch, fold_float16_weights, reference_outputs
+
+import edgeinf
+from edgeinf import kernels
+
+cv2 = pytest.importorskip("cv2")
+calibration = pytest.importorskip(
+    "ai_edge_litert._pywrap_tensorflow_lite_calibration_wrapper", reason="TFLite's calibrator ships with ai-edge-litert"
+)
+
+
+def photo_crops(photo: np.ndarray) -> list[np.ndarray]:
+    h, w = photo.shape[:2]
+    boxes = [(0, 0, h, w), (h // 8, w // 4, h * 3 // 4, w * 3 // 4), (0, w // 6, h // 2, w * 5 // 6)]
+    return [photo[a:c, b:d] for a, b, c, d in boxes]
+
+
+def as_input(crop: np.ndarray, size: int) -> np.ndarray:
+    return (cv2.resize(crop, (size, size)).astype(np.float32) / 255.0)[None]
+
+
+@pytest.fixture(scope="module")
+def grace_hopper(model_path) -> np.ndarray:
+    return cv2.imread(str(model_path("grace_hopper")))[:, :, ::-1].copy()
+
+
+@pytest.fixture(scope="module")
+def face_landmark_int8(model_path, grace_hopper) -> bytes:
+    """face_landmark with int8 activations, weights and input/output, calibrated on crops of the photo."""
+    source = model_path("face_landmark").read_bytes()
+    return calibrate_int8(source, [as_input(crop, 192) for crop in photo_crops(grace_hopper)])
+
+
+@pytest.fixture(scope="module")
+def face_detection_int8(model_path, grace_hopper) -> bytes:
+    """face_detection_short_range in int8: its float16 weights folded to float32 first."""
+    source = fold_float16_weights(model_path("face_detection_short_range").read_bytes())
+    return calibrate_int8(source, [as_input(crop, 128) * 2 - 1 for crop in photo_crops(grace_hopper)])
+
+
+def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
+    x = as_input(photo[75:450, 128:384], spec.shape[1])
+    q = spec.quantization
+    return np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_int8, grace_hopper, threads):
+    path = tmp_path / "face_landmark_int8.tflite"
+    path.write_bytes(face_landmark_int8)
+    with edgeinf.load(path, backend="edgeinf", num_threads=threads) as model:
+        details = model.details
+        assert "fallback" not in details, details.get("fallback")
+        assert details["plan"]["ops"]["PRELU"] == 23
+        x = quantized_face(grace_hopper, model.inputs[0])
+        want = reference_outputs(face_landmark_int8, [x])
+        for isa in kernels.supported_isas():
+            with kernels.use_isa(isa):
+                got = model.run(x)
+            for (name, g), w in zip(got.items(), want):
+                msg = first_mismatch(g, w)
+                assert not msg, f"{name} on {isa}: {msg}"
+        # The landmarks are a face's, not a constant: they spread over the crop.
+        landmarks = model.run(x, dequantize=True)[model.outputs[0].name].reshape(-1, 3)
+        assert np.ptp(landmarks[:, 0]) > 40 and np.ptp(landmarks[:, 1]) > 40
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_int8, grace_hopper, threads):
+    path = tmp_path / "face_detection_int8.tflite"
+    path.write_bytes(face_detection_int8)
+    with edgeinf.load(path, backend="edgeinf", num_threads=threads) as model:
+        assert "fallback" not in model.details, model.details.get("fallback")
+        spec = model.inputs[0]
+        x = as_input(grace_hopper, 128) * 2 - 1
+        q = spec.quantization
+        x = np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+        want = reference_outputs(face_detection_int8, [x])
+        for isa in kernels.supported_isas():
+            with kernels.use_isa(isa):
+                got = model.run(x)
+            for (name, g), w in zip(got.items(), want):
+                msg = first_mismatch(g, w)
+                assert not msg, f"{name} on {isa}: {msg}"
+
+
+def test_a_float_model_falls_back_to_litert_with_its_outputs(model_path, grace_hopper):
+    path = model_path("face_detection_short_range")
+    with (
+        edgeinf.load(path, backend="edgeinf", num_threads=1) as fallback,
+        edgeinf.load(path, backend="tflite", num_threads=1) as litert,
+    ):
+        assert fallback.backend == "tflite"
+        assert "FLOAT32" in fallback.details["fallback"] or "FLOAT16" in fallback.details["fallback"]
+        x = as_input(grace_hopper, 128)
+        for (name, got), want in zip(fallback.run(x).items(), litert.run(x).values()):
+            assert np.array_equal(got, want), name
+
+
+def test_run_image_on_the_engine_equals_the_reference(tmp_path, face_landmark_int8, grace_hopper):
+    """The camera path: run_image converts the frame straight into the engine's arena."""
+    path = tmp_path / "face_landmark_int8.tflite"
+    path.write_bytes(face_landmark_int8)
+    frame = np.ascontiguousarray(grace_hopper[75:450, 128:384, ::-1])  # BGR, as a camera gives
+    with (
+        edgeinf.load(path, backend="edgeinf", num_threads=1) as model,
+        edgeinf.load(path, backend="tflite", num_threads=1, reference=True) as reference,
+    ):
+        got, want = model.run_image(frame, color="bgr"), reference.run_image(frame, color="bgr")
+        for name in want:
+            assert not first_mismatch(got[name], want[name]), name
+        assert model.metrics.snapshot().calls == 1  # counted like any other backend's call

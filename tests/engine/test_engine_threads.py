@@ -1,0 +1,52 @@
+"""The engine on several threads: layers large enough to be split (convolutions by bands
+of output rows, elementwise steps by chunks) still equal LiteRT's reference kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_models import Graph, assert_engine_exact, random_q
+
+from edgeinf import _C
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize(
+    "kernel, stride, dilation, padding",
+    [(3, 1, 1, "same"), (3, 2, 1, "same"), (5, 2, 1, "valid"), (3, 1, 2, "same"), (7, 1, 1, "same")],
+)
+def test_split_convolutions(threads, kernel, stride, dilation, padding):
+    rng = np.random.default_rng(threads * 10 + kernel)
+    g = Graph(rng)
+    x = g.tensor((1, 37, 29, 16), q=random_q(rng))
+    a = g.conv(x, 32, kernel, stride=stride, dilation=dilation, padding=padding, out_q=random_q(rng, 0.05, 0.5))
+    b = g.conv(a, None, kernel, stride=stride, dilation=dilation, padding=padding, depthwise=True,
+               out_q=random_q(rng, 0.05, 0.5))  # fmt: skip
+    assert_engine_exact(g.build([x], [b]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_split_elementwise_and_padded_depthwise(threads):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    x = g.tensor((1, 48, 40, 24), q=random_q(rng))
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))  # 24 channels: padded to 32
+    s = g.binary("ADD", x, d, out_q=random_q(rng, 0.05, 0.5))
+    alpha = g.tensor((24,), q=(0.01, 0), data=rng.integers(-128, 128, (24,), dtype=np.int8))
+    p = g.tensor((1, 48, 40, 24), q=random_q(rng, 0.05, 0.5))
+    g.op("PRELU", [s, alpha], [p])
+    y = g.unary("LOGISTIC", p, out_q=(1.0 / 256, -128))
+    assert_engine_exact(g.build([x], [y]), rng, threads=threads)
+
+
+def test_a_program_keeps_its_threads():
+    program = _C.EngineProgram(64, 3)
+    assert program.threads == 3
+    for _ in range(1000):
+        program.run()  # no steps: the workers are not woken, nothing to join
+
+
+@pytest.mark.parametrize("threads", [0, 257])
+def test_thread_count_is_bounded(threads):
+    with pytest.raises(ValueError, match="threads"):
+        _C.EngineProgram(64, threads)
