@@ -62,6 +62,11 @@ runpy.run_path('setup.py', run_name='__main__')
   echo "== sanitize: build FAILED (or out of time) after $(($(date +%s) - START)) s"
   exit 1
 }
+SO=$(ls "$WORK"/tree/edgeinf/_C*.so)
+if ! nm -D "$SO" | grep -q __asan_report || ! nm -D "$SO" | grep -q __ubsan_handle; then
+  echo "== sanitize: FAILED: $SO is not instrumented (was the compiler wrapper used?)"
+  exit 1
+fi
 echo "== sanitize: built in $(($(date +%s) - START)) s"
 
 # libasan must come first; libstdc++ too, or ASan's __cxa_throw interceptor finds no
