@@ -95,6 +95,7 @@ def test_tflite_model_shared_by_threads(model_path, photo):
     assert not problems, f"{len(problems)} bad calls, first: {problems[:3]}"
 
 
+@pytest.mark.slow  # a super-resolution network 144 times over: minutes under qemu
 def test_ncnn_model_shared_by_threads(model_path, photo):
     pytest.importorskip("ncnn")
     frames = thread_frames(photo)
