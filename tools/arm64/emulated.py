@@ -54,12 +54,13 @@ HOST_ONLY_TESTS = ("tests/arm64/test_emulated.py",)
 
 # The CI subset (docs/arm64.md): the suite on the Pi 5 without the file fuzzers (pure Python,
 # the same on every architecture, and the longest tests under qemu); on the Pi 3 the tests
-# that run native kernels, where an instruction the A53 lacks would fault; on the Pi 4 (the
-# same Armv8.0 feature set as the A53, so the same kernel paths) the dispatch and board checks.
+# that run native kernels and the int8 engine, where an instruction the A53 lacks would
+# fault; on the Pi 4 (the same Armv8.0 feature set as the A53, so the same kernel paths) the
+# dispatch and board checks.
 CI_PATHS = {
     "pi5": ("tests",),
     "pi4": ("tests/arm64", "tests/board"),
-    "pi3": ("tests/arm64", "tests/board", "tests/kernels"),
+    "pi3": ("tests/arm64", "tests/board", "tests/kernels", "tests/engine"),
 }
 # The fuzzers add nothing ARM-specific and take most of the emulated time. The tflite-runtime
 # 2.14 checks stay: they run in setup.sh's numpy<2 site (bin/python3-legacy).
