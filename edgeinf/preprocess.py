@@ -33,6 +33,7 @@ import numpy as np
 from . import _C
 from ._C import _run_plan
 from .errors import InputError
+from .model import MAX_THREADS
 from .types import Layout, TensorSpec
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,17 @@ def frame_size(frame: np.ndarray, color: str) -> tuple[int, int]:
     return frame.shape[1], frame.shape[0]
 
 
+def _roi_tuple(roi) -> tuple[int, int, int, int]:
+    """``(x, y, width, height)`` as ints the native plan takes, or an `InputError`."""
+    try:
+        values = tuple(int(v) for v in roi)
+    except (TypeError, ValueError):
+        values = ()
+    if len(values) != 4 or not all(-(2**62) < v < 2**62 for v in values):
+        raise InputError(f"roi must be (x, y, width, height) in pixels, got {roi!r}")
+    return values
+
+
 class Pipeline:
     """Frame-to-tensor conversion for one output tensor; build with :meth:`for_input`.
 
@@ -180,8 +192,8 @@ class Pipeline:
         width, height = (int(v) for v in size)
         if width <= 0 or height <= 0:
             raise InputError(f"output size must be positive, got {width}x{height}")
-        if int(threads) < 1:
-            raise InputError(f"threads must be >= 1, got {threads}")
+        if not 1 <= int(threads) <= MAX_THREADS:
+            raise InputError(f"threads must be from 1 to {MAX_THREADS}, got {threads}")
         self.width, self.height, self.channels = width, height, channels
         self.layout, self.dtype = Layout(layout), dtype
         self.color, self.resize, self.letterbox = color, resize, bool(letterbox)
@@ -292,14 +304,13 @@ class Pipeline:
         return self._entry(frame, roi)[0]
 
     def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox, Any]:
-        key = (getattr(frame, "shape", None), None if roi is None else tuple(roi))
+        roi_key = None if roi is None else _roi_tuple(roi)
+        key = (getattr(frame, "shape", None), roi_key)
         entry = self._plans.get(key)
         if entry is not None:
             return entry
         width, height = frame_size(frame, self.color)
-        roi_t = (0, 0, width, height) if roi is None else tuple(int(v) for v in roi)
-        if len(roi_t) != 4:
-            raise InputError(f"roi must be (x, y, width, height), got {roi!r}")
+        roi_t = (0, 0, width, height) if roi_key is None else roi_key
         qmin, qmax = _QRANGE[_DTYPES[self.dtype]]
         plan = _C.ImagePlan(
             format=self.color,

@@ -9,6 +9,7 @@ import pytest
 from preprocess_helpers import make_frame, pipeline
 
 from edgeinf import _C
+from edgeinf.errors import InputError
 from edgeinf.preprocess import Pipeline
 from edgeinf.types import Layout, Quantization, TensorSpec
 
@@ -159,7 +160,8 @@ def test_run_plan_refuses_anything_but_a_plan_capsule(bgr_pipe):
         ({"yuv_range": "studio"}, "yuv_range must be 'limited' or 'full'"),
         ({"mean": (1.0, 2.0)}, "mean needs 1 or 3 values"),
         ({"std": 0.0}, "std must be non-zero"),
-        ({"threads": 0}, "threads must be >= 1"),
+        ({"threads": 0}, "threads must be from 1 to 256"),
+        ({"threads": 257}, "threads must be from 1 to 256"),
     ],
 )
 def test_bad_options(option, message):
@@ -229,3 +231,9 @@ def test_row_read_probe_reads_exactly_the_listed_rows():
         _C.read_rows_probe(plane, np.array([0], np.int32))
     with pytest.raises(ValueError, match="plane: expected 2 dimensions"):
         _C.read_rows_probe(plane.reshape(-1), np.array([0], np.int64))
+
+
+@pytest.mark.parametrize("roi", [(0, 0, 2**70, 4), ("x", 0, 4, 4), (0, 0, 4), 5])
+def test_a_roi_that_is_not_four_pixel_counts_is_an_input_error(bgr_pipe, roi):
+    with pytest.raises(InputError, match="roi must be"):
+        run(bgr_pipe, np.zeros((8, 8, 3), np.uint8), roi=roi)
