@@ -2,9 +2,11 @@
 
     python benchmarks/bench_engine.py [--runs 40] [--rounds 8] [--json benchmarks/results/engine.json]
 
-The models are the manifest's face models quantized to int8 by TFLite's own post-training
-calibrator (in the LiteRT wheel), calibrated on crops of the Grace Hopper photo (float16
-weights folded to float32 first); each contender runs the same quantized photo.
+The models are the manifest's face models quantized to int8 two ways: by TFLite's own
+post-training calibrator (in the LiteRT wheel), calibrated on crops of the Grace Hopper photo
+(float16 weights folded to float32 first), and by `edgeinf quantize` (the cached int8 face
+models of `edgeinf.quantize.int8_path`). Each contender runs the same quantized photo. A
+model the engine does not run whole falls back to LiteRT: its row says so.
 
 - edgeinf: ``edgeinf.load(path, backend="edgeinf")`` (the engine; its kernels on the CPU's best path).
 - LiteRT+XNNPACK: ai-edge-litert with its default XNNPACK delegate (``OpResolverType.AUTO``).
@@ -58,18 +60,29 @@ def _as_input(crop: np.ndarray, size: int, signed: bool) -> np.ndarray:
 
 
 def int8_models(workdir: Path) -> dict[str, tuple[Path, np.ndarray]]:
-    """name -> (int8 .tflite, float input of the photo) for each real model."""
+    """label -> (int8 .tflite, float input of the photo) for each real model and quantizer."""
     from engine_models import calibrate_int8, fold_float16_weights
 
     photo = _photo()
-    specs = {"face_landmark": (192, False), "face_detection_short_range": (128, True)}
+    specs = {
+        "face_landmark": (192, False),
+        "face_detection_short_range": (128, True),
+        "face_detection_full_range": (192, True),
+    }
     models = {}
-    for name, (size, signed) in specs.items():
+    for name in ("face_landmark", "face_detection_short_range"):
+        size, signed = specs[name]
         source = fold_float16_weights(zoo.path(name).read_bytes())
         data = calibrate_int8(source, [_as_input(c, size, signed) for c in _crops(photo)])
         path = workdir / f"{name}_int8.tflite"
         path.write_bytes(data)
-        models[name] = (path, _as_input(photo, size, signed))
+        models[f"{name} (TFLite calibrator)"] = (path, _as_input(photo, size, signed))
+    try:
+        from edgeinf.quantize import int8_path
+    except ImportError:  # the quantize extra is not installed: the calibrator's models only
+        return models
+    for name, (size, signed) in specs.items():
+        models[f"{name} (edgeinf quantize)"] = (int8_path(name), _as_input(photo, size, signed))
     return models
 
 
@@ -107,7 +120,11 @@ def bench(path: Path, x_float: np.ndarray, threads: int, runs: int, rounds: int)
                 start = time.perf_counter()
                 model.run(x)
                 times[name].append(time.perf_counter() - start)
-    row = {"threads": threads, "engine_bit_exact_with_reference": exact}
+    row = {
+        "threads": threads,
+        "engine_bit_exact_with_reference": exact,
+        "engine_fallback": models["edgeinf"].details.get("fallback"),
+    }
     for name, model in models.items():
         details = model.details
         row[name] = {
@@ -143,11 +160,12 @@ def main(argv=None) -> int:
                 row = {"model": name, **bench(path, x, threads, args.runs, args.rounds)}
                 rows.append(row)
                 print(
-                    f"{name:28s} {threads} thr  edgeinf {row['edgeinf']['median_ms']:7.2f} ms  "
+                    f"{name:46s} {threads} thr  edgeinf {row['edgeinf']['median_ms']:7.2f} ms  "
                     f"xnnpack {row['litert_xnnpack']['median_ms']:7.2f} ms "
                     f"({row['edgeinf_speedup_vs_litert_xnnpack']:.2f}x)  "
                     f"built-in {row['litert_builtin']['median_ms']:7.2f} ms "
                     f"({row['edgeinf_speedup_vs_litert_builtin']:.2f}x)  exact={row['engine_bit_exact_with_reference']}"
+                    + (f"  (engine fell back to LiteRT: {row['engine_fallback']})" if row["engine_fallback"] else "")
                 )
     if args.json:
         doc = {
