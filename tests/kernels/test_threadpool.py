@@ -59,7 +59,10 @@ def test_threaded_pipeline_equals_one_thread(rng, isa, color, resize):
 
 
 def test_threads_beyond_the_bound_are_an_input_error():
-    pipe = pipeline(8, 8, threads=257)
+    with pytest.raises(InputError, match=r"threads must be from 1 to 256, got 257"):
+        pipeline(8, 8, threads=257)  # the pipeline refuses at construction
+    pipe = pipeline(8, 8, threads=256)
+    pipe.threads = 257  # and the native plan refuses what the Python side would have
     with pytest.raises(InputError, match=r"threads must be in \[1, 256\], got 257"):
         pipe(np.zeros((16, 16, 3), np.uint8), pipe.new_output())
 
