@@ -104,6 +104,7 @@ def _info(args) -> int:
             "delegate": model.delegate,
             "threads": model.num_threads,
             "details": model.details,
+            "load_peak_rss_bytes": model.load_peak_rss_bytes,
             "inputs": [_spec_dict(s) for s in model.inputs],
             "outputs": [_spec_dict(s) for s in model.outputs],
         }
@@ -122,6 +123,8 @@ def _info(args) -> int:
                 print(f"  {spec['describe']}")
         elif key == "board":
             print(f"{key:<{width}}  {board.summary()}")
+        elif key == "load_peak_rss_bytes" and value is not None:
+            print(f"{key:<{width}}  {value} ({value / 2**20:.1f} MiB, the process's peak while loading)")
         else:
             print(f"{key:<{width}}  {value}")
     return 0

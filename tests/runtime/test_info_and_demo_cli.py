@@ -42,6 +42,10 @@ def test_info_json_describes_the_model(model_path):
     assert facts["inputs"][0]["shape"] == [1, 128, 128, 3] and facts["inputs"][0]["layout"] == "NHWC"
     assert [o["name"] for o in facts["outputs"]] == ["regressors", "classificators"]
     assert facts["board"]
+    # the load's peak resident memory: at least the model's bytes, and a real process's size
+    assert path.stat().st_size < facts["load_peak_rss_bytes"] == facts["details"]["load_peak_rss_bytes"]
+    text = edgeinf_cli("info", path, "--threads", "1").stdout
+    assert "MiB, the process's peak while loading" in text
 
 
 def test_info_on_the_ncnn_model(model_path):
