@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _C
 from .errors import InputError
+from .quant import _real
 
 log = logging.getLogger(__name__)
 
@@ -177,15 +178,6 @@ def _check_quantization(q, what: str) -> tuple[float, int]:
     if not -128 <= int(zero_point) <= 127:
         raise InputError(f"{what}: zero point must be in [-128, 127], got {zero_point}")
     return scale, int(zero_point)
-
-
-def _real(v, what: str) -> float:
-    if isinstance(v, (bool, np.bool_)):
-        raise InputError(f"{what}: expected a number, got {v!r}")
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: expected a number, got {v!r}") from None
 
 
 def _check_probability(threshold: float, sigmoid: bool) -> float:
