@@ -3,7 +3,7 @@
 # the tree (the normal in-place build is left alone) and runs the kernel and binding tests
 # against it. Any sanitizer report, a test failure or the time budget running out fails.
 #
-#   tools/sanitize.sh                      # tests/kernels
+#   tools/sanitize.sh                      # tests/kernels and tests/engine
 #   tools/sanitize.sh tests/kernels/test_quant.py -k softmax
 #
 # Environment: PYTHON (default python3, with the test dependencies and pybind11), CXX
@@ -63,7 +63,8 @@ runpy.run_path('setup.py', run_name='__main__')
   exit 1
 }
 SO=$(ls "$WORK"/tree/edgeinf/_C*.so)
-if ! nm -D "$SO" | grep -q __asan_report || ! nm -D "$SO" | grep -q __ubsan_handle; then
+SYMBOLS=$(nm -D "$SO")  # read whole: `grep -q` on a pipe would stop nm early, and pipefail fail it
+if ! grep -q __asan_report <<<"$SYMBOLS" || ! grep -q __ubsan_handle <<<"$SYMBOLS"; then
   echo "== sanitize: FAILED: $SO is not instrumented (was the compiler wrapper used?)"
   exit 1
 fi
@@ -73,7 +74,7 @@ echo "== sanitize: built in $(($(date +%s) - START)) s"
 # real function (the interpreter does not link libstdc++) and the first C++ exception aborts.
 PRELOAD="$("$CXX" -print-file-name=libasan.so) $("$CXX" -print-file-name=libstdc++.so)"
 TESTS=("$@")
-[ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/kernels)
+[ ${#TESTS[@]} -gt 0 ] || TESTS=(tests/kernels tests/engine)
 set +e
 (cd "$WORK/tree" &&
   LD_PRELOAD="$PRELOAD" \

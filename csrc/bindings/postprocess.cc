@@ -19,6 +19,9 @@ namespace {
 
 // Anchor indices are kept as 32-bit values by the decoder.
 constexpr size_t kMaxAnchors = size_t{1} << 31;
+// Coordinates per anchor: a box and its keypoints (BlazeFace has 16, SSD heads a few dozen).
+// The outputs are sized by it even when no anchor passes, so it is bounded like a size.
+constexpr size_t kMaxCoords = 4096;
 
 template <class T>
 py::array_t<T> to_array(const std::vector<T>& v, std::vector<py::ssize_t> shape) {
@@ -63,6 +66,10 @@ post::Detections decode_checked(const py::array& boxes, const py::array& scores,
   const size_t n = static_cast<size_t>(anchors.shape(0));
   if (n > kMaxAnchors) {
     throw std::invalid_argument("anchors: at most " + std::to_string(kMaxAnchors) + " anchors, got " + std::to_string(n));
+  }
+  if (p.num_coords > kMaxCoords) {
+    throw std::invalid_argument("num_coords: at most " + std::to_string(kMaxCoords) + " per anchor, got " +
+                                std::to_string(p.num_coords));
   }
   // Both products are checked: a wrapped one could match a small buffer.
   if (p.num_keypoints > p.num_coords / 2 || p.num_coords < 4 + 2 * p.num_keypoints) {
