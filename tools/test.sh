@@ -44,7 +44,7 @@ EDGEINF_SANITIZE_BUDGET=1500 PYTHON="$PWD/.venv/bin/python" bash tools/sanitize.
 
 # Coverage-guided fuzzers of the model readers, the checker and the native entry points, each
 # for a fixed time from the seed corpus in tools/fuzz/corpus (a crash fails and keeps the input).
-.venv/bin/python tools/fuzz/run.py --seconds "${EDGEINF_FUZZ_SECONDS:-45}" --artifacts fuzz-artifacts
+.venv/bin/python tools/fuzz/run.py --seconds "${EDGEINF_FUZZ_SECONDS:-30}" --artifacts fuzz-artifacts
 
 # The emulated Raspberry Pi 3/4/5 run: cross-built extension, CI subset of the suite under qemu.
 bash tools/arm64/ci.sh "$PWD/.venv/bin/python"
