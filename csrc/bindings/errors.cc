@@ -14,18 +14,13 @@ PyObject* g_input_error = nullptr;  // edgeinf.errors.InputError, a strong refer
 
 void register_errors(py::module_&) {
   g_input_error = py::object(py::module_::import("edgeinf.errors").attr("InputError")).release().ptr();
+  // Every exception a binding lets through takes the one mapping below.
   py::register_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {
       std::rethrow_exception(p);
-    } catch (const std::invalid_argument& e) {
-      PyErr_SetString(g_input_error, e.what());
-    } catch (const std::domain_error& e) {
-      PyErr_SetString(g_input_error, e.what());
-    } catch (const std::length_error& e) {
-      PyErr_SetString(g_input_error, e.what());
-    } catch (const std::out_of_range& e) {
-      PyErr_SetString(g_input_error, e.what());
+    } catch (...) {
+      set_python_error_from_current_exception();
     }
   });
 }
