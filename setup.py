@@ -15,7 +15,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from pybind11.setup_helpers import Pybind11Extension, build_ext
+from pybind11.setup_helpers import ParallelCompile, Pybind11Extension, build_ext
 from setuptools import setup
 
 HERE = Path(__file__).parent
@@ -56,9 +56,11 @@ class BuildExt(build_ext):
             return compile_one(obj, src, ext, cc_args, extra, pp_opts)
 
         self.compiler._compile = compile_with_isa_flags
-        if self.parallel is None:
-            self.parallel = os.cpu_count() or 1
         super().build_extensions()
+
+
+# The sources of the one extension compile in parallel (EDGEINF_JOBS, default: every core).
+ParallelCompile("EDGEINF_JOBS", default=os.cpu_count() or 1).install()
 
 
 sources = sorted(str(p.relative_to(HERE)) for p in (HERE / "csrc").rglob("*.cc") if "tests" not in p.parts)

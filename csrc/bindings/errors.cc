@@ -14,8 +14,11 @@ PyObject* g_input_error = nullptr;  // edgeinf.errors.InputError, a strong refer
 
 void register_errors(py::module_&) {
   g_input_error = py::object(py::module_::import("edgeinf.errors").attr("InputError")).release().ptr();
-  // Every exception a binding lets through takes the one mapping below.
-  py::register_exception_translator([](std::exception_ptr p) {
+  // Every exception a binding of _C lets through takes the one mapping below. Local to _C:
+  // a global translator would also see the exceptions of every other pybind11 module that
+  // shares pybind11's internals (matplotlib's ft2font raises py::attribute_error while
+  // Python imports it) and turn them into RuntimeError.
+  py::register_local_exception_translator([](std::exception_ptr p) {
     if (!p) return;
     try {
       std::rethrow_exception(p);
@@ -32,6 +35,8 @@ void set_python_error_from_current_exception() noexcept {
     throw;
   } catch (py::error_already_set& e) {
     e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
   } catch (const std::invalid_argument& e) {
     PyErr_SetString(g_input_error, e.what());
   } catch (const std::domain_error& e) {
