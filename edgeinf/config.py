@@ -4,7 +4,8 @@ EDGEINF_ISA     force a kernel path: scalar | avx2 | neon | neondot (tests, debu
                 the native module itself when it loads (csrc/dispatch.cc), so that it holds
                 however edgeinf is imported
 EDGEINF_CACHE   where fetched models are kept (default: $XDG_CACHE_HOME/edgeinf or ~/.cache/edgeinf)
-EDGEINF_BACKENDS  default backend preference, comma separated (default: tflite,ncnn)
+EDGEINF_BACKENDS  backends load(backend="auto") prefers, comma separated, e.g. "edgeinf,tflite" to run
+                .tflite files on the int8 engine; the default order (tflite, ncnn) follows them
 EDGEINF_DEBUG   1: the `edgeinf` command prints the traceback of an error, not just its one-line message
 """
 
@@ -27,7 +28,8 @@ def cache_dir() -> Path:
 
 
 def backend_preference() -> tuple[str, ...]:
-    raw = os.environ.get("EDGEINF_BACKENDS", "tflite,ncnn")
+    """The backend names EDGEINF_BACKENDS lists, in order (empty when unset)."""
+    raw = os.environ.get("EDGEINF_BACKENDS", "")
     return tuple(name.strip() for name in raw.split(",") if name.strip())
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from ..errors import BackendUnavailableError, UnsupportedOperatorError
+from .. import config
+from ..errors import BackendUnavailableError, InputError, UnsupportedOperatorError
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,23 @@ def known() -> tuple[str, ...]:
 
 
 def automatic() -> tuple[str, ...]:
-    """The backends ``backend="auto"`` chooses from, in preference order: the int8 engine
-    is used only when asked for by name until it is chosen by measurement."""
-    return tuple(b for b in _BACKENDS if b != "edgeinf")
+    """The backends ``backend="auto"`` chooses from, in preference order.
+
+    The backends ``EDGEINF_BACKENDS`` names come first, then the default order: LiteRT,
+    then NCNN. The int8 engine takes part only when named (there or in ``load``).
+
+    Raises:
+        InputError: ``EDGEINF_BACKENDS`` names a backend that does not exist.
+    """
+    preferred = config.backend_preference()
+    unknown = [name for name in preferred if name not in _BACKENDS]
+    if unknown:
+        raise InputError(
+            f"EDGEINF_BACKENDS={','.join(preferred)!r} names unknown backend {unknown[0]!r}: "
+            f"expected a comma separated list of {list(_BACKENDS)}"
+        )
+    default = tuple(b for b in _BACKENDS if b != "edgeinf")
+    return tuple(dict.fromkeys(preferred + default))
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:
