@@ -10,7 +10,8 @@ Contenders, per model:
 Models: the manifest's .tflite files and NCNN .param, plus a generated 25 MB float model
 (80 3x3 convolutions of 96 channels, with ReLU and residual adds: 240 nodes). Single
 thread. The whole comparison is repeated (--rounds, default 3) and the range of the
-per-round medians is reported, as benchmarks/BENCHMARKS.md asks.
+per-round medians is reported, so that one slow round on a shared machine shows as a range
+rather than as the figure (the common method is in edgeinf.bench and benchmarks/README.md).
 
 Usage:
     python benchmarks/bench_check.py [--runs 20] [--rounds 3] [--json out.json]

@@ -17,9 +17,9 @@ seeded input:
 Post-processing of the 896-anchor face model (decode + score threshold + weighted NMS)
 is compared with a straightforward numpy implementation.
 
-Method (BENCHMARKS.md): 10 warm-up calls, then the contenders are timed in turn, a block
-of calls each (A A A B B B ... A A A ...), 20 rounds, so that drift on the shared machine
-favours none. A block's first call is "cold": before it, untimed, a read of twice the
+Method (edgeinf.bench, summarized in benchmarks/README.md): 10 warm-up calls, then the
+contenders are timed in turn, a block of calls each (A A A B B B ... A A A ...), 20 rounds,
+so that drift on the shared machine favours none. A block's first call is "cold": before it, untimed, a read of twice the
 last-level cache (edgeinf.bench.Evictor) leaves nothing of the op in cache, as a layer's
 weights are in a model; the rest are "warm", as a kernel in a loop.
 About --runs warm calls each; a contender that would take more than --budget seconds so
