@@ -39,11 +39,10 @@ inline __m256i negate(__m256i m) { return _mm256_sub_epi16(_mm256_setzero_si256(
 
 // The resample loops request the rows of a later output row (LinePrefetch) one line of
 // each row per iteration (16 pixels of 4-byte windows, 8 of 8-byte ones); LinePrefetch::flush
-// requests the rest after the row. On Zen 1, prefetches issued faster than the misses drain
-// are dropped (after 256 back-to-back prefetches of cold lines, loading those lines took as
-// long as with none; after 16, a third of that): three lines per step left NV12 cold 12-17 %
-// slower than one, and the packed loops, which left every line to the burst after the row,
-// gained 15 % cold (BGR -> int8) from one line per iteration.
+// requests the rest after the row. One line per step, spread over the row rather than in
+// bursts: some cores (AMD Zen 1) drop prefetches issued faster than the misses drain, and
+// a dropped prefetch costs the whole miss later (the cold cases of
+// benchmarks/bench_preprocess.py measure this).
 constexpr int kLinesPerStep = 1;
 
 // `ahead`'s cursor held in locals, so that the loop's stores to `out` do not force
@@ -99,7 +98,7 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
     w = _mm256_permute4x64_epi64(w, _MM_SHUFFLE(3, 1, 2, 0));
     // windows loaded once for all channels, both rows of 8 pixels at a time; the empty asm
     // (ordered after the first half's windows) keeps the compiler from loading all 16
-    // offsets up front, which spilled about 10 registers per step (NV12 warm 5 % faster)
+    // offsets up front, which spills registers in every step
     const int32_t* o = offsets + x;
     const __m256i a0 = load8x4(row0, o);
     const __m256i a1 = kTwoRows ? load8x4(row1, o) : a0;
@@ -237,8 +236,8 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
   auto step = [&](int x, __m256i w) {
     const __m256i m0 = products(row0, offsets + x, w);
     const __m256i h = kTwoRows ? blend_negated(m0, products(row1, offsets + x, w), bv) : negate(m0);
-    // lane 0 holds pixels 0-1, lane 1 pixels 2-3; no lane permute (VPERMD is three uops
-    // on Zen 1: the lane stores made the interleaved BGR kernel 11 % faster there)
+    // lane 0 holds pixels 0-1, lane 1 pixels 2-3; two 128-bit stores instead of a lane
+    // permute (VPERMD is three uops on AMD Zen 1)
     const __m128i lo = _mm256_castsi256_si128(h), hi = _mm256_extracti128_si256(h, 1);
     if (!kPlanar) {
       // a lane's first nch dwords are contiguous output; each store runs into the next
