@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import edgeinf  # noqa: E402
 from edgeinf import zoo  # noqa: E402
+from edgeinf.bench import environment  # noqa: E402
 
 CHILD_LOAD = r"""
 import json, sys, time
@@ -185,20 +185,10 @@ def main(argv=None) -> int:
             f"{r['model']:<34} {r['bytes'] / 1e6:6.1f} {r['nodes']:>5}  {cell(r, 'check_warm'):>15} {cell(r, 'load_warm'):>15} {warm_ratio:6.2f}  "
             f"{cell(r, 'check_cold'):>15} {cell(r, 'load_cold'):>15} {cold_ratio:6.2f}"
         )
-    import importlib.metadata as md
-
-    env = {
-        "edgeinf": edgeinf.__version__,
-        "ai-edge-litert": md.version("ai-edge-litert"),
-        "ncnn": md.version("ncnn"),
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "date": time.strftime("%Y-%m-%d"),
-    }
-    print("versions:", ", ".join(f"{k} {v}" for k, v in env.items()))
+    env = environment()  # date, machine (CPU model, ISA) and versions, as every benchmark records them
+    print(f"{env['date']} on {env['machine']['cpu']} ({env['machine']['isa']}):", env["versions"])
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "env": env}, indent=2))
+        args.json.write_text(json.dumps({"benchmark": "check", **env, "rows": rows}, indent=2))
     return 0
 
 
