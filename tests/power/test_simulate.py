@@ -1,4 +1,4 @@
-"""The issue's targets, asserted on the deterministic simulator (behaviour, not speed)."""
+"""The scheduler's guarantees (docs/power.md), asserted on the deterministic simulator (behaviour, not speed)."""
 
 from __future__ import annotations
 
