@@ -2,9 +2,9 @@
 
 Part 1 runs the deterministic simulator (synthetic Pi-5-class plant, see
 edgeinf/power/simulate.py) on each trace for each seed and reports, per controller,
-the issue's target metrics: the fraction of 1 s windows over budget by > 5 %, the
-throughput relative to the best static configuration in hindsight and to the
-clairvoyant per-window optimum, settling and overshoot after a budget step, drops,
+the metrics docs/power.md states its guarantees in: the fraction of 1 s windows over
+budget by > 5 %, the throughput relative to the best static configuration in hindsight
+and to the clairvoyant per-window optimum, settling and overshoot after a budget step, drops,
 p99 latency and energy per inference.
 
 Part 2 measures the scheduler's own cost per control decision (32 configurations)

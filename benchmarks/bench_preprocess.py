@@ -1,7 +1,7 @@
 """Frame-to-tensor preprocessing: edgeinf's fused pass against OpenCV, Pillow and numpy.
 
 One run, one thread, contenders interleaved (A B C A B C ...), same input frame, outputs
-written into preallocated arrays. Cases (issue 4):
+written into preallocated arrays. Cases:
 
 - 1280x720 BGR -> 224x224 float32 NHWC RGB, normalized with per-channel mean/std
 - 1280x720 BGR -> 192x192 int8 NHWC RGB (scale 1/128, zero point 0; mean = std = 127.5)

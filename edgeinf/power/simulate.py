@@ -518,7 +518,7 @@ def step_response(result: SimResult, tolerance: float = 0.05, hold_periods: int 
 
 
 def metrics(result: SimResult, window_s: float = 1.0, tolerance: float = 0.05) -> dict:
-    """The issue's target metrics for one run, from the truth."""
+    """The budget and throughput metrics of one run (docs/power.md), from the truth."""
     trace = result.trace
     per_window = max(1, int(round(window_s / trace.step_s)))
     power_w = _windows(result.power_mw, per_window).mean(axis=1) / 1000.0
