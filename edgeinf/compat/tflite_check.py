@@ -41,7 +41,10 @@ def _fmt(features: dict, keys) -> str:
     return ", ".join(f"{k}={features.get(k)!r}" for k in keys)
 
 
-_TYPE_ERROR = re.compile(r"(?i)only (currently )?supports|unsupported|not supported|type")
+# features that select a different kernel family: no answer is extrapolated across them
+_TYPE_FEATURES = ("dtype", "weights")
+
+_TYPE_ERROR = re.compile(r"(?i)only (currently )?supports|unsupported|not supported|type|supported currently")
 _VALUE_ERROR = re.compile(r"(?i)values|data\[")
 
 
@@ -86,6 +89,19 @@ def xnnpack_status(xtable: dict | None, target: tables.Target, op: str, features
             hint = next((_FEATURE_HINTS[k] for k in diff if k in _FEATURE_HINTS), "")
             return NodeStatus(
                 "cpu", f"XNNPACK on {target.label} does not take {op} with {_fmt(features, diff)}", hint, source
+            )
+    # The element and weight types decide which XNNPACK kernels exist at all (int8 PRELU has
+    # none while float PRELU is taken): never carry an answer over to a type no probe had.
+    for k in _TYPE_FEATURES:
+        if k in features and not any(r["features"].get(k) == features[k] for r in records if k in r["features"]):
+            probed = sorted({str(r["features"][k]) for r in records if k in r["features"]})
+            if not probed:
+                continue
+            return NodeStatus(
+                "unknown",
+                f"no probe of {op} with {k}={features[k]!r} on {target.label} (probed: {', '.join(probed)})",
+                "load the model to see what the runtime does: edgeinf.load reports it in model.details",
+                source,
             )
     # no probe matches exactly: start from the most similar probe, and reject on any feature
     # value that every probe having it left on the CPU
@@ -220,8 +236,8 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
                     st = xs
                 elif xs.status == "delegated":
                     st = NodeStatus("delegated", xs.reason, "", xs.source)
-                elif xs.status == "cpu":
-                    st = NodeStatus("cpu", xs.reason, xs.suggestion, xs.source)
+                elif xs.status in ("cpu", "unknown"):
+                    st = NodeStatus(xs.status, xs.reason, xs.suggestion, xs.source)
             out_name = sg.tensors[op.outputs[0]].name if op.outputs and op.outputs[0] >= 0 else ""
             nodes.append(
                 NodeReport(
