@@ -367,14 +367,21 @@ def slice_(static="RCC", dtype="float32"):
     return g, g.op("SLICE", [x, begin, size], [y]), [y]
 
 
-def strided_slice(static="RCCC", step=1, dtype="float32"):
+def strided_slice(static="RCCC", step=1, dtype="float32", shrink=False, masks=False, offset=False):
+    """A [1,4,4,8] slice; ``shrink`` drops axis 1 (shrink_axis_mask), ``masks`` sets
+    begin_mask and end_mask on the last axis, ``offset`` makes end relative to begin."""
     g = Graph()
     x = g.inp((1, 4, 4, 8), dtype, **_q(dtype))
     begin = g.const(np.array([0, 0, 0, 0], np.int32)) if static[1] == "C" else g.inp((4,), "int32")
-    end = g.const(np.array([1, 4, 4, 8], np.int32))
+    end = g.const(np.array([1, 1 if shrink else 4, 4, 8], np.int32))
     strides = g.const(np.array([1, step, step, 1], np.int32))
-    y = g.tensor((1, 4 // step, 4 // step, 8), dtype, **_q(dtype))
-    return g, g.op("STRIDED_SLICE", [x, begin, end, strides], [y], _opts("StridedSliceOptions")), [y]
+    out = (1, 4 // step, 8) if shrink else (1, 4 // step, 4 // step, 8)
+    y = g.tensor(out, dtype, **_q(dtype))
+    opts = _opts(
+        "StridedSliceOptions", shrinkAxisMask=0b0010 if shrink else 0, beginMask=0b1000 if masks else 0,
+        endMask=0b1000 if masks else 0, offset=offset,
+    )  # fmt: skip
+    return g, g.op("STRIDED_SLICE", [x, begin, end, strides], [y], opts), [y]
 
 
 def split(static="CR", dtype="float32"):
@@ -600,7 +607,9 @@ def specs():
         )
     )
     out.append(("SLICE", slice_, {}, [{"static": "RRC"}, *quantized]))
-    out.append(("STRIDED_SLICE", strided_slice, {}, [{"static": "RRCC"}, {"step": 2}, *quantized]))
+    slice_variants = [{"static": "RRCC"}, {"step": 2}, {"shrink": True}, {"masks": True}, {"offset": True}, *quantized]
+    slice_variants += [{"dtype": "int8", "shrink": True}, {"dtype": "int8", "masks": True}]
+    out.append(("STRIDED_SLICE", strided_slice, {}, slice_variants))
     out.append(("SPLIT", split, {}, [{"static": "RR"}, *quantized]))
     for op in ("DEPTH_TO_SPACE", "SPACE_TO_DEPTH"):
         out.append((op, lambda op=op, **kw: depth_space(op, **kw), {}, quantized))

@@ -14,7 +14,8 @@ Features:
     dynamic     some input or output has a dynamic (-1) dimension.
     activation  fused activation (``NONE``, ``RELU``, ...), where the op has one.
     plus op-specific options (beta, alpha, filter, stride, dilation, padding, keep_dims,
-    keep_num_dims, align_corners, half_pixel_centers, new_shape, n_inputs, unit_strides, sparse).
+    keep_num_dims, align_corners, half_pixel_centers, new_shape, n_inputs, sparse; STRIDED_SLICE's
+    unit_strides, shrink_axis, masks (begin or end), new_axis (or ellipsis), offset).
     weights     type of a weight, filter or slope input, with ``/per-channel`` when it is
                 quantized per channel (``INT8/per-channel``).
     output      QUANTIZE's output type (float to int8, or int8 to int8: a requantization).
@@ -120,9 +121,14 @@ def node_features(model: TfliteModel, sg: Subgraph, op: Operator, static: set[in
         f["half_pixel_centers"] = bool(o.get("half_pixel_centers", False))
     elif name == "CONCATENATION":
         f["n_inputs"] = len(op.inputs)
-    elif name == "STRIDED_SLICE" and len(op.inputs) > 3 and op.inputs[3] >= 0:
-        strides = model.tensor_data(sg.index, op.inputs[3])
-        f["unit_strides"] = None if strides is None else bool((strides == 1).all())
+    elif name == "STRIDED_SLICE":
+        if len(op.inputs) > 3 and op.inputs[3] >= 0:
+            strides = model.tensor_data(sg.index, op.inputs[3])
+            f["unit_strides"] = None if strides is None else bool((strides == 1).all())
+        f["shrink_axis"] = bool(o.get("shrink_axis_mask", 0))
+        f["masks"] = bool(o.get("begin_mask", 0) or o.get("end_mask", 0))
+        f["new_axis"] = bool(o.get("new_axis_mask", 0) or o.get("ellipsis_mask", 0))
+        f["offset"] = bool(o.get("offset", False))
     elif name == "QUANTIZE" and op.outputs and op.outputs[0] >= 0:
         f["output"] = tensors[op.outputs[0]].dtype  # a requantization when both are integer
     elif name == "DENSIFY":
