@@ -12,9 +12,12 @@ from __future__ import annotations
 import logging
 
 import pytest
+from compat_env import legacy_python
 from delegation_corpus import calibrator_models, engine_op_models, manifest_models, quantize_models
+from runtime_worker import RuntimeWorker
 
 import edgeinf
+from edgeinf.compat.delegation import delegate_partitions
 
 pytest.importorskip("ai_edge_litert.interpreter")
 
@@ -68,3 +71,31 @@ def test_engine_per_op_int8_models(tmp_path, caplog):
     models = engine_op_models(tmp_path)
     assert len(models) >= 50
     assert not _disagreements(models, caplog)
+
+
+def test_tflite_runtime_2_14_agrees_on_the_whole_corpus(tmp_path):
+    """The same corpus against tflite-runtime 2.14's XNNPACK (in its numpy<2 environment)."""
+    python = legacy_python()
+    if python is None:
+        pytest.skip("no tflite-runtime 2.14 environment (set EDGEINF_LEGACY_PYTHON)")
+    models = {**manifest_models(), **quantize_models(), **engine_op_models(tmp_path)}
+    try:
+        import cv2  # noqa: F401
+
+        models.update(calibrator_models(tmp_path))
+    except ImportError:  # no OpenCV or no calibrator in this LiteRT wheel
+        pass
+    found = []
+    with RuntimeWorker(python, "tflite_runtime", timeout_s=120) as worker:
+        for label, path in models.items():
+            reply = worker.ask({"kind": "tflite", "path": str(path), "action": "run", "delegate": True})
+            report = edgeinf.check(path, backend="tflite", target="tflite-runtime==2.14.0")
+            if "ops" not in reply:
+                if report.runnable("tflite"):
+                    found.append(f"{label}: the check says it runs, 2.14 failed: {reply.get('error')}")
+                continue
+            actual, _ = delegate_partitions(reply["ops"])
+            predicted = [list(p) for p in report.backends["tflite"].partitions]
+            if sorted(predicted) != sorted(actual):
+                found.append(f"{label}: predicted {predicted}, tflite-runtime 2.14 made {actual}")
+    assert not found
