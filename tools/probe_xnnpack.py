@@ -1,8 +1,10 @@
 """Probe which nodes XNNPACK takes in an installed TFLite runtime; write tables/xnnpack_<pkg>_<ver>.json.
 
 For each op, a baseline one-op model (float32, constant weights, usual options) and
-variants that change one attribute at a time (runtime weights, int8, no bias, beta=0,
-1x1 pooling with stride 2, a dynamic batch, ...) run in a worker process with the default
+variants that change one or two attributes (runtime weights; int8, uint8 and int16
+activations; per-tensor and per-channel weights; PRELU slope shapes [1,1,C], [C], one
+value and a full map; fused activations; strides and dilations; beta=0; 1x1 pooling with
+stride 2; requantizing QUANTIZE; a dynamic batch; ...) run in a worker process with the default
 delegates (tools/runtime_worker.py). Whether XNNPACK took the node is recovered from the
 interpreter's own op list: the synthetic DELEGATE nodes and a walk back from their
 outputs. Each record stores the node's features (edgeinf.compat.features) and the answer.
