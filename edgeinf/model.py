@@ -241,6 +241,13 @@ def load(
     if data is not None:
         options["model_content"] = data
     runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
+    if report is not None and "delegate_nodes" in runtime.details:
+        # the runtime's own placement is the truth: a wrong prediction is logged and corrected
+        from .compat.delegation import reconcile
+
+        predicted = [list(p) for p in report.backends["tflite"].partitions]
+        report = reconcile(report, runtime.details["delegate_nodes"], runtime.runtime, parsed.main)
+        runtime.details["predicted_delegate_nodes"] = predicted
     model = Model(runtime, path, parsed=parsed, report=report)
     model.load_peak_rss_bytes = peak_rss_bytes()
     return model

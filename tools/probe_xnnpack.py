@@ -1,8 +1,10 @@
 """Probe which nodes XNNPACK takes in an installed TFLite runtime; write tables/xnnpack_<pkg>_<ver>.json.
 
 For each op, a baseline one-op model (float32, constant weights, usual options) and
-variants that change one attribute at a time (runtime weights, int8, no bias, beta=0,
-1x1 pooling with stride 2, a dynamic batch, ...) run in a worker process with the default
+variants that change one or two attributes (runtime weights; int8, uint8 and int16
+activations; per-tensor and per-channel weights; PRELU slope shapes [1,1,C], [C], one
+value and a full map; fused activations; strides and dilations; beta=0; 1x1 pooling with
+stride 2; requantizing QUANTIZE; a dynamic batch; ...) run in a worker process with the default
 delegates (tools/runtime_worker.py). Whether XNNPACK took the node is recovered from the
 interpreter's own op list: the synthetic DELEGATE nodes and a walk back from their
 outputs. Each record stores the node's features (edgeinf.compat.features) and the answer.
@@ -38,7 +40,12 @@ from edgeinf.formats.tflite_schema import schema  # noqa: E402
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model, pack  # noqa: E402
 
 RNG = np.random.default_rng(7)
-Q_IN = {"scale": 0.05, "zero_point": 0}
+# quantized activation types: numpy type, value range, zero point of an activation
+QUANT = {
+    "int8": (np.int8, -128, 127, 0),
+    "uint8": (np.uint8, 0, 255, 128),
+    "int16": (np.int16, -32767, 32767, 0),
+}
 
 
 class Graph:
@@ -89,27 +96,50 @@ def _pad(name: str) -> int:
     return getattr(schema().Padding, name)
 
 
-def _q(dtype: str) -> dict:
-    return dict(Q_IN) if dtype == "int8" else {}
+def _q(dtype: str, scale: float = 0.05) -> dict:
+    """Quantization of an activation of this type (none for float)."""
+    if dtype not in QUANT:
+        return {}
+    return {"scale": scale / 256 if dtype == "int16" else scale, "zero_point": QUANT[dtype][3]}
+
+
+def _unit_q(dtype: str, signed_output: bool) -> dict:
+    """Output quantization of LOGISTIC (0..1), TANH (-1..1) and SOFTMAX, as their kernels require."""
+    if dtype == "int16":
+        return {"scale": 1 / 32768, "zero_point": 0}
+    if dtype == "uint8":
+        return {"scale": 1 / 128 if signed_output else 1 / 256, "zero_point": 128 if signed_output else 0}
+    if dtype == "int8":
+        return {"scale": 1 / 128, "zero_point": 0} if signed_output else {"scale": 1 / 256, "zero_point": -128}
+    return {}
+
+
+def _const_q(g: Graph, data: np.ndarray, dtype: str, scale: float) -> int:
+    """A constant quantized per tensor to ``dtype`` (float data kept float)."""
+    if dtype not in QUANT:
+        return g.const(data.astype(np.float32))
+    np_type, lo, hi, zero = QUANT[dtype]
+    values = np.clip(np.round(data / scale) + zero, lo, hi).astype(np_type)
+    return g.const(values, scale=scale, zero_point=zero)
 
 
 # ---- builders: each returns (model bytes, index of the probed op) ------------------------------
 
 
-def unary(op, dtype="float32", rank=4, options=None, dynamic=False):
+def unary(op, dtype="float32", rank=4, options=None, dynamic=False, to=None):
+    """A one-input op; QUANTIZE goes from ``dtype`` (float32 by default) to ``to`` (int8 by
+    default; a requantization when both are integer), DEQUANTIZE from ``dtype`` to float32."""
     g = Graph()
     shape = (1, 4, 4, 8)[4 - rank :] if rank < 4 else (1, 4, 4, 8)
     in_dtype, out_dtype = dtype, dtype
     if op == "QUANTIZE":
-        in_dtype, out_dtype = "float32", "int8"
+        out_dtype = to or "int8"
     if op == "DEQUANTIZE":
-        in_dtype, out_dtype = "int8", "float32"
+        in_dtype, out_dtype = ("int8" if dtype == "float32" else dtype), "float32"
     x = g.inp(shape, in_dtype, dynamic=dynamic, **_q(in_dtype))
-    oq = _q(out_dtype)
-    if op == "LOGISTIC" and out_dtype == "int8":
-        oq = {"scale": 1 / 256, "zero_point": -128}
-    if op == "TANH" and out_dtype == "int8":
-        oq = {"scale": 1 / 128, "zero_point": 0}
+    oq = _q(out_dtype, 0.07)
+    if op in ("LOGISTIC", "TANH"):
+        oq = _unit_q(out_dtype, signed_output=op == "TANH")
     y = g.tensor(shape, out_dtype, **oq)
     return g, g.op(op, [x], [y], options), [y]
 
@@ -117,7 +147,7 @@ def unary(op, dtype="float32", rank=4, options=None, dynamic=False):
 def softmax(beta=1.0, dtype="float32", dynamic=False):
     g = Graph()
     x = g.inp((1, 16), dtype, dynamic=dynamic, **_q(dtype))
-    y = g.tensor((1, 16), dtype, **({"scale": 1 / 256, "zero_point": -128} if dtype == "int8" else {}))
+    y = g.tensor((1, 16), dtype, **_unit_q(dtype, signed_output=False))
     opts = None if beta is None else _opts("SoftmaxOptions", beta=beta)
     return g, g.op("SOFTMAX", [x], [y], opts), [y]
 
@@ -139,25 +169,46 @@ def binary(op, static="RR", dtype="float32", activation=None, dynamic=False):
     x = g.inp(shape, dtype, dynamic=dynamic, **_q(dtype))
     other_shape = (1, 1, 8) if op == "PRELU" else shape
     if static[1] == "C":
-        data = RNG.uniform(-1, 1, size=other_shape).astype(np.float32)
-        w = (
-            g.const(np.clip(np.round(data / 0.05), -127, 127).astype(np.int8), **Q_IN)
-            if dtype == "int8"
-            else g.const(data)
-        )
+        # away from zero: a divisor that quantizes to 0 fails DIV at invoke
+        w = _const_q(g, RNG.uniform(0.2, 1, size=other_shape), dtype, _q(dtype).get("scale", 0))
     else:
         w = g.inp(other_shape, dtype, **_q(dtype))
-    y = g.tensor(shape, dtype, **({"scale": 0.1, "zero_point": 0} if dtype == "int8" else {}))
+    y = g.tensor(shape, dtype, **_q(dtype, 0.1))
     opts = None
     if op in _BINARY_OPTIONS:
         opts = _opts(_BINARY_OPTIONS[op], fusedActivationFunction=_act(activation or "NONE"))
     return g, g.op(op, [x, w], [y], opts), [y]
 
 
-def _weights(shape, dtype, per_channel_axis=0):
+def prelu(dtype="float32", slope=(1, 1, 8), quant="per-tensor"):
+    """PRELU of a [1,4,4,8] input with a constant slope of shape ``slope``, quantized
+    per tensor or per channel (the last axis) like the input's type."""
+    g = Graph()
+    shape = (1, 4, 4, 8)
+    x = g.inp(shape, dtype, **_q(dtype))
+    data = RNG.uniform(0.05, 0.5, size=slope)
+    if dtype in QUANT and quant == "per-channel":
+        n = slope[-1]
+        np_type, lo, hi, _ = QUANT[dtype]
+        values = np.clip(np.round(data / 0.004), lo, hi).astype(np_type)
+        a = g.const(values, scale=[0.004] * n, zero_point=[0] * n, quantized_dimension=len(slope) - 1)
+    else:
+        a = _const_q(g, data, dtype, 0.004 if dtype != "int16" else 0.5 / 32767)
+    y = g.tensor(shape, dtype, **_q(dtype))
+    return g, g.op("PRELU", [x, a], [y]), [y]
+
+
+def _weights(shape, dtype, per_channel_axis=0, quant="per-channel"):
+    """Filter weights: float for float models; int8 (for int8 and int16 activations) per
+    channel or per tensor; uint8 per tensor with zero point 128."""
     data = RNG.uniform(-1, 1, size=shape).astype(np.float32)
-    if dtype != "int8":
+    if dtype not in QUANT:
         return {"array": data}
+    if dtype == "uint8":
+        q = np.clip(np.round(data / 0.01) + 128, 0, 255).astype(np.uint8)
+        return {"array": q, "scale": 0.01, "zero_point": 128}
+    if quant == "per-tensor":
+        return {"array": np.clip(np.round(data / 0.01), -127, 127).astype(np.int8), "scale": 0.01, "zero_point": 0}
     n = shape[per_channel_axis]
     scales = [0.01 * (1 + i % 3) for i in range(n)]
     sc = np.asarray(scales, np.float32).reshape([-1 if a == per_channel_axis else 1 for a in range(len(shape))])
@@ -165,24 +216,28 @@ def _weights(shape, dtype, per_channel_axis=0):
     return {"array": q, "scale": scales, "zero_point": [0] * n, "quantized_dimension": per_channel_axis}
 
 
-def _conv_like(op, static, dtype, activation, stride, padding, dilation, dynamic, w_shape, out_c, bias_scale_axis):
+def _bias(g: Graph, n: int, dtype: str, static: str, weights: dict) -> int:
+    """A bias: int32 for 8-bit models, int64 for int16 ones, float otherwise; quantized
+    per channel when the weights are (input scale times weight scale)."""
+    if dtype in QUANT:
+        np_type = np.int64 if dtype == "int16" else np.int32
+        scale = np.asarray(weights["scale"], np.float64) * _q(dtype)["scale"]
+        if scale.ndim:
+            return g.const(np.zeros(n, np_type), scale=scale.tolist(), zero_point=[0] * n)
+        return g.const(np.zeros(n, np_type), scale=float(scale), zero_point=0)
+    return g.const(RNG.uniform(-1, 1, size=n).astype(np.float32)) if static == "C" else g.inp((n,))
+
+
+def _conv_like(op, static, dtype, quant, activation, stride, padding, dilation, dynamic, w_shape, out_c, w_axis):
     g = Graph()
     x = g.inp((1, 8, 8, 4), dtype, dynamic=dynamic, **_q(dtype))
-    if static[1] == "C":
-        w = _weights(w_shape, dtype, bias_scale_axis)
-        arr = w.pop("array")
-        wt = g.const(arr, **w)
-    else:
-        wt = g.inp(w_shape, dtype, **_q(dtype))
+    w = _weights(w_shape, dtype, w_axis, quant)
+    wt = g.const(w.pop("array"), **w) if static[1] == "C" else g.inp(w_shape, dtype, **_q(dtype))
     bias = -1
     if len(static) == 3 and static[2] != "-":
-        if dtype == "int8":
-            b = g.const(np.zeros(out_c, np.int32), scale=[0.05 * 0.01] * out_c, zero_point=[0] * out_c)
-        else:
-            b = g.const(RNG.uniform(-1, 1, size=out_c).astype(np.float32)) if static[2] == "C" else g.inp((out_c,))
-        bias = b
+        bias = _bias(g, out_c, dtype, static[2], w)
     out_hw = 8 // stride if padding == "SAME" else (8 - (3 - 1) * dilation - 1) // stride + 1
-    y = g.tensor((1, out_hw, out_hw, out_c), dtype, **({"scale": 0.2, "zero_point": 0} if dtype == "int8" else {}))
+    y = g.tensor((1, out_hw, out_hw, out_c), dtype, **_q(dtype, 0.2))
     fields = dict(
         padding=_pad(padding), strideW=stride, strideH=stride, dilationWFactor=dilation, dilationHFactor=dilation,
         fusedActivationFunction=_act(activation),
@@ -194,31 +249,35 @@ def _conv_like(op, static, dtype, activation, stride, padding, dilation, dynamic
     return g, g.op(op, ins, [y], opts), [y]
 
 
-def conv2d(static="RCC", dtype="float32", activation="NONE", stride=1, padding="SAME", dilation=1, dynamic=False):
-    return _conv_like("CONV_2D", static, dtype, activation, stride, padding, dilation, dynamic, (6, 3, 3, 4), 6, 0)
-
-
-def depthwise(static="RCC", dtype="float32", activation="NONE", stride=1, padding="SAME", dilation=1, dynamic=False):
+def conv2d(
+    static="RCC", dtype="float32", quant="per-channel", activation="NONE", stride=1, padding="SAME", dilation=1,
+    dynamic=False,
+):  # fmt: skip
     return _conv_like(
-        "DEPTHWISE_CONV_2D", static, dtype, activation, stride, padding, dilation, dynamic, (1, 3, 3, 4), 4, 3
+        "CONV_2D", static, dtype, quant, activation, stride, padding, dilation, dynamic, (6, 3, 3, 4), 6, 0
     )
 
 
-def fully_connected(static="RCC", dtype="float32", keep_num_dims=False, activation="NONE", dynamic=False):
+def depthwise(
+    static="RCC", dtype="float32", quant="per-channel", activation="NONE", stride=1, padding="SAME", dilation=1,
+    dynamic=False,
+):  # fmt: skip
+    return _conv_like(
+        "DEPTHWISE_CONV_2D", static, dtype, quant, activation, stride, padding, dilation, dynamic, (1, 3, 3, 4), 4, 3
+    )
+
+
+def fully_connected(
+    static="RCC", dtype="float32", quant="per-channel", keep_num_dims=False, activation="NONE", dynamic=False
+):
     g = Graph()
     x = g.inp((2, 16), dtype, dynamic=dynamic, **_q(dtype))
-    if static[1] == "C":
-        w = _weights((8, 16), dtype, 0)
-        wt = g.const(w.pop("array"), **w)
-    else:
-        wt = g.inp((8, 16), dtype, **_q(dtype))
+    w = _weights((8, 16), dtype, 0, quant)
+    wt = g.const(w.pop("array"), **w) if static[1] == "C" else g.inp((8, 16), dtype, **_q(dtype))
     bias = -1
     if len(static) == 3 and static[2] != "-":
-        if dtype == "int8":
-            bias = g.const(np.zeros(8, np.int32), scale=[0.05 * 0.01] * 8, zero_point=[0] * 8)
-        else:
-            bias = g.const(np.zeros(8, np.float32)) if static[2] == "C" else g.inp((8,))
-    y = g.tensor((2, 8), dtype, **({"scale": 0.2, "zero_point": 0} if dtype == "int8" else {}))
+        bias = _bias(g, 8, dtype, static[2], w)
+    y = g.tensor((2, 8), dtype, **_q(dtype, 0.2))
     opts = _opts("FullyConnectedOptions", keepNumDims=keep_num_dims, fusedActivationFunction=_act(activation))
     ins = [x, wt, bias] if len(static) == 3 else [x, wt]
     return g, g.op("FULLY_CONNECTED", ins, [y], opts), [y]
@@ -257,22 +316,22 @@ def reduce(op, static="RC", keep_dims=True, dtype="float32", dynamic=False):
     return g, g.op(op, [x, axes], [y], _opts("ReducerOptions", keepDims=keep_dims)), [y]
 
 
-def reshape(static="RC", new_shape_option=False, dynamic=False):
+def reshape(static="RC", new_shape_option=False, dynamic=False, dtype="float32"):
     g = Graph()
-    x = g.inp((1, 4, 4, 8), dynamic=dynamic)
+    x = g.inp((1, 4, 4, 8), dtype, dynamic=dynamic, **_q(dtype))
     ins = [x]
     if static != "R":
         ins.append(g.const(np.array([1, 128], np.int32)) if static[1] == "C" else g.inp((2,), "int32"))
-    y = g.tensor((1, 128))
+    y = g.tensor((1, 128), dtype, **_q(dtype))
     opts = _opts("ReshapeOptions", newShape=[1, 128]) if new_shape_option else None
     return g, g.op("RESHAPE", ins, [y], opts), [y]
 
 
-def transpose(static="RC"):
+def transpose(static="RC", dtype="float32"):
     g = Graph()
-    x = g.inp((1, 4, 6, 8))
+    x = g.inp((1, 4, 6, 8), dtype, **_q(dtype))
     perm = g.const(np.array([0, 3, 1, 2], np.int32)) if static[1] == "C" else g.inp((4,), "int32")
-    y = g.tensor((1, 8, 4, 6))
+    y = g.tensor((1, 8, 4, 6), dtype, **_q(dtype))
     return g, g.op("TRANSPOSE", [x, perm], [y]), [y]
 
 
@@ -292,66 +351,76 @@ def concatenation(n=2, dtype="float32"):
     return g, g.op("CONCATENATION", xs, [y], _opts("ConcatenationOptions", axis=3)), [y]
 
 
-def resize_bilinear(static="RC", align_corners=False, half_pixel_centers=False):
+def resize_bilinear(static="RC", align_corners=False, half_pixel_centers=False, dtype="float32"):
     g = Graph()
-    x = g.inp((1, 4, 4, 8))
+    x = g.inp((1, 4, 4, 8), dtype, **_q(dtype))
     size = g.const(np.array([8, 8], np.int32)) if static[1] == "C" else g.inp((2,), "int32")
-    y = g.tensor((1, 8, 8, 8))
+    y = g.tensor((1, 8, 8, 8), dtype, **_q(dtype))
     opts = _opts("ResizeBilinearOptions", alignCorners=align_corners, halfPixelCenters=half_pixel_centers)
     return g, g.op("RESIZE_BILINEAR", [x, size], [y], opts), [y]
 
 
-def slice_(static="RCC"):
+def slice_(static="RCC", dtype="float32"):
     g = Graph()
-    x = g.inp((1, 4, 4, 8))
+    x = g.inp((1, 4, 4, 8), dtype, **_q(dtype))
     begin = g.const(np.array([0, 1, 1, 0], np.int32)) if static[1] == "C" else g.inp((4,), "int32")
     size = g.const(np.array([1, 2, 2, 8], np.int32))
-    y = g.tensor((1, 2, 2, 8))
+    y = g.tensor((1, 2, 2, 8), dtype, **_q(dtype))
     return g, g.op("SLICE", [x, begin, size], [y]), [y]
 
 
-def strided_slice(static="RCCC", step=1):
+def strided_slice(static="RCCC", step=1, dtype="float32", shrink=False, masks=False, offset=False):
+    """A [1,4,4,8] slice; ``shrink`` drops axis 1 (shrink_axis_mask), ``masks`` sets
+    begin_mask and end_mask on the last axis, ``offset`` makes end relative to begin."""
     g = Graph()
-    x = g.inp((1, 4, 4, 8))
+    x = g.inp((1, 4, 4, 8), dtype, **_q(dtype))
     begin = g.const(np.array([0, 0, 0, 0], np.int32)) if static[1] == "C" else g.inp((4,), "int32")
-    end = g.const(np.array([1, 4, 4, 8], np.int32))
+    end = g.const(np.array([1, 1 if shrink else 4, 4, 8], np.int32))
     strides = g.const(np.array([1, step, step, 1], np.int32))
-    y = g.tensor((1, 4 // step, 4 // step, 8))
-    return g, g.op("STRIDED_SLICE", [x, begin, end, strides], [y], _opts("StridedSliceOptions")), [y]
+    out = (1, 4 // step, 8) if shrink else (1, 4 // step, 4 // step, 8)
+    y = g.tensor(out, dtype, **_q(dtype))
+    opts = _opts(
+        "StridedSliceOptions", shrinkAxisMask=0b0010 if shrink else 0, beginMask=0b1000 if masks else 0,
+        endMask=0b1000 if masks else 0, offset=offset,
+    )  # fmt: skip
+    return g, g.op("STRIDED_SLICE", [x, begin, end, strides], [y], opts), [y]
 
 
-def split(static="CR"):
+def split(static="CR", dtype="float32"):
     g = Graph()
     axis = g.const(np.array(3, np.int32).reshape(())) if static[0] == "C" else g.inp((), "int32")
-    x = g.inp((1, 4, 4, 8))
-    a, b = g.tensor((1, 4, 4, 4)), g.tensor((1, 4, 4, 4))
+    x = g.inp((1, 4, 4, 8), dtype, **_q(dtype))
+    a, b = g.tensor((1, 4, 4, 4), dtype, **_q(dtype)), g.tensor((1, 4, 4, 4), dtype, **_q(dtype))
     return g, g.op("SPLIT", [axis, x], [a, b], _opts("SplitOptions", numSplits=2)), [a, b]
 
 
-def depth_space(op):
+def depth_space(op, dtype="float32"):
     g = Graph()
     if op == "DEPTH_TO_SPACE":
-        x, y = g.inp((1, 4, 4, 8)), g.tensor((1, 8, 8, 2))
+        x, y = g.inp((1, 4, 4, 8), dtype, **_q(dtype)), g.tensor((1, 8, 8, 2), dtype, **_q(dtype))
         opts = _opts("DepthToSpaceOptions", blockSize=2)
     else:
-        x, y = g.inp((1, 4, 4, 8)), g.tensor((1, 2, 2, 32))
+        x, y = g.inp((1, 4, 4, 8), dtype, **_q(dtype)), g.tensor((1, 2, 2, 32), dtype, **_q(dtype))
         opts = _opts("SpaceToDepthOptions", blockSize=2)
     return g, g.op(op, [x], [y], opts), [y]
 
 
-def batch_matmul(static="RR"):
+def batch_matmul(static="RR", dtype="float32"):
     g = Graph()
-    a = g.inp((1, 4, 8))
-    b = g.const(RNG.uniform(-1, 1, size=(1, 8, 6)).astype(np.float32)) if static[1] == "C" else g.inp((1, 8, 6))
-    y = g.tensor((1, 4, 6))
+    a = g.inp((1, 4, 8), dtype, **_q(dtype))
+    if static[1] == "C":
+        b = _const_q(g, RNG.uniform(-1, 1, size=(1, 8, 6)), dtype, _q(dtype).get("scale", 0))
+    else:
+        b = g.inp((1, 8, 6), dtype, **_q(dtype))
+    y = g.tensor((1, 4, 6), dtype, **_q(dtype, 0.2))
     return g, g.op("BATCH_MATMUL", [a, b], [y], _opts("BatchMatMulOptions")), [y]
 
 
-def expand_dims(static="RC"):
+def expand_dims(static="RC", dtype="float32"):
     g = Graph()
-    x = g.inp((1, 4, 8))
+    x = g.inp((1, 4, 8), dtype, **_q(dtype))
     axis = g.const(np.array([1], np.int32)) if static[1] == "C" else g.inp((1,), "int32")
-    y = g.tensor((1, 1, 4, 8))
+    y = g.tensor((1, 1, 4, 8), dtype, **_q(dtype))
     return g, g.op("EXPAND_DIMS", [x, axis], [y]), [y]
 
 
@@ -367,16 +436,21 @@ def dequantize_fp16_const():
     return g, target, [y]
 
 
-def densify_sparse_const():
+def densify_sparse_const(dtype="float32"):
     # a constant sparse (CSR) tensor, densified then dequantized/used like converters emit
+    # (float16 values: densified, then a DEQUANTIZE to float32)
     g = Graph()
     x = g.inp((4, 4))
-    dense = np.zeros((4, 4), np.float32)
+    dense = np.zeros((4, 4), dtype)
     dense[0, 1], dense[2, 3], dense[3, 0] = 1.0, 2.0, 3.0
     values = dense[dense != 0]
     c = g.const(values)
-    d = g.tensor((4, 4))
+    d = g.tensor((4, 4), dtype)
     target = g.op("DENSIFY", [c], [d])
+    if dtype == "float16":
+        f = g.tensor((4, 4))
+        g.op("DEQUANTIZE", [d], [f])
+        d = f
     y = g.tensor((4, 4))
     g.op("ADD", [x, d], [y], _opts("AddOptions"))
     return g, target, [y], dense
@@ -420,27 +494,51 @@ UNARY = [
 BINARY = ["ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE"]
 
 
+# float -> uint8 / int16, and requantizations between integer types
+_QUANTIZE_PAIRS = [
+    {"to": "uint8"}, {"to": "int16"}, {"dtype": "int8", "to": "int8"}, {"dtype": "uint8", "to": "uint8"},
+    {"dtype": "uint8", "to": "int8"}, {"dtype": "int8", "to": "uint8"}, {"dtype": "int16", "to": "int16"},
+]  # fmt: skip
+
+
 def specs():
     """(op, builder, baseline kwargs, [variant kwargs...]) for every op probed with care."""
     out = []
     for op in UNARY:
         variants = (
-            [{"dtype": "int8"}, {"rank": 2}, {"dynamic": True}]
+            [{"dtype": "int8"}, {"dtype": "uint8"}, {"dtype": "int16"}, {"rank": 2}, {"dynamic": True}]
             if op not in ("QUANTIZE", "DEQUANTIZE")
-            else [{"rank": 2}]
+            else [{"rank": 2}, *_QUANTIZE_PAIRS]
+            if op == "QUANTIZE"
+            else [{"rank": 2}, {"dtype": "uint8"}, {"dtype": "int16"}]
         )
         out.append((op, lambda op=op, **kw: unary(op, **kw), {}, variants))
-    out.append(("SOFTMAX", softmax, {}, [{"beta": None}, {"beta": 2.0}, {"dtype": "int8"}, {"dynamic": True}]))
-    out.append(("LEAKY_RELU", leaky_relu, {}, [{"alpha": None}, {"dtype": "int8"}]))
+    quantized = [{"dtype": "int8"}, {"dtype": "uint8"}, {"dtype": "int16"}]
+    out.append(("SOFTMAX", softmax, {}, [{"beta": None}, {"beta": 2.0}, *quantized, {"dynamic": True}]))
+    out.append(("LEAKY_RELU", leaky_relu, {}, [{"alpha": None}, *quantized]))
     for op in BINARY:
-        variants = [{"static": "RC"}, {"dtype": "int8"}, {"dynamic": True}]
+        variants = [{"static": "RC"}, *quantized, {"dtype": "int8", "static": "RC"}, {"dynamic": True}]
         if op in _BINARY_OPTIONS:
-            variants.append({"activation": "RELU"})
+            variants += [{"activation": "RELU"}, {"activation": "RELU6"}, {"dtype": "int8", "activation": "RELU6"}]
         out.append((op, lambda op=op, **kw: binary(op, **kw), {}, variants))
+    # the slope forms converters emit ([1,1,C] from Keras, [C], one value, a full map), in
+    # every activation type, per tensor and per channel
     out.append(("PRELU", lambda **kw: binary("PRELU", **kw), {"static": "RC"}, [{"static": "RR"}]))
+    prelu_variants = [
+        {"dtype": dtype, "slope": slope, "quant": quant}
+        for dtype in ("float32", "int8", "uint8", "int16")
+        for slope in ((1, 1, 8), (8,), (1,), (1, 4, 4, 8))
+        for quant in (("per-tensor", "per-channel") if dtype != "float32" else ("per-tensor",))
+        if not (quant == "per-channel" and slope == (1,))
+    ]
+    out.append(("PRELU", prelu, prelu_variants[0], prelu_variants[1:]))
     conv_variants = [
-        {"static": "RRC"}, {"static": "RC-"}, {"static": "RC"}, {"static": "RCR"}, {"dtype": "int8"}, {"stride": 2}, {"padding": "VALID"},
-        {"dilation": 2}, {"activation": "RELU6"}, {"activation": "RELU"}, {"dynamic": True},
+        {"static": "RRC"}, {"static": "RC-"}, {"static": "RC"}, {"static": "RCR"}, {"stride": 2}, {"padding": "VALID"},
+        {"dilation": 2}, {"stride": 2, "padding": "VALID"}, {"activation": "RELU6"}, {"activation": "RELU"},
+        {"activation": "RELU_N1_TO_1"}, {"dynamic": True},
+        {"dtype": "int8"}, {"dtype": "int8", "quant": "per-tensor"}, {"dtype": "int8", "stride": 2},
+        {"dtype": "int8", "dilation": 2}, {"dtype": "int8", "activation": "RELU6"}, {"dtype": "int8", "activation": "RELU"},
+        {"dtype": "int8", "padding": "VALID"}, {"dtype": "uint8"}, {"dtype": "int16"},
     ]  # fmt: skip
     out.append(("CONV_2D", conv2d, {}, conv_variants))
     out.append(("DEPTHWISE_CONV_2D", depthwise, {}, conv_variants))
@@ -449,6 +547,10 @@ def specs():
         {"static": "RC-"},
         {"static": "RC"},
         {"dtype": "int8"},
+        {"dtype": "int8", "quant": "per-tensor"},
+        {"dtype": "int8", "activation": "RELU"},
+        {"dtype": "uint8"},
+        {"dtype": "int16"},
         {"keep_num_dims": True},
         {"activation": "RELU"},
         {"dynamic": True},
@@ -460,7 +562,7 @@ def specs():
             {"filt": 1, "stride": 2},
             {"filt": 1, "stride": 1},
             {"stride": 1, "padding": "SAME"},
-            {"dtype": "int8"},
+            *quantized,
             {"activation": "RELU"},
         ]
         out.append((op, lambda op=op, **kw: pool(op, **kw), {}, pool_variants))
@@ -470,7 +572,7 @@ def specs():
                 op,
                 lambda op=op, **kw: reduce(op, **kw),
                 {},
-                [{"static": "RR"}, {"keep_dims": False}, {"dtype": "int8"}, {"dynamic": True}],
+                [{"static": "RR"}, {"keep_dims": False}, *quantized, {"dynamic": True}],
             )
         )
     out.append(
@@ -483,27 +585,40 @@ def specs():
                 {"static": "R", "new_shape_option": True},
                 {"new_shape_option": True},
                 {"dynamic": True},
+                *quantized,
+                {"dtype": "int8", "new_shape_option": True},
             ],
         )
     )
-    out.append(("TRANSPOSE", transpose, {}, [{"static": "RR"}]))
-    out.append(("PAD", pad, {}, [{"static": "RR"}, {"dtype": "int8"}]))
-    out.append(("CONCATENATION", concatenation, {}, [{"n": 1}, {"n": 3}, {"n": 5}, {"dtype": "int8"}]))
+    out.append(("TRANSPOSE", transpose, {}, [{"static": "RR"}, *quantized]))
+    out.append(("PAD", pad, {}, [{"static": "RR"}, *quantized]))
+    out.append(("CONCATENATION", concatenation, {}, [{"n": 1}, {"n": 3}, {"n": 5}, *quantized]))
     out.append(
         (
             "RESIZE_BILINEAR",
             resize_bilinear,
             {},
-            [{"static": "RR"}, {"align_corners": True}, {"half_pixel_centers": True}],
+            [
+                {"static": "RR"},
+                {"align_corners": True},
+                {"half_pixel_centers": True},
+                *quantized,
+                {"dtype": "int8", "half_pixel_centers": True},
+                {"dtype": "int8", "align_corners": True},
+            ],
         )
     )
-    out.append(("SLICE", slice_, {}, [{"static": "RRC"}]))
-    out.append(("STRIDED_SLICE", strided_slice, {}, [{"static": "RRCC"}, {"step": 2}]))
-    out.append(("SPLIT", split, {}, [{"static": "RR"}]))
-    out.append(("DEPTH_TO_SPACE", lambda **kw: depth_space("DEPTH_TO_SPACE"), {}, []))
-    out.append(("SPACE_TO_DEPTH", lambda **kw: depth_space("SPACE_TO_DEPTH"), {}, []))
-    out.append(("BATCH_MATMUL", batch_matmul, {}, [{"static": "RC"}]))
-    out.append(("EXPAND_DIMS", expand_dims, {}, [{"static": "RR"}]))
+    out.append(("SLICE", slice_, {}, [{"static": "RRC"}, *quantized]))
+    slice_variants = [{"static": "RRCC"}, {"step": 2}, {"shrink": True}, {"masks": True}, {"offset": True}, *quantized]
+    slice_variants += [{"dtype": "int8", "shrink": True}, {"dtype": "int8", "masks": True}]
+    out.append(("STRIDED_SLICE", strided_slice, {}, slice_variants))
+    out.append(("SPLIT", split, {}, [{"static": "RR"}, *quantized]))
+    for op in ("DEPTH_TO_SPACE", "SPACE_TO_DEPTH"):
+        out.append((op, lambda op=op, **kw: depth_space(op, **kw), {}, quantized))
+    out.append(
+        ("BATCH_MATMUL", batch_matmul, {}, [{"static": "RC"}, {"dtype": "int8"}, {"dtype": "int8", "static": "RC"}])
+    )
+    out.append(("EXPAND_DIMS", expand_dims, {}, [{"static": "RR"}, *quantized]))
     return out
 
 
@@ -554,18 +669,19 @@ def probe(python: str, package: str, out_dir: Path) -> Path:
                 rec = _run_probe(worker, path, data, target)
                 rec["variant"] = {k: v for k, v in kw.items()}
                 records.append(rec)
-            ops[op] = records
+            ops.setdefault(op, []).extend(records)
         # special structures: fp16 weights via DEQUANTIZE, sparse weights via DENSIFY
         g, target, outputs = dequantize_fp16_const()
         rec = _run_probe(worker, path, g.build(outputs), target)
         rec["variant"] = {"input": "fp16 constant"}
         ops.setdefault("DEQUANTIZE", []).append(rec)
         if resolver.get("DENSIFY"):
-            g, target, outputs, dense = densify_sparse_const()
-            data = _with_sparsity(g.build(outputs), g.ops[target].inputs[0], dense)
-            rec = _run_probe(worker, path, data, target)
-            rec["variant"] = {"input": "sparse constant"}
-            ops["DENSIFY"] = [rec]
+            for dtype in ("float32", "float16"):
+                g, target, outputs, dense = densify_sparse_const(dtype)
+                data = _with_sparsity(g.build(outputs), g.ops[target].inputs[0], dense)
+                rec = _run_probe(worker, path, data, target)
+                rec["variant"] = {"input": f"sparse {dtype} constant"}
+                ops.setdefault("DENSIFY", []).append(rec)
         for op, versions in sorted(resolver.items()):
             if not versions or op in ops:
                 continue

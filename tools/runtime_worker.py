@@ -216,38 +216,11 @@ class RuntimeWorker:
 
 
 def delegate_partitions(ops: list[dict]) -> tuple[list[list[int]], list[int]]:
-    """Recover XNNPACK partitions from an interpreter's op list.
+    """XNNPACK partitions and CPU nodes from an interpreter's op list (parent side only:
+    see edgeinf.compat.delegation)."""
+    from edgeinf.compat.delegation import delegate_partitions as recover
 
-    The interpreter keeps the original nodes and appends one DELEGATE node per partition;
-    a partition is every original node reached walking back from the DELEGATE node's
-    outputs through producers, stopping at its inputs.
-
-    Returns:
-        (partitions as sorted lists of node indices, nodes left on the CPU).
-    """
-    originals = [o for o in ops if o["op_name"] != "DELEGATE"]
-    producer = {}
-    for o in originals:
-        for t in o["outputs"]:
-            producer[t] = o["index"]
-    by_index = {o["index"]: o for o in originals}
-    partitions = []
-    for d in (o for o in ops if o["op_name"] == "DELEGATE"):
-        stop = set(d["inputs"])
-        seen: set[int] = set()
-        stack = [t for t in d["outputs"]]
-        while stack:
-            t = stack.pop()
-            if t in stop or t not in producer:
-                continue
-            n = producer[t]
-            if n in seen:
-                continue
-            seen.add(n)
-            stack.extend(by_index[n]["inputs"])
-        partitions.append(sorted(seen))
-    delegated = {n for p in partitions for n in p}
-    return partitions, sorted(o["index"] for o in originals if o["index"] not in delegated)
+    return recover(ops)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..compat.delegation import delegate_partitions
 from ..errors import BackendUnavailableError, InputError, RuntimeFailure, UnsupportedOperatorError
 from ..types import Layout, Quantization, TensorSpec
 from . import installed_package
@@ -110,7 +111,7 @@ class TFLiteBackend(Backend):
         self.num_threads = num_threads
         self._resized: set[int] = set()
         self._read_specs()
-        self._read_delegation()
+        self._read_delegation(xnnpack and not reference)
 
     def _read_specs(self) -> None:
         self.inputs = tuple(_spec(d, i in self._resized) for i, d in enumerate(self._interp.get_input_details()))
@@ -118,16 +119,21 @@ class TFLiteBackend(Backend):
         self._input_views = [self._interp.tensor(s.index) for s in self.inputs]
         self._output_indices = [s.index for s in self.outputs]
 
-    def _read_delegation(self) -> None:
+    def _read_delegation(self, default_delegates: bool) -> None:
+        """Which nodes XNNPACK took: ``details["delegate_nodes"]`` holds each delegate
+        kernel's node indices (subgraph 0), ``details["cpu_nodes"]`` the rest."""
         try:
             ops = self._interp._get_ops_details()
         except Exception:  # a private API: its absence must not break loading
             log.debug("op details unavailable on %s", self.runtime)
             return
-        delegated = [op for op in ops if op["op_name"] == "DELEGATE"]
-        self.delegate = "xnnpack" if delegated else None
-        self.details["nodes"] = len(ops) - len(delegated)
-        self.details["delegate_partitions"] = len(delegated)
+        partitions, cpu_nodes = delegate_partitions(ops)
+        self.delegate = "xnnpack" if partitions else None
+        self.details["nodes"] = len(ops) - len(partitions)
+        self.details["delegate_partitions"] = len(partitions)
+        if default_delegates:
+            self.details["delegate_nodes"] = [list(p) for p in partitions]
+            self.details["cpu_nodes"] = cpu_nodes
 
     def set_input(self, i: int, array: np.ndarray) -> None:
         self._interp.set_tensor(self.inputs[i].index, array)

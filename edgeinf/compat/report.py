@@ -59,6 +59,8 @@ class BackendVerdict:
         transitions: switches between the CPU and the delegate during one run.
         transition_bytes: bytes of the tensors crossing those switches.
         via: for ONNX input, the converter the verdict assumes (``pnnx``, ``onnx2tf``).
+        advice: performance warnings, each with what to do (e.g. an int8 model that XNNPACK
+            splits around CPU ops and that will run slower than its float original).
     """
 
     backend: str
@@ -74,6 +76,7 @@ class BackendVerdict:
     tables: tuple[str, ...] = ()
     via: str | None = None
     note: str | None = None
+    advice: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class CompatReport:
                     "blockers": list(b.blockers),
                     "tables": list(b.tables),
                     "note": b.note,
+                    "advice": list(b.advice),
                 }
                 for name, b in self.backends.items()
             },
@@ -228,6 +232,8 @@ class CompatReport:
             lines.append(f"{name:<8} {b.verdict:<8} on {b.target}{via}{dl}  [{counts}]")
             if b.note:
                 lines.append(f"         note: {b.note}")
+            for advice in b.advice:
+                lines.append(f"         warning: {advice}")
             if b.blockers:
                 lines.append(f"         {len(b.blockers)} node(s) cannot run: see the findings below")
         lines.append("")

@@ -8,6 +8,7 @@ from functools import lru_cache
 
 from ..formats.tflite import Operator, TfliteModel
 from . import tables
+from .delegation import verdict_for
 from .features import node_features, static_tensors
 from .graph import activation_memory, macs, partition, transition_bytes
 from .report import BackendVerdict, NodeReport, NodeStatus
@@ -41,7 +42,10 @@ def _fmt(features: dict, keys) -> str:
     return ", ".join(f"{k}={features.get(k)!r}" for k in keys)
 
 
-_TYPE_ERROR = re.compile(r"(?i)only (currently )?supports|unsupported|not supported|type")
+# features that select a different kernel family: no answer is extrapolated across them
+_TYPE_FEATURES = ("dtype", "weights")
+
+_TYPE_ERROR = re.compile(r"(?i)only (currently )?supports|unsupported|not supported|type|supported currently")
 _VALUE_ERROR = re.compile(r"(?i)values|data\[")
 
 
@@ -86,6 +90,19 @@ def xnnpack_status(xtable: dict | None, target: tables.Target, op: str, features
             hint = next((_FEATURE_HINTS[k] for k in diff if k in _FEATURE_HINTS), "")
             return NodeStatus(
                 "cpu", f"XNNPACK on {target.label} does not take {op} with {_fmt(features, diff)}", hint, source
+            )
+    # The element and weight types decide which XNNPACK kernels exist at all (int8 PRELU has
+    # none while float PRELU is taken): never carry an answer over to a type no probe had.
+    for k in _TYPE_FEATURES:
+        if k in features and not any(r["features"].get(k) == features[k] for r in records if k in r["features"]):
+            probed = sorted({str(r["features"][k]) for r in records if k in r["features"]})
+            if not probed:
+                continue
+            return NodeStatus(
+                "unknown",
+                f"no probe of {op} with {k}={features[k]!r} on {target.label} (probed: {', '.join(probed)})",
+                "load the model to see what the runtime does: edgeinf.load reports it in model.details",
+                source,
             )
     # no probe matches exactly: start from the most similar probe, and reject on any feature
     # value that every probe having it left on the CPU
@@ -220,8 +237,8 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
                     st = xs
                 elif xs.status == "delegated":
                     st = NodeStatus("delegated", xs.reason, "", xs.source)
-                elif xs.status == "cpu":
-                    st = NodeStatus("cpu", xs.reason, xs.suggestion, xs.source)
+                elif xs.status in ("cpu", "unknown"):
+                    st = NodeStatus(xs.status, xs.reason, xs.suggestion, xs.source)
             out_name = sg.tensors[op.outputs[0]].name if op.outputs and op.outputs[0] >= 0 else ""
             nodes.append(
                 NodeReport(
@@ -250,14 +267,10 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
         [s.status == "delegated" for s in main_status],
     )
     partitions = tuple(tuple(sorted(m)) for kind, m in subsets if kind)
+    advice = int8_slowdown(model, subsets, target)
     transitions = max(0, len(subsets) - 1) if partitions else 0
     runnable = not blockers
-    if not runnable:
-        verdict = "NO"
-    elif counts.get("cpu", 0) == 0 and counts.get("unknown", 0) == 0 and len(partitions) <= 1:
-        verdict = "YES"
-    else:
-        verdict = "PARTIAL"
+    verdict = verdict_for(runnable, counts, len(partitions))
     note = target.note
     if xtable is None:
         note = ((note + "; ") if note else "") + "no XNNPACK table for this runtime: delegation not assessed"
@@ -282,8 +295,58 @@ def check_tflite(model: TfliteModel, target: tables.Target) -> tuple[list[NodeRe
             if t
         ),
         note=note,
+        advice=advice,
     )
     return nodes, verdict_obj, _facts(model)
+
+
+_QUANTIZED_TYPES = ("INT8", "UINT8", "INT16")
+
+
+def int8_slowdown(model: TfliteModel, subsets: list[tuple[bool, list[int]]], target: tables.Target) -> tuple[str, ...]:
+    """A warning when a quantized model runs as several XNNPACK partitions with CPU nodes
+    between them: each switch costs a round trip through the CPU kernels, and LiteRT's
+    reference int8 kernels for those nodes are slow, so such a model often runs several
+    times slower than its float original (face_landmark calibrated to int8: 21 partitions
+    around int8 PRELU, 4.6x slower than float on ai_edge_litert 2.3.0)."""
+    sg = model.main
+    kinds = [kind for kind, _ in subsets]
+    if kinds.count(True) < 2:
+        return ()
+    outputs = [sg.tensors[op.outputs[0]].dtype for op in sg.operators if op.outputs and op.outputs[0] >= 0]
+    if sum(d in _QUANTIZED_TYPES for d in outputs) * 2 <= len(outputs):
+        return ()  # a float model (or a float one with a few quantized tensors)
+    first, last = kinds.index(True), len(kinds) - 1 - kinds[::-1].index(True)
+    between = sorted(i for kind, members in subsets[first:last] if not kind for i in members)
+    if not between:
+        return ()
+    ops = Counter(sg.operators[i].opcode.name for i in between)
+    listed = ", ".join(f"{name} x{n}" for name, n in ops.most_common())
+    switches = sum(1 for a, b in zip(kinds[first:last], kinds[first + 1 : last + 1]) if a != b)
+    remedies = []
+    xtable = tables.xnnpack(target) or {"ops": {}}
+    float_ok = sorted(
+        op
+        for op in ops
+        if any(r.get("delegated") and r["features"].get("dtype") == "FLOAT32" for r in xtable["ops"].get(op, []))
+    )
+    if float_ok:
+        remedies.append(f"keep {' and '.join(float_ok)} in float when quantizing (XNNPACK takes the float form)")
+    if _engine_runs(model):
+        remedies.append("run it on edgeinf's int8 engine, which runs every node of this model: backend='edgeinf'")
+    return (
+        f"on {target.label} this int8 model will likely run slower than its float original: "
+        f"{len(between)} node(s) ({listed}) stay on the CPU between {kinds.count(True)} XNNPACK partitions "
+        f"({switches} CPU/XNNPACK switches per run)" + ("; " + ", or ".join(remedies) if remedies else ""),
+    )
+
+
+def _engine_runs(model: TfliteModel) -> bool:
+    try:
+        from ..engine.plan import node_support
+    except ImportError:  # the engine's native module is not built
+        return False
+    return all(n.native for n in node_support(model))
 
 
 def _facts(model: TfliteModel) -> dict:
