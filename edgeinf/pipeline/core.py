@@ -505,7 +505,7 @@ class Pipeline:
             stage.close()
 
     def __enter__(self) -> Pipeline:
-        return self.start()
+        return self  # workers start with the first frame, once every stage is added
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -99,6 +99,7 @@ class _ProcessStage(Stage):
         return _ProcessWorker(pipeline, self, self._free_slots.pop())
 
     def call_on(self, worker: _ProcessWorker, job: _Job) -> Any:
+        worker.ensure_child()
         header = worker.write_frame(job.frame)
         return self.call(job, lambda frame, *args: worker.remote(header, args))
 
@@ -130,23 +131,20 @@ class _ProcessWorker(_Worker):
         stage._all_workers = [*getattr(stage, "_all_workers", []), self]
 
     def _loop(self) -> None:
-        while not self.retired:
+        while not self.retired and not self.pipeline._closed:
+            # Start (or restart) the process before the next call, so that the call's deadline
+            # does not include the start; one that cannot start fails the next call with the reason.
             try:
-                self._ensure_child()
+                self.ensure_child()
             except RuntimeFailure as exc:
                 log.error("%s", exc)
-                self.stage.breaker.record(False)
-                if self.pipeline._closed:
-                    return
-                threading.Event().wait(1.0)  # a child that cannot start: retry, slowly
-                continue
             job = self.stage.queue.get()
             if job is None:
                 break
             self.pipeline._run_task(self, job)
         self.stop()
 
-    def _ensure_child(self) -> None:
+    def ensure_child(self) -> None:
         if self.process is not None and self.process.is_alive():
             return
         spec = self.stage.spec
@@ -203,8 +201,11 @@ class _ProcessWorker(_Worker):
         try:
             conn.send((header, args))
             status, payload = conn.recv()
-        except (EOFError, OSError, BrokenPipeError):
-            code = self.process.exitcode if self.process is not None else None
+        except (EOFError, OSError):
+            process = self.process
+            if process is not None:
+                process.join(1)  # reap it, for its exit code
+            code = process.exitcode if process is not None else None
             self.kill()
             raise RuntimeFailure(f"stage {self.stage.name!r}: its process died (exit code {code})") from None
         if status == "error":
@@ -252,7 +253,11 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 
 def _child_main(conn, factory, args, segment_name, frame_offset, frame_bytes, output_offset, output_bytes) -> None:
-    segment = _attach(segment_name)
+    try:
+        segment = _attach(segment_name)
+    except OSError as exc:  # the pipeline closed meanwhile
+        conn.send(("failed", f"shared memory {segment_name}: {exc}"))
+        return
     buf = segment.buf
     try:
         try:
