@@ -191,6 +191,9 @@ class Stage:
             if not pipeline._closed:
                 pipeline._fit_workers(self)
 
+    def wait_ready(self) -> None:
+        """Return once the stage's workers can take calls (threads: at once)."""
+
     def close(self) -> None:
         """Release what the stage holds beyond its threads (processes, shared memory)."""
 
@@ -287,6 +290,7 @@ class Pipeline:
         self._order: list[Stage] = []
         self._started = False
         self._closed = False
+        self._ready = threading.Event()  # set once every stage's workers are ready
         self._resolved: list[tuple[Future, FrameResult]] = []  # answered under the lock, delivered after it
 
     # -- building ----------------------------------------------------------------------
@@ -379,22 +383,36 @@ class Pipeline:
 
     # -- running -----------------------------------------------------------------------
     def start(self) -> Pipeline:
-        """Start the workers (the first `submit` does it too)."""
+        """Start the workers and wait until they are ready (the first `submit` does it too).
+
+        Process stages start their processes and build their models here, so that the
+        first frames' deadlines are not spent on it.
+        """
         with self._lock:
             if self._closed:
                 raise PipelineError(f"pipeline {self.name!r} is closed")
             if self._started:
-                return self
-            if not self.stages:
-                raise PipelineError("a pipeline needs at least one stage")
-            self._started = True
-            workers = sum(s.workers for s in self._order)
-            self._slots = threading.BoundedSemaphore(self._max_in_flight or workers + 1)
+                ready = True
+            else:
+                ready = False
+                self._start_locked()
+        if not ready:
             for stage in self._order:
-                self._fit_workers(stage)
-            self._watchdog = threading.Thread(target=self._watch, name=f"edgeinf-watchdog:{self.name}", daemon=True)
-            self._watchdog.start()
+                stage.wait_ready()
+            self._ready.set()
+        self._ready.wait()
         return self
+
+    def _start_locked(self) -> None:
+        if not self.stages:
+            raise PipelineError("a pipeline needs at least one stage")
+        self._started = True
+        workers = sum(s.workers for s in self._order)
+        self._slots = threading.BoundedSemaphore(self._max_in_flight or workers + 1)
+        for stage in self._order:
+            self._fit_workers(stage)
+        self._watchdog = threading.Thread(target=self._watch, name=f"edgeinf-watchdog:{self.name}", daemon=True)
+        self._watchdog.start()
 
     def submit(
         self, frame: Frame | np.ndarray, *, format: str = "bgr", block: bool = True, timeout_s: float | None = None
@@ -452,8 +470,8 @@ class Pipeline:
         """
         done: queue.SimpleQueue = queue.SimpleQueue()
         pending = taken = 0
+        self.start()  # processes and models ready before the first frame is captured
         with source:
-            self.start()
             while max_frames is None or taken < max_frames:
                 # Wait for room first, then take the newest frame: never one that aged in a queue.
                 self._slots.acquire()

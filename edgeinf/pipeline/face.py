@@ -175,7 +175,7 @@ def face_mesh_pipeline(*, processes: bool = False, timeout_s: float | None = Non
     pipe = Pipeline("face_mesh", timeout_s=timeout_s)
     pipe.add("faces", detection_stage(num_threads=num_threads))
     landmarks = (
-        ProcessStage("edgeinf.pipeline.face:landmark_stage", "face_landmark", num_threads)
+        ProcessStage("edgeinf.pipeline.face:landmark_stage", options={"num_threads": num_threads})
         if processes
         else landmark_stage(num_threads=num_threads)
     )

@@ -46,6 +46,7 @@ class ProcessStage:
             ``args`` to build the stage's callable (load models in it: each process
             loads its own), which is then called as ``fn(frame, *inputs)``.
         *args: picklable arguments of the factory.
+        options: picklable keyword arguments of the factory.
         frame_bytes: the largest frame a slot holds (default: 1080p BGR).
         output_bytes: room for the arrays one call returns.
         start_timeout_s: how long a child may take to import and build its callable.
@@ -60,6 +61,7 @@ class ProcessStage:
         self,
         factory: str,
         *args: Any,
+        options: dict | None = None,
         frame_bytes: int = DEFAULT_FRAME_BYTES,
         output_bytes: int = DEFAULT_OUTPUT_BYTES,
         start_timeout_s: float = 60.0,
@@ -71,6 +73,7 @@ class ProcessStage:
                 raise InputError(f"{name} must be an integer from 1 to {MAX_SEGMENT_BYTES // 4}, got {value!r}")
         self.factory = factory
         self.args = args
+        self.options = dict(options or {})
         self.frame_bytes = _aligned(frame_bytes)
         self.output_bytes = _aligned(output_bytes)
         self.start_timeout_s = start_timeout_s
@@ -103,6 +106,10 @@ class _ProcessStage(Stage):
         header = worker.write_frame(job.frame)
         return self.call(job, lambda frame, *args: worker.remote(header, args))
 
+    def wait_ready(self) -> None:
+        for worker in list(self.live_workers):
+            worker.ready.wait(self.spec.start_timeout_s)
+
     def abandon(self, pipeline, worker: _ProcessWorker) -> None:
         """A call hung: kill its process; the worker starts a new one for the next call."""
         worker.kill()
@@ -128,6 +135,7 @@ class _ProcessWorker(_Worker):
         self.process = None
         self.conn = None
         self._process_lock = threading.Lock()
+        self.ready = threading.Event()  # set after the first start of its process, whatever the outcome
         stage._all_workers = [*getattr(stage, "_all_workers", []), self]
 
     def _loop(self) -> None:
@@ -138,6 +146,7 @@ class _ProcessWorker(_Worker):
                 self.ensure_child()
             except RuntimeFailure as exc:
                 log.error("%s", exc)
+            self.ready.set()
             job = self.stage.queue.get()
             if job is None:
                 break
@@ -156,6 +165,7 @@ class _ProcessWorker(_Worker):
                 child,
                 spec.factory,
                 spec.args,
+                spec.options,
                 self.stage.segment.name,
                 self.frame_offset,
                 spec.frame_bytes,
@@ -252,7 +262,9 @@ def _attach(name: str) -> shared_memory.SharedMemory:
         resource_tracker.register = register
 
 
-def _child_main(conn, factory, args, segment_name, frame_offset, frame_bytes, output_offset, output_bytes) -> None:
+def _child_main(
+    conn, factory, args, options, segment_name, frame_offset, frame_bytes, output_offset, output_bytes
+) -> None:
     try:
         segment = _attach(segment_name)
     except OSError as exc:  # the pipeline closed meanwhile
@@ -261,7 +273,7 @@ def _child_main(conn, factory, args, segment_name, frame_offset, frame_bytes, ou
     buf = segment.buf
     try:
         try:
-            fn = _load(factory)(*args)
+            fn = _load(factory)(*args, **options)
         except BaseException as exc:
             conn.send(("failed", f"{type(exc).__name__}: {exc}"))
             return
