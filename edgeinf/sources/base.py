@@ -8,6 +8,7 @@ was overwritten before anyone read it is counted in ``stats.dropped``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -47,7 +48,8 @@ class Frame:
         format: one of `FORMATS`.
         seq: the source's sequence number: every frame it captured counts, read or not.
         timestamp_s: when the frame was captured, on the source's clock
-            (``time.monotonic`` unless one was injected).
+            (``time.monotonic`` unless one was injected); for a file or folder read as
+            fast as its reader, when the reader took it.
     """
 
     data: np.ndarray
@@ -175,6 +177,7 @@ class Source:
         self.name = name
         self.stall_timeout_s = stall_timeout_s
         self.clock = clock
+        self._keep_all = keep_all
         self._mailbox = LatestFrame(keep_all=keep_all)
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -211,7 +214,10 @@ class Source:
             SourceError: the device failed.
         """
         self.start()
-        return self._mailbox.take(self.stall_timeout_s if timeout_s is None else timeout_s)
+        frame = self._mailbox.take(self.stall_timeout_s if timeout_s is None else timeout_s)
+        if self._keep_all:  # a file read ahead: its frame is "captured" when the reader takes it
+            frame = dataclasses.replace(frame, timestamp_s=self.clock())
+        return frame
 
     @property
     def stats(self) -> SourceStats:
