@@ -18,6 +18,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import math
 import queue
 import threading
 import time
@@ -34,6 +35,9 @@ from .breaker import CircuitBreaker
 from .metrics import PipelineMetrics
 
 log = logging.getLogger(__name__)
+
+MIN_RATE_HZ = 1e-3
+"""The lowest rate limit: a scheduler's rate of 0 becomes one call per ~17 minutes, not a division by 0."""
 
 MAX_STUCK_WORKERS = 4
 """Hung calls a stage may leave behind (each holds a thread) before it gets no new worker."""
@@ -380,6 +384,28 @@ class Pipeline:
                 target.workers = workers
                 if self._started:
                     self._fit_workers(target)
+
+    def apply(self, stage: str, decision) -> None:
+        """Follow a power `Scheduler` decision for one stage: its variant and its admission rate.
+
+        The stage's variants are named by the profiled configuration's label
+        (``"face_detection_short_range/tflite/t1"``) or its variant name; an infinite
+        rate lifts the limit.
+
+        >>> pipe.apply("faces", scheduler.step())         # doctest: +SKIP
+        """
+        target = self.stages.get(stage)
+        if target is None:
+            raise InputError(f"no stage {stage!r}; stages are {list(self.stages)}")
+        config = decision.config
+        variant = next((v for v in (config.label, config.variant) if v in target.variants), None)
+        if variant is None:
+            raise InputError(
+                f"stage {stage!r} has variants {list(target.variants)}: none is {config.label!r} or {config.variant!r}"
+            )
+        rate = float(decision.rate_per_s)
+        rate_hz = None if math.isinf(rate) else max(rate, MIN_RATE_HZ)
+        self.configure(stage, variant=variant, rate_hz=rate_hz)
 
     # -- running -----------------------------------------------------------------------
     def start(self) -> Pipeline:

@@ -215,3 +215,27 @@ def test_metrics_expose_stage_and_end_to_end_latency():
     assert 'edgeinf_pipeline_latency_seconds_count{pipeline="exposed",stage="only"} 1' in text
     assert 'edgeinf_pipeline_latency_seconds_count{pipeline="exposed",stage="end_to_end"} 1' in text
     assert 'edgeinf_pipeline_stage_calls_total{pipeline="exposed",stage="only",status="ok"} 1' in text
+
+
+def test_a_power_scheduler_decision_sets_the_stage_variant_and_rate():
+    from edgeinf.power.profiles import Config
+    from edgeinf.power.scheduler import Decision
+
+    clock = FakeClock()
+    with Pipeline("scheduled", clock=clock) as pipe:
+        pipe.add("faces", {"full/tflite/t1": lambda f: "full", "short/tflite/t1": lambda f: "short"})
+        pipe.add("mesh", lambda f, faces: faces, inputs=["faces"], workers=1)
+        decision = Decision(0.0, Config("short", "tflite", 1), 5.0, 1000.0, 900.0, False, "over budget")
+        pipe.apply("faces", decision)
+        assert pipe.process(frame(0))["faces"] == "short"
+        clock.now = 0.1  # within 1/5 s
+        assert pipe.process(frame(0)).stages["faces"].status == "skipped"
+        pipe.apply("faces", Decision(0.0, Config("full"), float("inf"), 0.0, 0.0, False, "room"))
+        assert pipe.process(frame(0))["faces"] == "full"
+        pipe.configure("mesh", workers=3)
+        assert len(pipe.stages["mesh"].live_workers) == 3
+        assert [pipe.process(frame(0, seq))["mesh"] for seq in range(3)] == ["full"] * 3
+        pipe.configure("mesh", workers=1)
+        assert len(pipe.stages["mesh"].live_workers) == 1
+        with pytest.raises(InputError, match="none is"):
+            pipe.apply("faces", Decision(0.0, Config("tiny"), 1.0, 0.0, 0.0, False, ""))
