@@ -231,9 +231,8 @@ class _Worker:
         stage, pipeline = self.stage, self.pipeline
         while not self.retired:
             job = stage.queue.get()
-            if job is None:  # a stop request for one worker
-                break
-            pipeline._run_task(self, job)
+            if job is not None:  # None wakes the workers up to see which of them retired
+                pipeline._run_task(self, job)
 
 
 class _Job:

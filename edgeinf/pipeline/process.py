@@ -103,8 +103,14 @@ class _ProcessStage(Stage):
 
     def call_on(self, worker: _ProcessWorker, job: _Job) -> Any:
         worker.ensure_child()
-        header = worker.write_frame(job.frame)
-        return self.call(job, lambda frame, *args: worker.remote(header, args))
+        header = []  # the frame goes into the slot at the first call: none for a frame without items
+
+        def remote(frame, *args):
+            if not header:
+                header.append(worker.write_frame(frame))
+            return worker.remote(header[0], args)
+
+        return self.call(job, remote)
 
     def wait_ready(self) -> None:
         for worker in list(self.live_workers):
@@ -148,9 +154,8 @@ class _ProcessWorker(_Worker):
                 log.error("%s", exc)
             self.ready.set()
             job = self.stage.queue.get()
-            if job is None:
-                break
-            self.pipeline._run_task(self, job)
+            if job is not None:  # None wakes the workers up to see which of them retired
+                self.pipeline._run_task(self, job)
         self.stop()
 
     def ensure_child(self) -> None:
@@ -296,7 +301,8 @@ def _child_main(
             conn.send(reply)
     finally:
         del buf
-        segment.close()
+        with contextlib.suppress(BufferError):  # a stage that kept a view of its frame
+            segment.close()
 
 
 class _Shared:

@@ -132,6 +132,7 @@ def test_folder_yields_images_in_name_order(tmp_path):
     "spec, message",
     [
         ("/dev/video99", "no camera at /dev/video99"),
+        (7, "could not open the camera 7"),
         ("missing.avi", "no source 'missing.avi'"),
     ],
 )
@@ -235,3 +236,15 @@ def test_picamera2_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "picamera2", None)
     with pytest.raises(SourceError, match="python3-picamera2"):
         sources.open("picamera2").start()
+
+
+def test_gstreamer_refuses_an_unsupported_format():
+    with pytest.raises(SourceError, match="GStreamer frames can be"):
+        sources.GStreamerSource("videotestsrc", format="rgba")
+
+
+def test_gstreamer_test_pipeline_delivers_frames_when_installed():
+    pytest.importorskip("gi", reason="PyGObject / GStreamer not installed (apt: python3-gi gir1.2-gstreamer-1.0)")
+    with sources.open("gst:videotestsrc num-buffers=5 ! video/x-raw,width=64,height=48", format="bgr") as source:
+        frames = list(source)
+    assert 1 <= len(frames) <= 5 and all(f.data.shape == (48, 64, 3) for f in frames)
