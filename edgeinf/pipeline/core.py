@@ -505,6 +505,8 @@ class Pipeline:
                     frame = source.read()
                 except SourceEnded:
                     break
+                finally:
+                    self.metrics.frames_dropped_by_source = source.stats.dropped
                 self.submit(frame).add_done_callback(done.put)
                 pending += 1
                 taken += 1

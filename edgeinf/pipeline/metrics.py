@@ -35,6 +35,8 @@ class PipelineMetrics:
     Attributes:
         frames_submitted, frames_completed: frames given to and answered by the pipeline.
         frames_rejected: frames refused because the pipeline was full (``block=False``).
+        frames_dropped_by_source: frames the source replaced before `Pipeline.run` took
+            them (the newest frame goes in; the stale ones are counted here).
         stage_latency: per stage, the latency of the calls that finished in time.
         stage_outcomes: per stage, a count per status (`STATUSES`).
         end_to_end: from the frame's capture (or submission) to its answer.
@@ -45,6 +47,7 @@ class PipelineMetrics:
         self.frames_submitted = 0
         self.frames_completed = 0
         self.frames_rejected = 0
+        self.frames_dropped_by_source = 0
         self.stage_latency: dict[str, Histogram] = {}
         self.stage_outcomes: dict[str, dict[str, int]] = {}
         self.end_to_end = Histogram()
@@ -64,6 +67,7 @@ class PipelineMetrics:
             "frames_submitted": self.frames_submitted,
             "frames_completed": self.frames_completed,
             "frames_rejected": self.frames_rejected,
+            "frames_dropped_by_source": self.frames_dropped_by_source,
             "end_to_end": latency(self.end_to_end),
             "stages": {
                 name: {"latency": latency(self.stage_latency[name]), **self.stage_outcomes[name]}
@@ -78,6 +82,7 @@ class PipelineMetrics:
             ("submitted", self.frames_submitted),
             ("completed", self.frames_completed),
             ("rejected", self.frames_rejected),
+            ("dropped_by_source", self.frames_dropped_by_source),
         ):
             frames.samples.append(("", {**labels, "fate": fate}, value))
         outcomes = base.Family(

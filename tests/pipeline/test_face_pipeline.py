@@ -111,6 +111,7 @@ def test_a_slow_pipeline_on_a_realtime_source_processes_the_newest_frames(clip):
         results = list(pipe.run(source))
     seqs = [r["slow"] for r in results]
     assert seqs == sorted(seqs) and source.stats.dropped > 0
+    assert pipe.metrics.summary()["frames_dropped_by_source"] == source.stats.dropped
     assert np.diff(seqs).mean() >= 1.5, f"the pipeline should skip stale frames, got {seqs}"
     # Time from capture to the stage starting is the frame's age; the median stays within a period.
     assert np.median([r.latency_s - r.stages["slow"].latency_s for r in results]) < period
