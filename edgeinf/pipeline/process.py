@@ -118,7 +118,7 @@ class _ProcessStage(Stage):
 
     def abandon(self, pipeline, worker: _ProcessWorker) -> None:
         """A call hung: kill its process; the worker starts a new one for the next call."""
-        worker.kill()
+        worker.interrupt()
         self.restarts += 1
 
     def close(self) -> None:
@@ -157,6 +157,7 @@ class _ProcessWorker(_Worker):
             if job is not None:  # None wakes the workers up to see which of them retired
                 self.pipeline._run_task(self, job)
         self.stop()
+        self.stage._free_slots.append(self.slot)
 
     def ensure_child(self) -> None:
         if self.process is not None and self.process.is_alive():
@@ -226,6 +227,15 @@ class _ProcessWorker(_Worker):
         if status == "error":
             raise RuntimeFailure(payload)
         return _unpack(payload, self.stage.segment.buf, self.output_offset)
+
+    def interrupt(self) -> None:
+        """SIGKILL the process (called under the pipeline's lock: no waiting here).
+
+        The worker thread, waiting for the reply, then sees the pipe close and cleans up.
+        """
+        process = self.process
+        if process is not None and process.is_alive():
+            process.kill()
 
     def kill(self) -> None:
         with self._process_lock:
