@@ -38,7 +38,6 @@ import edgeinf  # noqa: E402
 from edgeinf import face, zoo  # noqa: E402
 from edgeinf.bench import environment  # noqa: E402
 from edgeinf.pipeline.face import FaceLandmarks, crop, face_crop_rect, face_mesh_pipeline  # noqa: E402
-from edgeinf.sources import Frame  # noqa: E402
 
 W, H = 1280, 720
 
@@ -109,10 +108,9 @@ def run_plain(loop: PlainLoop, frames) -> dict:
 
 def run_pipeline(pipe, frames) -> dict:
     futures = []
-    clock = time.monotonic
     start = time.perf_counter()
-    for seq, bgr in enumerate(frames):
-        futures.append(pipe.submit(Frame(bgr, "bgr", seq, clock())))  # waits while the pipeline is full
+    for bgr in frames:
+        futures.append(pipe.submit(bgr, format="bgr"))  # waits for room; the latency starts once admitted
     results = [f.result() for f in futures]
     wall = time.perf_counter() - start
     bad = [r for r in results if not r.ok]

@@ -255,7 +255,7 @@ class Pipeline:
         timeout_s: the deadline of a whole frame (None: per-stage deadlines only).
         max_in_flight: frames inside the pipeline at once; `submit` waits (or refuses)
             beyond it, so a camera source drops stale frames instead of queueing them.
-            Default: one per stage worker, plus one.
+            Default: one per stage worker (every worker busy, no frame waiting in a queue).
         clock: injected for tests.
 
     >>> pipe = Pipeline("faces", timeout_s=1.0)                       # doctest: +SKIP
@@ -433,7 +433,7 @@ class Pipeline:
             raise PipelineError("a pipeline needs at least one stage")
         self._started = True
         workers = sum(s.workers for s in self._order)
-        self._slots = threading.BoundedSemaphore(self._max_in_flight or workers + 1)
+        self._slots = threading.BoundedSemaphore(self._max_in_flight or workers)
         for stage in self._order:
             self._fit_workers(stage)
         self._watchdog = threading.Thread(target=self._watch, name=f"edgeinf-watchdog:{self.name}", daemon=True)
@@ -446,7 +446,7 @@ class Pipeline:
 
         Args:
             frame: a `Frame` from a source, or an image array (given a sequence number
-                and the current time, in ``format``).
+                and the time it is admitted, in ``format``).
             block: wait for room when ``max_in_flight`` frames are inside; else raise.
             timeout_s: how long to wait for room.
 
@@ -455,14 +455,14 @@ class Pipeline:
                 wait timed out (counted in ``metrics.frames_rejected``).
         """
         self.start()
-        if not isinstance(frame, Frame):
-            if not isinstance(frame, np.ndarray):
-                raise InputError(f"expected an edgeinf.sources.Frame or an image array, got {type(frame).__name__}")
-            frame = Frame(frame, format, next(self._seq), self.clock())
+        if not isinstance(frame, (Frame, np.ndarray)):
+            raise InputError(f"expected an edgeinf.sources.Frame or an image array, got {type(frame).__name__}")
         if not self._slots.acquire(blocking=block, timeout=timeout_s if block else None):
             with self._lock:
                 self.metrics.frames_rejected += 1
             raise PipelineError(f"pipeline {self.name!r} is full ({self._max_in_flight or 'default'} frames in flight)")
+        if not isinstance(frame, Frame):  # stamped once admitted: its latency starts inside the pipeline
+            frame = Frame(frame, format, next(self._seq), self.clock())
         with self._lock:
             if self._closed:
                 self._slots.release()
