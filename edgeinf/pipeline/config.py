@@ -31,6 +31,13 @@ from .core import Pipeline
 from .process import ProcessStage
 
 MAX_CONFIG_BYTES = 1 << 20
+_NUMBER = (int, float)
+_TYPES = {
+    "name": (str,), "factory": (str,), "args": (list,), "options": (dict,), "inputs": (list,),
+    "for_each": (str,), "timeout_s": _NUMBER, "workers": (int,), "rate_hz": _NUMBER, "process": (bool,),
+    "breaker_failures": (int,), "breaker_reset_s": _NUMBER, "frame_bytes": (int,), "output_bytes": (int,),
+    "max_in_flight": (int,),
+}  # fmt: skip
 _PIPELINE_KEYS = {"name", "timeout_s", "max_in_flight"}
 _STAGE_KEYS = {
     "name", "factory", "args", "options", "inputs", "for_each", "timeout_s", "workers", "rate_hz", "process",
@@ -82,17 +89,18 @@ def load_pipeline(path: str | Path) -> Pipeline:
         where = f"{path} stage {i + 1}"
         _known(stage, _STAGE_KEYS, where)
         for key in ("name", "factory"):
-            if not isinstance(stage.get(key), str):
-                raise InputError(f'{where}: needs {key} = "..." (a string)')
+            if key not in stage:
+                raise InputError(f'{where}: needs {key} = "..."')
         args, options = stage.get("args", []), stage.get("options", {})
-        if not isinstance(args, list) or not isinstance(options, dict):
-            raise InputError(f"{where}: args must be a list and options a table")
+        try:
+            breaker = CircuitBreaker(stage.get("breaker_failures", 3), stage.get("breaker_reset_s", 5.0))
+        except ValueError as exc:
+            raise InputError(f"{where}: {exc}") from None
         if stage.get("process", False):
             sizes = {k: stage[k] for k in ("frame_bytes", "output_bytes") if k in stage}
             fn = ProcessStage(stage["factory"], *args, options=options, **sizes)
         else:
             fn = _factory(stage["factory"], where)(*args, **options)
-        breaker = CircuitBreaker(failures=stage.get("breaker_failures", 3), reset_s=stage.get("breaker_reset_s", 5.0))
         pipe.add(
             stage["name"],
             fn,
@@ -112,6 +120,13 @@ def _known(table, keys: set, where: str) -> None:
     unknown = set(table) - keys
     if unknown:
         raise InputError(f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(keys)}")
+    for key, value in table.items():
+        types = _TYPES.get(key)
+        if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            expected = " or ".join(t.__name__ for t in types)
+            raise InputError(f"{where}: {key} must be {expected}, got {value!r}")
+    if not all(isinstance(i, str) for i in table.get("inputs", [])):
+        raise InputError(f"{where}: inputs must be a list of stage names, got {table['inputs']!r}")
 
 
 def _factory(spec: str, where: str):

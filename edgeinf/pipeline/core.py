@@ -330,6 +330,8 @@ class Pipeline:
             raise PipelineError("stages must be added before the first frame")
         if name in self.stages:
             raise InputError(f"a stage named {name!r} already exists")
+        if isinstance(inputs, str):
+            raise InputError(f"inputs must be a list of stage names, got the string {inputs!r}")
         unknown = [i for i in inputs if i not in self.stages]
         if unknown:
             raise InputError(f"stage {name!r} takes unknown input(s) {unknown}; stages so far: {list(self.stages)}")

@@ -93,6 +93,14 @@ def test_edgeinf_run_prints_one_json_line_per_frame_matching_the_direct_models(s
         ("[pipeline]\n", "at least one"),
         ('[[stage]]\nname = "a"\nfactory = "no_such_module:f"\n', "cannot import"),
         ('[[stage]]\nname = "a"\nfactory = "m:f"\n[[stage', "not valid TOML"),
+        ('[[stage]]\nname = "a"\nfactory = "m:f"\nworkers = "two"\n', "workers must be int"),
+        ('[[stage]]\nname = "a"\nfactory = "m:f"\ninputs = "faces"\n', "inputs must be list"),
+        ('[[stage]]\nname = "a"\nfactory = "m:f"\nprocess = 1\n', "process must be bool"),
+        (
+            '[[stage]]\nname = "a"\nfactory = "m:f"\nbreaker_failures = 0\n',
+            "failures must be",
+        ),
+        ('[[stage]]\nfactory = "m:f"\n', "needs name"),
     ],
 )
 def test_bad_pipeline_files_are_usage_errors_naming_the_problem(tmp_path, small_clip, capsys, text, message):
