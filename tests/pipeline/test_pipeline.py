@@ -239,3 +239,30 @@ def test_a_power_scheduler_decision_sets_the_stage_variant_and_rate():
         assert len(pipe.stages["mesh"].live_workers) == 1
         with pytest.raises(InputError, match="none is"):
             pipe.apply("faces", Decision(0.0, Config("tiny"), 1.0, 0.0, 0.0, False, ""))
+
+
+def test_closing_answers_the_frames_still_inside():
+    release = threading.Event()
+    pipe = Pipeline("closing")
+    pipe.add("slow", lambda f: release.wait(WAIT_S))
+    future = pipe.submit(frame(0))
+    pipe.close()
+    result = future.result(WAIT_S)
+    release.set()
+    assert result.stages["slow"].status == "timeout" and "closed" in result.stages["slow"].error
+
+
+def test_arun_iterates_a_source_from_asyncio(tmp_path):
+    from PIL import Image
+
+    import edgeinf.sources as sources
+
+    for i in range(3):
+        Image.fromarray(np.full((8, 8, 3), i * 10, np.uint8)).save(tmp_path / f"{i}.png")
+
+    async def main():
+        with Pipeline("arun") as pipe:
+            pipe.add("level", lambda f: int(f.data[0, 0, 0]))
+            return [r["level"] async for r in pipe.arun(sources.open(tmp_path))]
+
+    assert asyncio.run(main()) == [0, 10, 20]

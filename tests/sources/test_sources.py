@@ -166,6 +166,7 @@ class _FakePicamera2:
     """The picamera2 calls the source makes, returning real I420 frames with padded rows."""
 
     instances: list = []
+    padding = 32  # bytes of row padding the ISP adds
 
     def __init__(self, camera_num=0):
         self.frames = iter(self.i420_frames)
@@ -183,7 +184,11 @@ class _FakePicamera2:
 
     def stream_configuration(self, name):
         width, _ = self.config[name]["size"]
-        return {"size": self.config[name]["size"], "stride": width + 32, "format": self.config[name]["format"]}
+        return {
+            "size": self.config[name]["size"],
+            "stride": width + self.padding,
+            "format": self.config[name]["format"],
+        }
 
     def start(self):
         self.started = True
@@ -195,12 +200,13 @@ class _FakePicamera2:
         tight = next(self.frames, self.i420_frames[-1])
         width = self.config["lores"]["size"][0]
         height = tight.shape[0] * 2 // 3
-        stride = width + 32
+        stride = width + self.padding
         flat = np.full(height * 3 // 2 * stride, 7, np.uint8)  # padding bytes the frame must not show
         flat[: height * stride].reshape(height, stride)[:, :width] = tight[:height]
         chroma = tight[height:].reshape(height, width // 2)
         flat[height * stride :].reshape(height, stride // 2)[:, : width // 2] = chroma
-        return flat.reshape(height * 3 // 2, stride)
+        self.last = flat.reshape(height * 3 // 2, stride)
+        return self.last
 
     def stop(self):
         self.started = False
@@ -209,8 +215,11 @@ class _FakePicamera2:
         self.closed = True
 
 
-def test_picamera2_lores_yuv420_frames_are_repacked_from_padded_rows(monkeypatch):
+@pytest.mark.parametrize("padding", [32, 0])
+def test_picamera2_lores_yuv420_frames_are_repacked_from_padded_rows(monkeypatch, padding):
     import cv2
+
+    monkeypatch.setattr(_FakePicamera2, "padding", padding)
 
     width, height = 160, 120
     tight = [cv2.cvtColor(f, cv2.COLOR_BGR2YUV_I420) for f in pan_zoom_frames(3, (width, height))]
@@ -222,6 +231,8 @@ def test_picamera2_lores_yuv420_frames_are_repacked_from_padded_rows(monkeypatch
         for _ in range(3):
             _FakePicamera2.instances[0].shutter.release()
             frames.append(source.read())
+            # Unpadded rows are handed over as they came (no copy); padded ones repacked once.
+            assert np.shares_memory(frames[-1].data, _FakePicamera2.instances[0].last) == (padding == 0)
         _FakePicamera2.instances[0].free_running = True  # a camera keeps delivering until stopped
     assert [f.format for f in frames] == ["i420"] * 3
     for frame, expected in zip(frames, tight):
