@@ -15,6 +15,7 @@ exit, and Python's resource tracker unlinks the segment.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import logging
 import multiprocessing
@@ -48,7 +49,7 @@ class ProcessStage:
         *args: picklable arguments of the factory.
         options: picklable keyword arguments of the factory.
         frame_bytes: the largest frame a slot holds (default: 1080p BGR).
-        output_bytes: room for the arrays one call returns.
+        output_bytes: room for the arrays one call takes (its inputs' values) and returns.
         start_timeout_s: how long a child may take to import and build its callable.
 
     >>> pipe.add("landmarks", ProcessStage("edgeinf.pipeline.face:landmark_stage"),  # doctest: +SKIP
@@ -214,8 +215,11 @@ class _ProcessWorker(_Worker):
 
     def remote(self, header: tuple, args: tuple) -> Any:
         conn = self.conn
+        buf = self.stage.segment.buf
+        # The exchange area carries the inputs' arrays in, then the results' arrays out.
+        packed = _pack(args, buf, self.output_offset, self.stage.spec.output_bytes, "the stage's inputs")
         try:
-            conn.send((header, args))
+            conn.send((header, packed))
             status, payload = conn.recv()
         except (EOFError, OSError):
             process = self.process
@@ -303,8 +307,9 @@ def _child_main(
             (shape, dtype, format, seq, timestamp_s), call_args = message
             frame = Frame(np.ndarray(shape, np.dtype(dtype), buffer=buf, offset=frame_offset), format, seq, timestamp_s)
             try:
+                call_args = _unpack(call_args, buf, output_offset)  # copied out: the area now takes the results
                 value = fn(frame, *call_args)
-                reply = ("ok", _pack(value, buf, output_offset, output_bytes))
+                reply = ("ok", _pack(value, buf, output_offset, output_bytes, "the stage's results"))
             except Exception as exc:
                 reply = ("error", f"{type(exc).__name__}: {exc}")
             del frame
@@ -324,34 +329,48 @@ class _Shared:
         self.offset, self.shape, self.dtype = offset, shape, dtype
 
 
-def _pack(value: Any, buf, base: int, size: int) -> Any:
+class _Record:
+    """A dataclass instance as it crosses the pipe: its class and its fields (arrays as `_Shared`)."""
+
+    __slots__ = ("cls", "fields")
+
+    def __init__(self, cls: type, fields: dict):
+        self.cls, self.fields = cls, fields
+
+
+def _pack(value: Any, buf, base: int, size: int, what: str) -> Any:
+    """``value`` with every array moved into ``buf[base : base + size]``: what is left to pickle is small."""
     used = [0]
 
     def walk(v):
         if isinstance(v, np.ndarray):
             start = _aligned(used[0])
             if start + v.nbytes > size:
-                raise InputError(f"the stage returned more than its {size}-byte output area: raise output_bytes")
+                raise InputError(f"{what} take more than the stage's {size}-byte exchange area: raise output_bytes")
             np.ndarray(v.shape, v.dtype, buffer=buf, offset=base + start)[...] = v
             used[0] = start + v.nbytes
             return _Shared(start, v.shape, v.dtype.str)
         if isinstance(v, dict):
             return {k: walk(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return type(v)(walk(x) for x in v) if type(v) in (list, tuple) else v
+        if type(v) in (list, tuple):
+            return type(v)(walk(x) for x in v)
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return _Record(type(v), {f.name: walk(getattr(v, f.name)) for f in dataclasses.fields(v) if f.init})
         return v
 
     return walk(value)
 
 
 def _unpack(value: Any, buf, base: int) -> Any:
+    """The inverse of `_pack`; arrays are copied out, as the area is reused by the next call."""
     if isinstance(value, _Shared):
-        # A copy out of the slot: the slot is reused by the next call.
         return np.ndarray(value.shape, np.dtype(value.dtype), buffer=buf, offset=base + value.offset).copy()
     if isinstance(value, dict):
         return {k: _unpack(x, buf, base) for k, x in value.items()}
-    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+    if type(value) in (list, tuple):
         return type(value)(_unpack(x, buf, base) for x in value)
+    if isinstance(value, _Record):
+        return value.cls(**{k: _unpack(x, buf, base) for k, x in value.fields.items()})
     return value
 
 

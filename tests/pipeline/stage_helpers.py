@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -36,3 +37,19 @@ def misbehaving():
 
 def broken_factory():
     raise RuntimeError("model file missing")
+
+
+def refuse_to_pickle(array):
+    raise AssertionError(f"an array of shape {array.shape} was pickled")
+
+
+def no_pickled_arrays():
+    """Double each record's keypoints, with pickling of arrays refused in this process."""
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(np.ndarray, refuse_to_pickle)
+
+    def stage(frame, record):
+        return dataclasses.replace(record, keypoints=record.keypoints * 2, box=tuple(frame.data[0, :4].tolist()))
+
+    return stage

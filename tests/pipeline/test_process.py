@@ -126,3 +126,27 @@ def test_segments_are_removed_after_the_parent_is_killed(tmp_path):
         proc.stdin.close()
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_arrays_in_inputs_and_results_are_not_pickled(monkeypatch):
+    from multiprocessing.reduction import ForkingPickler
+
+    from stage_helpers import refuse_to_pickle
+
+    from edgeinf.face import Face
+
+    faces = [Face((0.0, 0.0, 1.0, 1.0), 0.9, np.arange(12, dtype=np.float32).reshape(6, 2) + i) for i in range(2)]
+    pipe = Pipeline("no_pickle", timeout_s=WAIT_S)
+    pipe.add("faces", lambda frame: faces)
+    pipe.add("doubled", ProcessStage("stage_helpers:no_pickled_arrays"), inputs=["faces"], for_each="faces")
+    try:
+        pipe.start()
+        monkeypatch.setitem(ForkingPickler._extra_reducers, np.ndarray, refuse_to_pickle)
+        result = pipe.process(Frame(np.arange(16, dtype=np.uint8).reshape(4, 4), "gray", 0, 0.0))
+    finally:
+        pipe.close()
+    doubled = result["doubled"]
+    assert [type(d) for d in doubled] == [Face, Face]
+    for face, out in zip(faces, doubled):
+        np.testing.assert_array_equal(out.keypoints, face.keypoints * 2)
+        assert out.box == (0, 1, 2, 3) and out.score == face.score
