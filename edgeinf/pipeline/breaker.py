@@ -48,6 +48,11 @@ class CircuitBreaker:
         self._trial_out = True
         return True
 
+    def release(self) -> None:
+        """A call `allow` let through did not run (its frame was dropped): free the trial slot."""
+        if self.state == HALF_OPEN:
+            self._trial_out = False
+
     def record(self, ok: bool) -> None:
         """The outcome of a call that `allow` let through."""
         if ok:

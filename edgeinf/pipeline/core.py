@@ -645,8 +645,18 @@ class Pipeline:
         for future, result in resolved:
             future.set_result(result)
 
-    def _finish_frame(self, job: _Job, why: str) -> None:
+    def _finish_frame(self, job: _Job, why: str, overran: bool = False) -> None:
+        """Answer a frame with what is done; ``overran``: its deadline passed (else: closing)."""
         for stage in self._order:
+            if stage.name in job.results and job.results[stage.name] is None:  # queued or running
+                running = next((w for w in stage.live_workers if w.current and w.current[0] is job), None)
+                if overran and running is not None:
+                    # A call still running at the frame's deadline overran it: a failure, and its
+                    # worker is replaced, as when the stage's own deadline passes.
+                    stage.breaker.record(False)
+                    stage.abandon(self, running)
+                else:
+                    stage.breaker.release()  # a trial call that never ran must not hold the breaker
             if job.results.get(stage.name) is None:
                 self._settle(job, stage, StageResult("timeout", error=why))
         self._complete(job)
@@ -659,7 +669,7 @@ class Pipeline:
         if job.done:
             return
         if kind == "frame":
-            self._finish_frame(job, f"the frame's deadline of {self.timeout_s} s passed")
+            self._finish_frame(job, f"the frame's deadline of {self.timeout_s} s passed", overran=True)
             return
         if job.results.get(stage.name) is not None or worker.current is None or worker.current[0] is not job:
             return  # the call finished in time

@@ -266,3 +266,30 @@ def test_arun_iterates_a_source_from_asyncio(tmp_path):
             return [r["level"] async for r in pipe.arun(sources.open(tmp_path))]
 
     assert asyncio.run(main()) == [0, 10, 20]
+
+
+def test_a_stage_without_a_deadline_that_hangs_is_replaced_at_the_frame_deadline():
+    release = threading.Event()
+
+    def hangs_once(f):
+        if f.seq == 0:
+            release.wait(WAIT_S)
+        return f.seq
+
+    with Pipeline("frame_deadline", timeout_s=0.05) as pipe:
+        pipe.add("stage", hangs_once, breaker=CircuitBreaker(failures=2))
+        first = pipe.process(frame(0, 0))
+        second = pipe.process(frame(0, 1))  # served by a new worker, not queued behind the hung one
+        release.set()
+    assert first.stages["stage"].status == "timeout" and second["stage"] == 1
+    assert pipe.stages["stage"].breaker.consecutive_failures == 0  # the success after it reset the count
+
+
+def test_a_half_open_trial_whose_frame_was_dropped_does_not_hold_the_breaker():
+    clock = FakeClock()
+    breaker = CircuitBreaker(failures=1, reset_s=1.0, clock=clock)
+    breaker.record(False)
+    clock.now = 1.0
+    assert breaker.allow()
+    breaker.release()  # the frame of the trial was answered before the call ran
+    assert breaker.allow()
