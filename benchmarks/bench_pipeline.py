@@ -15,7 +15,7 @@ Every model runs with 1 thread. Frames are offered as fast as the contender take
 (the pipeline takes a new one when it has room); throughput is frames per second of wall
 time, latency is per frame from submission to answer (p50 / p99).
 
-Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json]
+Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json] [--quick]
 """
 
 from __future__ import annotations
@@ -135,7 +135,10 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--quick", action="store_true", help="a smoke run (10 frames, 1 round): not for the report")
     args = parser.parse_args()
+    if args.quick:
+        args.frames, args.rounds = 10, 1
     frames = video(args.frames)
     plain = PlainLoop()
     contenders = {
@@ -181,8 +184,9 @@ def main() -> None:
         )
     if args.json:
         report = {
+            "benchmark": "pipeline",
             "title": "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
-            "environment": environment(),
+            **environment(),
             "frames": args.frames,
             "rounds": args.rounds,
             "rows": rows,
