@@ -326,7 +326,13 @@ def _optional_subcommands(sub) -> None:
     # Areas that bring their own subcommand expose add_parser(subparsers) / run(args).
     import importlib
 
-    for name in ("edgeinf.compat.cli", "edgeinf.power.cli", "edgeinf.bench_cli", "edgeinf.quantize.cli"):
+    for name in (
+        "edgeinf.compat.cli",
+        "edgeinf.power.cli",
+        "edgeinf.bench_cli",
+        "edgeinf.quantize.cli",
+        "edgeinf.pipeline.cli",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:

@@ -12,12 +12,14 @@ throughput load one `Model` per thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Union
@@ -482,9 +484,44 @@ class Model:
                 call.image_start = None
                 self._images_active -= 1
 
+    # -- futures -------------------------------------------------------------------
+    def submit(self, inputs: Inputs, **options) -> Future:
+        """`run` on the model's own worker thread; returns a `concurrent.futures.Future`.
+
+        Calls run one at a time in submission order (one model runs one call at a time);
+        the caller's thread is free meanwhile. ``submit_image`` does the same for `run_image`.
+
+        >>> future = model.submit(x)                     # doctest: +SKIP
+        >>> outputs = future.result(timeout=1.0)         # doctest: +SKIP
+        """
+        return self._submitter().submit(self.run, inputs, **options)
+
+    def submit_image(self, frame: np.ndarray, color: str = "bgr", **options) -> Future:
+        """`run_image` on the model's worker thread; returns a Future of the outputs."""
+        return self._submitter().submit(self.run_image, frame, color, **options)
+
+    async def arun(self, inputs: Inputs, **options) -> dict[str, np.ndarray]:
+        """`run` for asyncio: awaits the outputs without blocking the event loop."""
+        return await asyncio.wrap_future(self.submit(inputs, **options))
+
+    async def arun_image(self, frame: np.ndarray, color: str = "bgr", **options) -> dict[str, np.ndarray]:
+        """`run_image` for asyncio."""
+        return await asyncio.wrap_future(self.submit_image(frame, color, **options))
+
+    def _submitter(self) -> ThreadPoolExecutor:
+        with self._lock:
+            self._live()
+            executor = self.__dict__.get("_executor")
+            if executor is None:
+                executor = self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"edgeinf-{self.path.name}")
+            return executor
+
     # -- lifetime ------------------------------------------------------------------
     def close(self) -> None:
         """Release the runtime. Further calls raise `ModelClosedError`. Idempotent."""
+        executor = self.__dict__.pop("_executor", None)
+        if executor is not None:
+            executor.shutdown(wait=True)  # submitted calls finish first
         with self._lock:
             if self._backend is not None:
                 self._backend.close()

@@ -1,0 +1,183 @@
+"""The reference pipeline: BlazeFace detection, then the face mesh on each face's crop.
+
+The crop follows MediaPipe's face landmark graph: a square around the detection box,
+grown 1.5x on its long side, rotated so that the eyes are level, resampled to the
+landmark model's 192x192 input with values in [0, 1]. Landmarks are mapped back through
+the same rotation into frame pixels.
+
+The stage callables are built by factories so that a process stage builds its own
+models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+from ..face import Face
+from ..sources import Frame
+
+CROP_SCALE = 1.5
+"""How much larger than the detection box the landmark crop is (MediaPipe's scale_x/scale_y)."""
+
+
+@dataclass(frozen=True)
+class RotatedRect:
+    """A square crop in frame pixels: centre, side and rotation (radians, counter-clockwise positive)."""
+
+    center_x: float
+    center_y: float
+    size: float
+    rotation: float
+
+    def corners(self) -> np.ndarray:
+        """Top-left, top-right and bottom-left corners of the crop, as (3, 2) frame pixels."""
+        c, s = math.cos(self.rotation), math.sin(self.rotation)
+        half = self.size / 2.0
+        local = np.array([[-half, -half], [half, -half], [-half, half]])
+        rotation = np.array([[c, -s], [s, c]])
+        return local @ rotation.T + (self.center_x, self.center_y)
+
+    def to_frame(self, points: np.ndarray, crop_size: int) -> np.ndarray:
+        """Crop pixel coordinates (..., 2) to frame pixels."""
+        c, s = math.cos(self.rotation), math.sin(self.rotation)
+        local = (points / crop_size - 0.5) * self.size
+        rotation = np.array([[c, -s], [s, c]])
+        return local @ rotation.T + (self.center_x, self.center_y)
+
+
+def face_crop_rect(face: Face) -> RotatedRect:
+    """MediaPipe's landmark crop for a detection: box centre, eyes level, long side x1.5.
+
+    The rotation turns the vector from the right eye (keypoint 0) to the left eye
+    (keypoint 1) to horizontal, as MediaPipe's detection-to-rect step does.
+    """
+    xmin, ymin, xmax, ymax = face.box
+    (rx, ry), (lx, ly) = face.keypoints[0], face.keypoints[1]
+    angle = -math.atan2(-(ly - ry), lx - rx)
+    rotation = angle - 2 * math.pi * math.floor((angle + math.pi) / (2 * math.pi))
+    side = max(xmax - xmin, ymax - ymin) * CROP_SCALE
+    return RotatedRect((xmin + xmax) / 2.0, (ymin + ymax) / 2.0, side, rotation)
+
+
+def frame_bgr(frame: Frame) -> np.ndarray:
+    """The frame as BGR pixels (a view when it already is BGR)."""
+    import cv2
+
+    if frame.format == "bgr":
+        return frame.data
+    if frame.format == "rgb":
+        return cv2.cvtColor(frame.data, cv2.COLOR_RGB2BGR)
+    if frame.format == "gray":
+        return cv2.cvtColor(frame.data, cv2.COLOR_GRAY2BGR)
+    codes = {
+        "i420": cv2.COLOR_YUV2BGR_I420,
+        "nv12": cv2.COLOR_YUV2BGR_NV12,
+        "nv21": cv2.COLOR_YUV2BGR_NV21,
+        "yuyv": cv2.COLOR_YUV2BGR_YUYV,
+    }
+    if frame.format not in codes:
+        raise InputError(f"cannot crop a {frame.format!r} frame: expected one of bgr, rgb, gray, {sorted(codes)}")
+    return cv2.cvtColor(np.ascontiguousarray(frame.data), codes[frame.format])
+
+
+def crop(image_bgr: np.ndarray, rect: RotatedRect, size: int) -> np.ndarray:
+    """The rotated square ``rect`` of a BGR image, resampled to size x size (black outside)."""
+    import cv2
+
+    target = np.float32([[0, 0], [size, 0], [0, size]])
+    matrix = cv2.getAffineTransform(rect.corners().astype(np.float32), target)
+    return cv2.warpAffine(image_bgr, matrix, (size, size), flags=cv2.INTER_LINEAR, borderValue=(0, 0, 0))
+
+
+@dataclass(frozen=True)
+class FaceLandmarks:
+    """The face mesh of one face.
+
+    Attributes:
+        points: (468, 3) float32: x, y in frame pixels, z (depth) in the same scale.
+        presence: the model's confidence that the crop holds a face, in [0, 1].
+        rect: the crop it came from.
+    """
+
+    points: np.ndarray
+    presence: float
+    rect: RotatedRect
+
+    def to_dict(self) -> dict:
+        return {"presence": self.presence, "points": np.round(self.points, 2).tolist()}
+
+
+class FaceLandmarker:
+    """The face mesh model on a rotated crop (see `face_crop_rect`).
+
+    Args:
+        model: a loaded `Model`, a path, or a manifest name (default ``face_landmark``).
+        num_threads: runtime threads when it loads the model itself.
+    """
+
+    def __init__(self, model="face_landmark", num_threads: int | None = 1):
+        from ..model import Model, load
+
+        self.model = model if isinstance(model, Model) else load(model, num_threads=num_threads)
+        shape = tuple(self.model.inputs[0].shape)
+        if len(shape) != 4 or shape[1] != shape[2] or shape[3] != 3:
+            raise InputError(f"a face landmark model with a square 1xNxNx3 input was expected, got {shape}")
+        self.size = shape[1]
+        self._points = next(s.name for s in self.model.outputs if s.shape[-1] % 3 == 0 and s.shape[-1] > 3)
+        self._presence = next(s.name for s in self.model.outputs if s.shape[-1] == 1)
+
+    def __call__(self, frame: Frame, face: Face) -> FaceLandmarks:
+        rect = face_crop_rect(face)
+        patch = crop(frame_bgr(frame), rect, self.size)
+        outputs = self.model.run_image(patch, color="bgr", mean=0.0, std=255.0)
+        raw = np.asarray(outputs[self._points], np.float32).reshape(-1, 3)
+        points = np.empty_like(raw)
+        points[:, :2] = rect.to_frame(raw[:, :2], self.size)
+        points[:, 2] = raw[:, 2] * rect.size / self.size
+        logit = float(np.asarray(outputs[self._presence]).reshape(-1)[0])
+        presence = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
+        return FaceLandmarks(points, presence, rect)
+
+
+def detection_stage(model: str = "face_detection_short_range", num_threads: int | None = 1):
+    """A stage callable ``fn(frame) -> list[Face]`` (BlazeFace on the frame as it comes)."""
+    from ..face import FaceDetector
+
+    detector = FaceDetector(model, num_threads=num_threads)
+
+    def detect(frame: Frame) -> list[Face]:
+        return detector.detect(frame.data, frame.format)
+
+    detect.model = detector.model
+    return detect
+
+
+def landmark_stage(model: str = "face_landmark", num_threads: int | None = 1) -> FaceLandmarker:
+    """A stage callable ``fn(frame, face) -> FaceLandmarks``, for ``for_each`` over the faces."""
+    return FaceLandmarker(model, num_threads=num_threads)
+
+
+def face_mesh_pipeline(*, processes: bool = False, timeout_s: float | None = None, num_threads: int = 1):
+    """The reference two-stage pipeline: ``faces`` then ``landmarks`` for each face.
+
+    Args:
+        processes: run the landmark stage in a child process (a second core without the GIL).
+        timeout_s: the frame's deadline.
+        num_threads: runtime threads per model.
+    """
+    from .core import Pipeline
+    from .process import ProcessStage
+
+    pipe = Pipeline("face_mesh", timeout_s=timeout_s)
+    pipe.add("faces", detection_stage(num_threads=num_threads))
+    landmarks = (
+        ProcessStage("edgeinf.pipeline.face:landmark_stage", options={"num_threads": num_threads})
+        if processes
+        else landmark_stage(num_threads=num_threads)
+    )
+    pipe.add("landmarks", landmarks, inputs=["faces"], for_each="faces")
+    return pipe

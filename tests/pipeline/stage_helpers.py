@@ -1,0 +1,55 @@
+"""Stage factories the process tests start in child processes (imported there by name)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import numpy as np
+
+
+def frame_stats():
+    """A stage returning arrays computed from the frame read in shared memory, and the child's pid."""
+
+    def stats(frame, *inputs):
+        data = frame.data
+        return {"pid": os.getpid(), "seq": frame.seq, "sum": np.array([int(data.sum())]), "echo": data.copy()}
+
+    return stats
+
+
+def misbehaving():
+    """Frame value 1: raise; 2: hang; 3: crash the process; else the frame's first pixel."""
+
+    def stage(frame):
+        value = int(frame.data.flat[0])
+        if value == 1:
+            raise ValueError("bad pixel")
+        if value == 2:
+            time.sleep(3600)
+        if value == 3:
+            os._exit(7)
+        return {"pid": os.getpid(), "value": value}
+
+    return stage
+
+
+def broken_factory():
+    raise RuntimeError("model file missing")
+
+
+def refuse_to_pickle(array):
+    raise AssertionError(f"an array of shape {array.shape} was pickled")
+
+
+def no_pickled_arrays():
+    """Double each record's keypoints, with pickling of arrays refused in this process."""
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler.register(np.ndarray, refuse_to_pickle)
+
+    def stage(frame, record):
+        return dataclasses.replace(record, keypoints=record.keypoints * 2, box=tuple(frame.data[0, :4].tolist()))
+
+    return stage
