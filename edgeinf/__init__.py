@@ -38,7 +38,11 @@ def __getattr__(name):
         from .ab import ABTest
 
         return ABTest
-    if name in ("metrics", "bench", "quantize"):
+    if name == "Pipeline":
+        from .pipeline import Pipeline
+
+        return Pipeline
+    if name in ("metrics", "bench", "quantize", "sources", "pipeline"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
@@ -55,6 +59,7 @@ __all__ = [
     "Model",
     "ModelClosedError",
     "ModelFileError",
+    "Pipeline",
     "Quantization",
     "RuntimeFailure",
     "SensorError",

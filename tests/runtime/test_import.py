@@ -16,3 +16,17 @@ def test_import_edgeinf_imports_no_runtime():
     assert not [m for m in loaded if not m.startswith("edgeinf")], loaded
     assert "edgeinf._C" not in loaded
     assert "edgeinf.model" not in loaded  # loaded on first use of edgeinf.load
+
+
+def test_pipeline_and_sources_are_reached_from_the_top_level_lazily():
+    code = (
+        "import sys, json, edgeinf; before = 'edgeinf.pipeline' in sys.modules; "
+        "from edgeinf.pipeline import Pipeline; "
+        "print(json.dumps([before, edgeinf.Pipeline is Pipeline, edgeinf.sources.__name__, 'cv2' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, same, sources, cv2_loaded = json.loads(out)
+    assert before is False
+    assert same is True
+    assert sources == "edgeinf.sources"
+    assert cv2_loaded is False  # OpenCV is imported when a source that needs it opens
