@@ -11,6 +11,7 @@ dimensions marked (a name or -1 where the file has no fixed value).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass, field
@@ -70,6 +71,17 @@ class OnnxModel:
     inputs: tuple[OnnxValue, ...]
     outputs: tuple[OnnxValue, ...]
     value_shapes: dict[str, tuple] = field(default_factory=dict, compare=False)
+    # Values of the small initializers (at most SMALL_CONSTANT elements): quantization
+    # scales and zero points, shapes, axes.
+    constants: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
+    external_data: tuple[str, ...] = ()  # the files that hold external initializers, relative to the model
+
+    @property
+    def has_external_data(self) -> bool:
+        return bool(self.external_data)
+
+
+SMALL_CONSTANT = 4096
 
 
 def _onnx():
@@ -137,12 +149,49 @@ def _tensor_bytes(onnx, t) -> int:
         return len(t.raw_data)
 
 
+def _external_entry(t) -> dict[str, str]:
+    return {_text(e.key): _text(e.value) for e in t.external_data}
+
+
+def _check_external(where: str, tensor: str, entry: dict[str, str], size: int, base: Path | None) -> str:
+    """The external file of one initializer, verified to exist beside the model and hold its bytes."""
+    location = entry.get("location", "")
+    if not location:
+        raise ModelFileError(f"{where}: initializer {tensor!r} is stored externally but names no file")
+    relative = Path(location)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise ModelFileError(
+            f"{where}: initializer {tensor!r} points outside the model's folder ({location!r}); "
+            "external data must be a relative path beside the model"
+        )
+    if base is None:
+        return location  # bytes without a file name: nothing to look in
+    try:
+        offset = int(entry.get("offset", "0") or 0)
+        length = int(entry["length"]) if entry.get("length") else size
+    except ValueError:
+        raise ModelFileError(f"{where}: initializer {tensor!r} has a non-numeric external offset or length") from None
+    file = base / relative
+    if not file.is_file():
+        raise ModelFileError(
+            f"{where}: initializer {tensor!r} needs the external data file {location!r}, missing in {base}"
+        )
+    have = file.stat().st_size
+    if offset < 0 or length < 0 or offset + length > have:
+        raise ModelFileError(
+            f"{where}: initializer {tensor!r} reads bytes {offset}..{offset + length} of {location!r}, "
+            f"which has {have} bytes"
+        )
+    return location
+
+
 def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike, None] = None) -> OnnxModel:
-    """Parse an .onnx model (external weights are not loaded, only sized).
+    """Parse an .onnx model (external weights are not loaded, only sized and found).
 
     Args:
         path: the file, or its bytes.
-        name: the file the bytes were read from, for messages (a path names itself).
+        name: the file the bytes were read from, for messages and to find external data
+            beside it (a path names itself).
 
     Raises:
         BackendUnavailableError: the onnx package is not installed.
@@ -154,6 +203,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
     if isinstance(path, (bytes, bytearray, memoryview)):
         data = bytes(path)
         where = "model bytes" if name is None else Path(name).name
+        base = None if name is None else Path(name).parent
         name = None if name is None else str(name)
     else:
         p = Path(path)
@@ -163,7 +213,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
             raise ModelFileError(f"{p}: no such file") from None
         except OSError as exc:
             raise ModelFileError(f"{p}: cannot read: {exc}") from None
-        name, where = str(p), p.name
+        name, where, base = str(p), p.name, p.parent
     try:
         model = onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as exc:
@@ -205,22 +255,39 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         )
     inits = []
     total = 0
+    constants: dict[str, np.ndarray] = {}
+    external_files: dict[str, None] = {}
     for t in model.graph.initializer:
         dtype = _dtype_name(onnx, t.data_type)
         shape = tuple(t.dims)
+        if any(d < 0 for d in shape):
+            raise ModelFileError(f"{where}: initializer {_text(t.name)!r} has a negative dimension: {list(shape)}")
         size = _tensor_bytes(onnx, t)
         external = t.data_location == onnx.TensorProto.EXTERNAL
-        if any(d < 0 for d in shape) or (not external and size > len(data)):
+        if not external and size > len(data):
             raise ModelFileError(
                 f"{where}: initializer {_text(t.name)!r} of shape {list(shape)} claims {size} bytes, "
                 f"the file has {len(data)}"
             )
+        if external:
+            external_files[_check_external(where, _text(t.name), _external_entry(t), size, base)] = None
+        elif math.prod(shape) <= SMALL_CONSTANT:
+            # Inconsistent data is the runtime's to report: here only a fact would be lost.
+            with contextlib.suppress(Exception):
+                constants[_text(t.name)] = onnx.numpy_helper.to_array(t)
         total += size
         inits.append(OnnxValue(_text(t.name), dtype, shape))
     for n in model.graph.node:  # weights exported as Constant nodes (PaddlePaddle does this)
         for a in n.attribute:
             if n.op_type == "Constant" and a.type == onnx.AttributeProto.TENSOR:
                 total += _tensor_bytes(onnx, a.t)
+                if (
+                    n.output
+                    and math.prod(a.t.dims) <= SMALL_CONSTANT
+                    and a.t.data_location != onnx.TensorProto.EXTERNAL
+                ):
+                    with contextlib.suppress(Exception):
+                        constants[_text(n.output[0])] = onnx.numpy_helper.to_array(a.t)
     init_names = {_text(t.name) for t in model.graph.initializer}
     value_shapes = {_text(vi.name): _value(onnx, vi).shape for vi in model.graph.value_info}
     return OnnxModel(
@@ -235,4 +302,6 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         inputs=tuple(v for v in (_value(onnx, vi) for vi in model.graph.input) if v.name not in init_names),
         outputs=tuple(_value(onnx, vi) for vi in model.graph.output),
         value_shapes=value_shapes,
+        constants=constants,
+        external_data=tuple(external_files),
     )
