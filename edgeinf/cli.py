@@ -1,4 +1,4 @@
-"""The `edgeinf` command: info, check, demo, fetch, power, bench.
+"""The `edgeinf` command: info, check, convert, demo, fetch, power, bench.
 
 Errors are one line on stderr, ``edgeinf: error: ...``, with exit code 2 when the command
 line or an input file is wrong and 1 when the work itself failed (a download, the
@@ -326,7 +326,13 @@ def _optional_subcommands(sub) -> None:
     # Areas that bring their own subcommand expose add_parser(subparsers) / run(args).
     import importlib
 
-    for name in ("edgeinf.compat.cli", "edgeinf.power.cli", "edgeinf.bench_cli", "edgeinf.quantize.cli"):
+    for name in (
+        "edgeinf.compat.cli",
+        "edgeinf.convert.cli",
+        "edgeinf.power.cli",
+        "edgeinf.bench_cli",
+        "edgeinf.quantize.cli",
+    ):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
