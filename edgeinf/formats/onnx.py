@@ -220,8 +220,14 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         raise ModelFileError(f"{where}: not a readable ONNX protobuf: {exc}") from None
     if not model.HasField("graph") or not model.opset_import:
         raise ModelFileError(f"{where}: not an ONNX model: it has no graph or no opset_import")
+    external_files: dict[str, None] = {}
+    for t in model.graph.initializer:  # before onnx's checker, whose message for a missing file is vaguer
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            entry = _external_entry(t)
+            external_files[_check_external(where, _text(t.name), entry, _tensor_bytes(onnx, t), base)] = None
     try:
-        onnx.checker.check_model(model)
+        # With external data, onnx's checker looks for the files relative to the model's own path.
+        onnx.checker.check_model(str(base / Path(name).name) if external_files and base is not None else model)
     except (onnx.checker.ValidationError, ValueError) as exc:  # ValueError: e.g. a name that is not UTF-8
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         raise ModelFileError(f"{where}: fails onnx's model checker: {first}") from None
@@ -256,7 +262,6 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
     inits = []
     total = 0
     constants: dict[str, np.ndarray] = {}
-    external_files: dict[str, None] = {}
     for t in model.graph.initializer:
         dtype = _dtype_name(onnx, t.data_type)
         shape = tuple(t.dims)
@@ -269,9 +274,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
                 f"{where}: initializer {_text(t.name)!r} of shape {list(shape)} claims {size} bytes, "
                 f"the file has {len(data)}"
             )
-        if external:
-            external_files[_check_external(where, _text(t.name), _external_entry(t), size, base)] = None
-        elif math.prod(shape) <= SMALL_CONSTANT:
+        if not external and math.prod(shape) <= SMALL_CONSTANT:
             # Inconsistent data is the runtime's to report: here only a fact would be lost.
             with contextlib.suppress(Exception):
                 constants[_text(t.name)] = onnx.numpy_helper.to_array(t)
