@@ -92,6 +92,8 @@ def _info(args) -> int:
         parsed = model.parsed
         if hasattr(parsed, "subgraphs"):
             ops = sum(len(graph.operators) for graph in parsed.subgraphs)
+        elif hasattr(parsed, "nodes"):  # ONNX
+            ops = len(parsed.nodes)
         else:
             ops = len(parsed.layers)
         facts = {
