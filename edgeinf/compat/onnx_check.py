@@ -119,7 +119,46 @@ def _function_body(node: OnnxNode, opset: int) -> bool:
     return bool(schema.has_function or schema.has_context_dependent_function)
 
 
-def ort_status(node: OnnxNode, opsets: dict[str, int], kernels: dict, target: tables.Target) -> NodeStatus:
+def _constraint_types(node: OnnxNode, version: int, value_types: dict[str, str]) -> dict[str, str]:
+    """The node's type per type constraint (``{"T": "float"}``), from its inputs' known types."""
+    try:
+        import onnx  # noqa: PLC0415
+
+        schema = onnx.defs.get_schema(node.op_type, version, "" if node.domain == DEFAULT_DOMAIN else node.domain)
+    except Exception:  # noqa: BLE001 (an op onnx does not know: no constraints to read)
+        return {}
+    bound: dict[str, str] = {}
+    formal = list(schema.inputs)
+    for i, name in enumerate(node.inputs):
+        if not name or name not in value_types or not formal:
+            continue
+        param = formal[min(i, len(formal) - 1)]  # a variadic last input covers the rest
+        bound.setdefault(param.type_str, value_types[name])
+    return bound
+
+
+# ORT runs a float16 node that has only a float kernel by inserting Casts around it
+# (its InsertCastTransformer); no other type gets that treatment.
+_CAST_TO_FLOAT = {"float16"}
+
+
+def _kernel_takes(kernel: dict, bound: dict[str, str]) -> tuple[bool, bool]:
+    """(takes the types as they are, takes them once float16 is cast to float)."""
+    exact = cast = True
+    for name, allowed in kernel["types"].items():
+        given = bound.get(name)
+        if given is None:
+            continue
+        if given not in allowed:
+            exact = False
+            if not (given in _CAST_TO_FLOAT and "float" in allowed):
+                cast = False
+    return exact, cast
+
+
+def ort_status(
+    node: OnnxNode, opsets: dict[str, int], kernels: dict, target: tables.Target, value_types=None
+) -> NodeStatus:
     source = f"probe:{target.label} CPUExecutionProvider kernels"
     opset = opsets.get(node.domain)
     newest = kernels["max_opset"].get(node.domain)
@@ -133,9 +172,24 @@ def ort_status(node: OnnxNode, opsets: dict[str, int], kernels: dict, target: ta
     version = node.since_version or opset or 1
     ranges = kernels["ops"].get(node.domain, {}).get(node.op_type)
     if ranges:
-        for r in ranges:
-            if r["since"] <= version and (r["until"] is None or version <= r["until"]):
+        versioned = [r for r in ranges if r["since"] <= version and (r["until"] is None or version <= r["until"])]
+        if versioned:
+            bound = _constraint_types(node, version, value_types or {})
+            takes = [_kernel_takes(r, bound) for r in versioned]
+            if any(exact for exact, _ in takes) or not bound:
                 return NodeStatus("cpu", "", "", source)
+            if any(cast for _, cast in takes):
+                return NodeStatus("cpu", "no float16 kernel: ORT runs it in float32 between inserted Casts", "", source)
+            given = ", ".join(f"{k}={v}" for k, v in sorted(bound.items()))
+            offered = "; ".join(
+                ", ".join(f"{k} in {{{','.join(v)}}}" for k, v in r["types"].items()) for r in versioned
+            )
+            return NodeStatus(
+                "unsupported",
+                f"no CPU kernel for {node.op_type} version {version} with {given} (kernels take {offered})",
+                "cast the tensor to a type the kernel takes before export",
+                source,
+            )
         covered = ", ".join(f"{r['since']}..{r['until'] or ''}" for r in ranges)
         return NodeStatus(
             "unsupported",
@@ -173,7 +227,7 @@ def check_onnx(
     for n in model.nodes:
         status = {}
         if ort_target:
-            status["onnxruntime"] = ort_status(n, model.opsets, kernels, ort_target)
+            status["onnxruntime"] = ort_status(n, model.opsets, kernels, ort_target, model.value_types)
         if ncnn_target:
             status["ncnn"] = ncnn_status(n, pnnx, registry)
         if tflite_target:

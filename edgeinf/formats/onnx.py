@@ -74,6 +74,8 @@ class OnnxModel:
     # Values of the small initializers (at most SMALL_CONSTANT elements): quantization
     # scales and zero points, shapes, axes.
     constants: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
+    # ONNX element type of each tensor whose type is known or inferred ("float", "int8", ...).
+    value_types: dict[str, str] = field(default_factory=dict, compare=False)
     external_data: tuple[str, ...] = ()  # the files that hold external initializers, relative to the model
 
     @property
@@ -185,6 +187,44 @@ def _check_external(where: str, tensor: str, entry: dict[str, str], size: int, b
     return location
 
 
+def _type_name(onnx, elem_type: int) -> str | None:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return None
+
+
+def _value_types(onnx, model) -> dict[str, str]:
+    """Element types of the graph's tensors: declared ones, and what onnx's type inference adds.
+
+    Inference runs on a copy without the large weights' bytes (it needs their types and
+    shapes; small constants such as Reshape targets stay, they refine inferred shapes).
+    """
+    graph = model.graph
+    types: dict[str, str] = {}
+    for t in graph.initializer:
+        if (name := _type_name(onnx, t.data_type)) is not None:
+            types[_text(t.name)] = name
+    skeleton = onnx.ModelProto()
+    skeleton.CopyFrom(model)
+    for t in skeleton.graph.initializer:
+        if math.prod(t.dims) <= SMALL_CONSTANT and t.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        t.ClearField("raw_data")
+        for field_name in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+            t.ClearField(field_name)
+        t.data_location = onnx.TensorProto.DEFAULT
+        t.ClearField("external_data")
+    with contextlib.suppress(Exception):  # inference failures: the declared types are still known
+        graph = onnx.shape_inference.infer_shapes(skeleton).graph
+    for vi in (*graph.input, *graph.value_info, *graph.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            name = _type_name(onnx, vi.type.tensor_type.elem_type)
+            if name is not None:
+                types.setdefault(_text(vi.name), name)
+    return types
+
+
 def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike, None] = None) -> OnnxModel:
     """Parse an .onnx model (external weights are not loaded, only sized and found).
 
@@ -293,6 +333,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
                         constants[_text(n.output[0])] = onnx.numpy_helper.to_array(a.t)
     init_names = {_text(t.name) for t in model.graph.initializer}
     value_shapes = {_text(vi.name): _value(onnx, vi).shape for vi in model.graph.value_info}
+    value_types = _value_types(onnx, model)
     return OnnxModel(
         path=name,
         file_size=len(data),
@@ -305,6 +346,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         inputs=tuple(v for v in (_value(onnx, vi) for vi in model.graph.input) if v.name not in init_names),
         outputs=tuple(_value(onnx, vi) for vi in model.graph.output),
         value_shapes=value_shapes,
+        value_types=value_types,
         constants=constants,
         external_data=tuple(external_files),
     )
