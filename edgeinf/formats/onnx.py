@@ -265,9 +265,21 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         if t.data_location == onnx.TensorProto.EXTERNAL:
             entry = _external_entry(t)
             external_files[_check_external(where, _text(t.name), entry, _tensor_bytes(onnx, t), base)] = None
+    checked = model
+    if external_files:
+        # onnx's checker finds external files relative to the model's own path, so it reads
+        # the file: only when the file holds these very bytes (a model with external
+        # weights is small).
+        on_disk = Path(name) if name is not None else None
+        try:
+            same = on_disk is not None and on_disk.is_file() and on_disk.read_bytes() == data
+        except OSError:
+            same = False
+        if not same:
+            raise ModelFileError(f"{where}: has external data, which is only found from the model's own file")
+        checked = str(on_disk)
     try:
-        # With external data, onnx's checker looks for the files relative to the model's own path.
-        onnx.checker.check_model(str(base / Path(name).name) if external_files and base is not None else model)
+        onnx.checker.check_model(checked)
     except (onnx.checker.ValidationError, ValueError) as exc:  # ValueError: e.g. a name that is not UTF-8
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         raise ModelFileError(f"{where}: fails onnx's model checker: {first}") from None

@@ -139,3 +139,17 @@ def test_graph_onnx_checks_but_onnxruntime_refuses(tmp_path):
         pytest.skip("this onnx rejects the model itself")
     with pytest.raises((edgeinf.ModelFileError, edgeinf.UnsupportedOperatorError)):
         edgeinf.load(path, check=False)
+
+
+def test_external_data_needs_the_model_file_itself(tmp_path):
+    from edgeinf.formats.onnx import read_onnx
+
+    path, weights = _external_model(tmp_path, "weights.bin")
+    (tmp_path / "weights.bin").write_bytes(weights.tobytes())
+    assert read_onnx(path.read_bytes(), name=path).external_data == ("weights.bin",)
+    with pytest.raises(edgeinf.ModelFileError, match="only found from the model's own file"):
+        read_onnx(path.read_bytes())  # bytes alone: nowhere to look
+    with pytest.raises(edgeinf.ModelFileError, match="only found from the model's own file"):
+        other = onnx.load(str(path), load_external_data=False)
+        other.producer_name = "edited"
+        read_onnx(other.SerializeToString(), name=path)  # bytes that are not the file's
