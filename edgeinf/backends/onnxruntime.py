@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import InputError, ModelFileError, RuntimeFailure
+from ..errors import InputError, ModelFileError, RuntimeFailure, UnsupportedOperatorError
 from ..types import Layout, Quantization, TensorSpec
 from .base import Backend
 
@@ -202,8 +202,6 @@ class OnnxRuntimeBackend(Backend):
 
 def _load_error(path: Path, runtime: str, exc: Exception) -> Exception:
     """edgeinf's error for a session ORT refused: an operator it lacks, or a model it cannot read."""
-    from ..errors import UnsupportedOperatorError
-
     text = str(exc).strip()
     first = text.splitlines()[0] if text else type(exc).__name__
     kind = type(exc).__name__

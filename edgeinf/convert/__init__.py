@@ -147,8 +147,9 @@ def parse_input_shapes(texts, inputs) -> dict[str, tuple[int, ...]]:
                 raise InputError(
                     f"--input-shape {list(shape)} does not fit input {value.name!r} of shape {list(declared)}"
                 )
-        elif declared is not None and all(isinstance(d, int) and d >= 0 for d in declared[1:]) and declared:
-            shape = (1, *declared[1:]) if not (isinstance(declared[0], int) and declared[0] >= 0) else tuple(declared)
+        elif declared is not None and all(isinstance(d, int) and d >= 0 for d in declared[1:]):
+            batch = declared[:1]
+            shape = (*(d if isinstance(d, int) and d >= 0 else 1 for d in batch), *declared[1:])
         else:
             raise InputError(
                 f"input {value.name!r} has dynamic shape {list(declared) if declared else 'unknown'}: "
@@ -264,12 +265,12 @@ def convert(
         for sample in made:
             reference = original.run(sample.arrays)
             got = result.run(_converted_inputs(result, original, sample.arrays))
-            pairs = list(zip(original.outputs, result.outputs))
             if len(result.outputs) != len(original.outputs):
                 report.failures.append(
                     f"the converted model has {len(result.outputs)} output(s), the original {len(original.outputs)}"
                 )
                 return report
+            pairs = _paired(original.outputs, result.outputs, "out")
             for i, (spec, converted_spec) in enumerate(pairs):
                 ref, value = reference[spec.name], got[converted_spec.name]
                 lined = align(ref, value)
@@ -288,10 +289,21 @@ def convert(
     return report
 
 
+def _paired(original_specs, converted_specs, prefix: str) -> list[tuple]:
+    """(original, converted) spec pairs: by the original's names when the converter kept them,
+    else by pnnx's ``in0/out0`` names, else in order."""
+    by_name = {spec.name: spec for spec in converted_specs}
+    for key in (lambda i, spec: spec.name, lambda i, spec: f"{prefix}{i}"):
+        names = [key(i, spec) for i, spec in enumerate(original_specs)]
+        if all(name in by_name for name in names):
+            return [(spec, by_name[name]) for spec, name in zip(original_specs, names)]
+    return list(zip(original_specs, converted_specs))
+
+
 def _converted_inputs(result, original, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The original's inputs by the converted model's names and layout (paired in order)."""
+    """The original's inputs by the converted model's names and layout."""
     out = {}
-    for spec, converted in zip(original.inputs, result.inputs):
+    for spec, converted in _paired(original.inputs, result.inputs, "in"):
         array = arrays[spec.name]
         shape = converted.shape
         if array.ndim == 4 and len(shape) == 4 and shape[1] != array.shape[1] and shape[3] == array.shape[1]:

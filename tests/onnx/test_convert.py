@@ -143,3 +143,8 @@ def test_cli_rejects_bad_tolerances(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["convert", str(zoo.path(CLS)), "--to", "ncnn", "-o", str(tmp_path), "--min-cosine", "1.5"])
     assert exit_info.value.code == 2 and "a cosine is at most 1" in capsys.readouterr().err
+
+
+def test_input_shapes_of_scalars_and_fixed_inputs():
+    inputs = (OnnxValue("t", "float32", ()), OnnxValue("x", "float32", (2, 3)))
+    assert parse_input_shapes([], inputs) == {"t": (), "x": (2, 3)}
