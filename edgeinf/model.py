@@ -117,7 +117,7 @@ def _resolve_backend(backend, kind: str) -> str:
         if backends.installed_package(name):
             return name
     raise BackendUnavailableError(
-        f"no installed runtime for this {kind} model: wanted {fitting} (pip install 'edgeinf[{fitting[0]}]'); "
+        f"no installed runtime for this {kind} model: wanted {fitting} (pip install 'edgeinf[{backends.extra_of(fitting[0])}]'); "
         f"installed backends: {list(backends.available()) or 'none'}",
         requested=tuple(fitting),
         available=backends.available(),

@@ -25,6 +25,15 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+# The pip extra that installs a backend's runtime, where it is not named after the backend.
+_EXTRAS = {"onnxruntime": "onnx"}
+
+
+def extra_of(backend: str) -> str:
+    """The extra of ``pip install 'edgeinf[EXTRA]'`` that brings ``backend``."""
+    return _EXTRAS.get(backend, backend)
+
+
 def known() -> tuple[str, ...]:
     return tuple(_BACKENDS)
 
@@ -71,7 +80,7 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(
             f"backend {backend!r} needs the {packages} package, which is not installed "
-            f"(pip install 'edgeinf[{backend}]'); available backends: {list(available()) or 'none'}",
+            f"(pip install 'edgeinf[{extra_of(backend)}]'); available backends: {list(available()) or 'none'}",
             requested=(backend,),
             available=available(),
         )

@@ -107,3 +107,14 @@ def test_input_buffer_then_invoke(tmp_path):
         np.testing.assert_array_equal(got, expected)
         x[...] = 0  # the backend kept its own copy of the earlier input
         np.testing.assert_array_equal(model.invoke()["y"], expected)
+
+
+def test_without_onnxruntime_the_error_names_the_extra(monkeypatch):
+    from edgeinf import backends
+
+    real = backends.installed_package
+    monkeypatch.setattr(backends, "installed_package", lambda name: None if name == "onnxruntime" else real(name))
+    with pytest.raises(edgeinf.BackendUnavailableError, match=r"pip install 'edgeinf\[onnx\]'"):
+        edgeinf.load("ppocr_cls_mobile")
+    with pytest.raises(edgeinf.BackendUnavailableError, match=r"pip install 'edgeinf\[onnx\]'"):
+        backends.create("onnxruntime", zoo.path("ppocr_cls_mobile"), num_threads=1)
