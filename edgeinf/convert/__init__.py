@@ -239,11 +239,15 @@ def convert(
 
     result_check = compat.check(converted, backend=to)
     verdict = result_check.backends[to]
+    source_verdict = source_check.backends[to]
     report.check = {
         "target": verdict.target,
         "verdict": verdict.verdict,
         "runnable": verdict.runnable,
         "blockers": list(verdict.blockers),
+        # what the converter's table foretold from the ONNX graph, node by node
+        "predicted_verdict": source_verdict.verdict,
+        "predicted_blockers": list(source_verdict.blockers),
     }
     if not verdict.runnable:
         report.failures.append(_unrunnable(to, verdict.blockers, source_check))
@@ -315,7 +319,7 @@ def _converted_inputs(result, original, arrays: dict[str, np.ndarray]) -> dict[s
 def _unrunnable(to: str, blockers, source_check) -> str:
     runtime = {"ncnn": "ncnn", "tflite": "the TFLite runtime"}[to]
     text = f"the converted model does not run on {runtime}: " + "; ".join(blockers)
-    origin = [b for b in source_check.backends[to].blockers] if to in source_check.backends else []
+    origin = list(source_check.backends[to].blockers)
     if origin:
         text += f". In the ONNX model: {'; '.join(origin)}"
     return text

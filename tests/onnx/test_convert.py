@@ -78,6 +78,9 @@ def test_an_op_pnnx_cannot_lower_fails_naming_the_onnx_node(tmp_path, capsys):
     text = capsys.readouterr().out
     assert code == 1 and "FAILED" in text
     assert "does not run on ncnn" in text and "node 1 running_total (CumSum)" in text
+    report = convert(path, "ncnn", tmp_path / "again", verify=True)
+    assert report.check["verdict"] == report.check["predicted_verdict"] == "NO"
+    assert any("CumSum" in b for b in report.check["blockers"]) and not report.verified
 
 
 @needs_pnnx
