@@ -68,3 +68,34 @@ def photo_nchw(height: int, width: int) -> np.ndarray:
     with Image.open(zoo.path("grace_hopper")) as image:
         rgb = np.asarray(image.convert("RGB").resize((width, height), Image.BILINEAR), dtype=np.float32)
     return np.ascontiguousarray(rgb.transpose(2, 0, 1)[np.newaxis] / 127.5 - 1)
+
+
+def qoperator_model():
+    """float x -> QuantizeLinear -> QLinearConv (uint8, per-tensor) -> DequantizeLinear -> float y."""
+    rng = np.random.default_rng(7)
+    consts = {
+        "x_scale": np.array(0.02, np.float32),
+        "x_zero": np.array(128, np.uint8),
+        "w": rng.integers(0, 256, (4, 3, 3, 3)).astype(np.uint8),
+        "w_scale": np.array(0.01, np.float32),
+        "w_zero": np.array(120, np.uint8),
+        "y_scale": np.array(0.05, np.float32),
+        "y_zero": np.array(100, np.uint8),
+    }
+    inits = [numpy_helper.from_array(v, k) for k, v in consts.items()]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "x_scale", "x_zero"], ["xq"]),
+        helper.make_node(
+            "QLinearConv",
+            ["xq", "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero"],
+            ["yq"],
+            pads=[1, 1, 1, 1],
+        ),
+        helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zero"], ["y"]),
+    ]
+    return graph_model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        inits,
+    )

@@ -9,7 +9,7 @@ import edgeinf
 from edgeinf import zoo
 
 ort = pytest.importorskip("onnxruntime")
-from onnx_models import conv_model, photo_nchw, qdq_model, save  # noqa: E402
+from onnx_models import conv_model, photo_nchw, qdq_model, qoperator_model, save  # noqa: E402
 
 
 def raw_session(path, threads: int = 1):
@@ -118,3 +118,15 @@ def test_without_onnxruntime_the_error_names_the_extra(monkeypatch):
         edgeinf.load("ppocr_cls_mobile")
     with pytest.raises(edgeinf.BackendUnavailableError, match=r"pip install 'edgeinf\[onnx\]'"):
         backends.create("onnxruntime", zoo.path("ppocr_cls_mobile"), num_threads=1)
+
+
+def test_qoperator_model_takes_float_and_equals_raw_session(tmp_path):
+    path = save(qoperator_model(), tmp_path / "qop.onnx")
+    report = edgeinf.check(path, backend="onnxruntime")
+    assert report.verdict("onnxruntime") == "YES" and any(n.op == "QLinearConv" for n in report.nodes)
+    x = photo_nchw(8, 8)
+    with edgeinf.load(path, num_threads=1) as model:
+        assert model.inputs[0].dtype == np.float32 and model.inputs[0].quantization is None
+        got = model.run(x)["y"]
+    np.testing.assert_array_equal(got, raw_session(path).run(None, {"x": x})[0])
+    assert np.unique(got).size > 4  # real quantized arithmetic, not a constant
