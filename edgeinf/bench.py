@@ -343,9 +343,11 @@ VARIANTS: dict[str, tuple[str, dict]] = {
     "tflite-reference": ("tflite", {"reference": True}),
     "ncnn": ("ncnn", {}),
     "ncnn-fp32": ("ncnn", {"fp16": False}),
+    "onnxruntime": ("onnxruntime", {}),
 }
 """Backend variants a sweep can name: TFLite with XNNPACK (default), TFLite's built-in
-kernels only, TFLite's reference kernels, NCNN (fp16 where supported) and NCNN all-fp32."""
+kernels only, TFLite's reference kernels, NCNN (fp16 where supported), NCNN all-fp32 and
+ONNX Runtime (CPU provider, every graph optimization)."""
 
 SCHEMA = "edgeinf.bench/1"
 
@@ -354,11 +356,11 @@ def variant_fits(variant: str, path) -> bool:
     """Whether a backend variant runs this kind of model file (by suffix)."""
     backend = VARIANTS[variant][0]
     suffix = Path(path).suffix.lower()
-    return (backend == "tflite" and suffix == ".tflite") or (backend == "ncnn" and suffix == ".param")
+    return {"tflite": ".tflite", "ncnn": ".param", "onnxruntime": ".onnx"}[backend] == suffix
 
 
 def auto_variant(path) -> str:
-    return "ncnn" if Path(path).suffix.lower() == ".param" else "tflite"
+    return {".param": "ncnn", ".onnx": "onnxruntime"}.get(Path(path).suffix.lower(), "tflite")
 
 
 def bench_model(

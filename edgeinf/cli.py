@@ -1,4 +1,4 @@
-"""The `edgeinf` command: info, check, demo, fetch, power, bench.
+"""The `edgeinf` command: info, check, convert, demo, fetch, power, bench.
 
 Errors are one line on stderr, ``edgeinf: error: ...``, with exit code 2 when the command
 line or an input file is wrong and 1 when the work itself failed (a download, the
@@ -92,6 +92,8 @@ def _info(args) -> int:
         parsed = model.parsed
         if hasattr(parsed, "subgraphs"):
             ops = sum(len(graph.operators) for graph in parsed.subgraphs)
+        elif hasattr(parsed, "nodes"):  # ONNX
+            ops = len(parsed.nodes)
         else:
             ops = len(parsed.layers)
         facts = {
@@ -328,6 +330,7 @@ def _optional_subcommands(sub) -> None:
 
     for name in (
         "edgeinf.compat.cli",
+        "edgeinf.convert.cli",
         "edgeinf.power.cli",
         "edgeinf.bench_cli",
         "edgeinf.quantize.cli",

@@ -1,4 +1,4 @@
-"""`edgeinf.load` and `Model`: one object over TFLite and NCNN.
+"""`edgeinf.load` and `Model`: one object over TFLite, NCNN and ONNX Runtime.
 
 Loading is a fixed sequence: recognise the file, verify its structure with edgeinf's own
 reader (so no file can crash the runtime), check every operator against the chosen
@@ -103,11 +103,6 @@ def model_kind(path: Path) -> str:
 
 def _resolve_backend(backend, kind: str) -> str:
     """The first backend of the preference that runs ``kind`` and is installed."""
-    if kind == "onnx":
-        raise ModelFileError(
-            "edgeinf checks ONNX models but does not run them: convert with pnnx (NCNN) or onnx2tf (TFLite); "
-            "`edgeinf check MODEL.onnx` tells which operators will convert"
-        )
     if backend in (None, "auto"):
         preference = tuple(b for b in backends.automatic() if kind in backends.kinds_of(b))
     elif isinstance(backend, str):
@@ -124,7 +119,7 @@ def _resolve_backend(backend, kind: str) -> str:
         if backends.installed_package(name):
             return name
     raise BackendUnavailableError(
-        f"no installed runtime for this {kind} model: wanted {fitting} (pip install 'edgeinf[{fitting[0]}]'); "
+        f"no installed runtime for this {kind} model: wanted {fitting} (pip install 'edgeinf[{backends.extra_of(fitting[0])}]'); "
         f"installed backends: {list(backends.available()) or 'none'}",
         requested=tuple(fitting),
         available=backends.available(),
@@ -132,9 +127,10 @@ def _resolve_backend(backend, kind: str) -> str:
 
 
 def _verify(path: Path, kind: str):
-    """Read and verify the model's structure; returns the parsed model and, for TFLite, its bytes.
+    """Read and verify the model's structure; returns the parsed model and, for TFLite and
+    ONNX (without external data), its bytes.
 
-    The TFLite interpreter then runs on those same bytes (it keeps a reference, no copy),
+    The runtime then runs on those same bytes (it keeps a reference, no copy),
     so the weights are in memory once, as when the runtime maps the file itself.
     """
     if kind == "tflite":
@@ -142,6 +138,12 @@ def _verify(path: Path, kind: str):
 
         data = path.read_bytes()
         return read_tflite(data, name=path), data
+    if kind == "onnx":
+        from .formats.onnx import read_onnx
+
+        data = path.read_bytes()
+        parsed = read_onnx(data, name=path)  # also finds external data beside the file
+        return parsed, (None if parsed.has_external_data else data)
     from .formats.ncnn_param import read_ncnn_param
 
     return read_ncnn_param(path), None  # also checks the .bin against the weights the params imply
@@ -190,15 +192,16 @@ def load(
     """Load a model on the fastest correct runtime path.
 
     Args:
-        path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, or a
-            name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
-        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"edgeinf"`` (the int8 engine, which
+        path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, an ``.onnx``
+            file, or a name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
+        backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"onnxruntime"``, ``"edgeinf"`` (the int8 engine, which
             runs a model it cannot run exactly on LiteRT instead; see docs/engine.md), or an
             ordered preference list.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
         **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
-            NCNN ``fp16``, ``light_mode``, ``vulkan``; edgeinf ``xnnpack``, ``reference``
+            NCNN ``fp16``, ``light_mode``, ``vulkan``; ONNX Runtime ``optimization``
+            (``"disable"``, ``"basic"``, ``"extended"``, ``"layout"``, ``"all"``); edgeinf ``xnnpack``, ``reference``
             (for its LiteRT fallback).
 
     Returns:

@@ -14,14 +14,25 @@ log = logging.getLogger(__name__)
 _BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
     "ncnn": (("ncnn",), ("ncnn",)),
+    "onnxruntime": (("onnx",), ("onnxruntime",)),
     "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; after tflite, so "auto" keeps LiteRT
 }
 # The keywords a user may pass to `edgeinf.load` for each backend (see each backend's class).
 _OPTIONS: dict[str, tuple[str, ...]] = {
     "tflite": ("package", "xnnpack", "reference"),
     "ncnn": ("fp16", "light_mode", "vulkan"),
+    "onnxruntime": ("optimization",),
     "edgeinf": ("xnnpack", "reference"),  # for LiteRT when the engine falls back to it
 }
+
+
+# The pip extra that installs a backend's runtime, where it is not named after the backend.
+_EXTRAS = {"onnxruntime": "onnx"}
+
+
+def extra_of(backend: str) -> str:
+    """The extra of ``pip install 'edgeinf[EXTRA]'`` that brings ``backend``."""
+    return _EXTRAS.get(backend, backend)
 
 
 def known() -> tuple[str, ...]:
@@ -78,13 +89,13 @@ def available() -> tuple[str, ...]:
 def create(backend: str, path, *, num_threads: int, parsed=None, **options):
     """Load ``path`` on ``backend``; options are backend-specific keywords (`options_of`).
 
-    ``parsed`` is edgeinf's verified reading of the file (an NCNN backend uses it), when the caller has it.
+    ``parsed`` is edgeinf's verified reading of the file (NCNN and ONNX Runtime use it), when the caller has it.
     """
     if installed_package(backend) is None:
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(
             f"backend {backend!r} needs the {packages} package, which is not installed "
-            f"(pip install 'edgeinf[{backend}]'); available backends: {list(available()) or 'none'}",
+            f"(pip install 'edgeinf[{extra_of(backend)}]'); available backends: {list(available()) or 'none'}",
             requested=(backend,),
             available=available(),
         )
@@ -94,6 +105,10 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
         from .tflite import TFLiteBackend
 
         return TFLiteBackend(path, num_threads=num_threads, **options)
+    if backend == "onnxruntime":
+        from .onnxruntime import OnnxRuntimeBackend
+
+        return OnnxRuntimeBackend(path, num_threads=num_threads, parsed=parsed, **options)
     from .ncnn import NCNNBackend
 
     return NCNNBackend(path, num_threads=num_threads, param=parsed, **options)

@@ -20,7 +20,7 @@ from .report import BackendVerdict, CompatReport, NodeReport, NodeStatus
 
 __all__ = ["BackendVerdict", "CompatReport", "NodeReport", "NodeStatus", "check", "model_format"]
 
-_BACKENDS_BY_FORMAT = {"tflite": ("tflite",), "ncnn": ("ncnn",), "onnx": ("ncnn", "tflite")}
+_BACKENDS_BY_FORMAT = {"tflite": ("tflite",), "ncnn": ("ncnn",), "onnx": ("onnxruntime", "ncnn", "tflite")}
 
 
 def model_format(path: Path) -> str:
@@ -50,12 +50,12 @@ def check(
 
     Args:
         path: a .tflite, an NCNN .param (its .bin beside it) or an .onnx file.
-        backend: ``"tflite"`` or ``"ncnn"``; default: every backend that fits the format
-            (for .onnx: NCNN via pnnx and TFLite via onnx2tf).
+        backend: ``"tflite"``, ``"ncnn"`` or ``"onnxruntime"``; default: every backend that fits
+            the format (for .onnx: ONNX Runtime, NCNN via pnnx and TFLite via onnx2tf).
         target: the runtime version to check against, e.g. ``"tflite-runtime==2.14"``,
-            ``"ai-edge-litert 2.3.0"``, ``"ncnn"``; default: the one installed here,
+            ``"ai-edge-litert 2.3.0"``, ``"ncnn"``, ``"onnxruntime==1.32"``; default: the one installed here,
             else the newest table.
-        model: this file already parsed by `edgeinf.formats` (a `TfliteModel` or `NcnnParam`),
+        model: this file already parsed by `edgeinf.formats` (a `TfliteModel`, `NcnnParam` or `OnnxModel`),
             so that `edgeinf.load` does not read and verify it twice.
 
     Returns:
@@ -75,7 +75,14 @@ def check(
     wanted = (backend,) if backend else allowed
     target_backend = None
     if target:
-        target_backend = "ncnn" if target.strip().lower().startswith("ncnn") else "tflite"
+        runtime = target.strip().lower()
+        target_backend = (
+            "ncnn"
+            if runtime.startswith("ncnn")
+            else "onnxruntime"
+            if runtime.startswith(("onnxruntime", "ort"))
+            else "tflite"
+        )
         if target_backend not in wanted:
             raise ValueError(f"target {target!r} is a {target_backend} runtime; this check covers {', '.join(wanted)}")
 
@@ -107,7 +114,10 @@ def check(
 
         model = model if model is not None else read_onnx(path)
         nodes, backends, facts = check_onnx(
-            model, pick("tflite") if "tflite" in wanted else None, pick("ncnn") if "ncnn" in wanted else None
+            model,
+            pick("tflite") if "tflite" in wanted else None,
+            pick("ncnn") if "ncnn" in wanted else None,
+            pick("onnxruntime") if "onnxruntime" in wanted else None,
         )
         size = model.file_size
     return CompatReport(path=str(path), format=fmt, file_bytes=size, nodes=tuple(nodes), backends=backends, **facts)

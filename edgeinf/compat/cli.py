@@ -28,11 +28,11 @@ def add_parser(subparsers) -> None:
         nargs="?",
         help="a .tflite, an NCNN .param (with its .bin beside it) or an .onnx file, or a manifest name",
     )
-    p.add_argument("--backend", choices=["tflite", "ncnn"], default=None, help="check only this backend")
+    p.add_argument("--backend", choices=["tflite", "ncnn", "onnxruntime"], default=None, help="check only this backend")
     p.add_argument(
         "--target",
         default=None,
-        help="runtime and version to check against, e.g. tflite-runtime==2.14, ai-edge-litert, ncnn "
+        help="runtime and version to check against, e.g. tflite-runtime==2.14, ai-edge-litert, ncnn, onnxruntime "
         "(default: the installed one); --list-targets shows the choices",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON (schema edgeinf.compat/1)")

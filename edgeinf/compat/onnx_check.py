@@ -1,5 +1,9 @@
-"""Check whether an ONNX model can reach NCNN (through pnnx) and TFLite (through onnx2tf).
+"""Check whether an ONNX model runs on ONNX Runtime, and can reach NCNN (through pnnx) and
+TFLite (through onnx2tf).
 
+ONNX Runtime: the kernels its CPU execution provider registers, per domain, op and opset
+range (tools/probe_onnxruntime.py reads them from the installed runtime); an op without a
+kernel still runs when ONNX defines it as a function of other ops, which ORT inlines.
 NCNN: the pnnx table is probed (tools/probe_pnnx.py converts one-node models with the
 real pnnx and runs the result on the real ncnn). TFLite: onnx2tf cannot be installed
 here (it needs TensorFlow), so its README tables are used and the TFLite builtins it
@@ -104,20 +108,149 @@ def tflite_status(node: OnnxNode, o2t: dict | None, resolver: dict, target: tabl
     return NodeStatus("cpu", reason, "", source)
 
 
-def check_onnx(model: OnnxModel, tflite_target: tables.Target | None, ncnn_target: tables.Target | None):
+def _function_body(node: OnnxNode, opset: int) -> bool:
+    """Whether ONNX defines the op as a function of other ops (ORT then inlines it)."""
+    try:
+        import onnx  # noqa: PLC0415 (installed whenever an .onnx file could be read)
+
+        schema = onnx.defs.get_schema(node.op_type, opset, "" if node.domain == DEFAULT_DOMAIN else node.domain)
+    except Exception:  # noqa: BLE001 (SchemaError: unknown op)
+        return False
+    return bool(schema.has_function or schema.has_context_dependent_function)
+
+
+def _constraint_types(node: OnnxNode, version: int, value_types: dict[str, str]) -> dict[str, str]:
+    """The node's type per type constraint (``{"T": "float"}``), from its inputs' known types."""
+    try:
+        import onnx  # noqa: PLC0415
+
+        schema = onnx.defs.get_schema(node.op_type, version, "" if node.domain == DEFAULT_DOMAIN else node.domain)
+    except Exception:  # noqa: BLE001 (an op onnx does not know: no constraints to read)
+        return {}
+    bound: dict[str, str] = {}
+    formal = list(schema.inputs)
+    for i, name in enumerate(node.inputs):
+        if not name or name not in value_types or not formal:
+            continue
+        param = formal[min(i, len(formal) - 1)]  # a variadic last input covers the rest
+        bound.setdefault(param.type_str, value_types[name])
+    return bound
+
+
+# ORT runs a float16 node that has only a float kernel by inserting Casts around it
+# (its InsertCastTransformer); no other type gets that treatment.
+_CAST_TO_FLOAT = {"float16"}
+
+
+def _kernel_takes(kernel: dict, bound: dict[str, str]) -> tuple[bool, bool]:
+    """(takes the types as they are, takes them once float16 is cast to float)."""
+    exact = cast = True
+    for name, allowed in kernel["types"].items():
+        given = bound.get(name)
+        if given is None:
+            continue
+        if given not in allowed:
+            exact = False
+            if not (given in _CAST_TO_FLOAT and "float" in allowed):
+                cast = False
+    return exact, cast
+
+
+def ort_status(
+    node: OnnxNode, opsets: dict[str, int], kernels: dict, target: tables.Target, value_types=None
+) -> NodeStatus:
+    source = f"probe:{target.label} CPUExecutionProvider kernels"
+    opset = opsets.get(node.domain)
+    newest = kernels["max_opset"].get(node.domain)
+    if newest is not None and opset is not None and opset > newest:
+        return NodeStatus(
+            "unsupported",
+            f"the model imports {node.domain} opset {opset}; {target.label} knows opsets up to {newest}",
+            "export with an older opset, or use a newer onnxruntime",
+            source,
+        )
+    version = node.since_version or opset or 1
+    ranges = kernels["ops"].get(node.domain, {}).get(node.op_type)
+    if ranges:
+        versioned = [r for r in ranges if r["since"] <= version and (r["until"] is None or version <= r["until"])]
+        if versioned:
+            bound = _constraint_types(node, version, value_types or {})
+            takes = [_kernel_takes(r, bound) for r in versioned]
+            if any(exact for exact, _ in takes) or not bound:
+                return NodeStatus("cpu", "", "", source)
+            if any(cast for _, cast in takes):
+                return NodeStatus("cpu", "no float16 kernel: ORT runs it in float32 between inserted Casts", "", source)
+            given = ", ".join(f"{k}={v}" for k, v in sorted(bound.items()))
+            offered = "; ".join(
+                ", ".join(f"{k} in {{{','.join(v)}}}" for k, v in r["types"].items()) for r in versioned
+            )
+            return NodeStatus(
+                "unsupported",
+                f"no CPU kernel for {node.op_type} version {version} with {given} (kernels take {offered})",
+                "cast the tensor to a type the kernel takes before export",
+                source,
+            )
+        covered = ", ".join(f"{r['since']}..{r['until'] or ''}" for r in ranges)
+        return NodeStatus(
+            "unsupported",
+            f"no CPU kernel for {node.op_type} version {version} (kernels cover {covered})",
+            "re-export with an opset the kernels cover",
+            source,
+        )
+    if node.op_type in _FOLDED_ALWAYS and node.domain == DEFAULT_DOMAIN:
+        return NodeStatus("cpu", "a constant: folded into the graph's weights", "", source)
+    if _function_body(node, opset or version):
+        return NodeStatus(
+            "cpu", f"ONNX defines {node.op_type} as a function: ORT expands it into ops it runs", "", source
+        )
+    where = "" if node.domain == DEFAULT_DOMAIN else f" in domain {node.domain}"
+    return NodeStatus(
+        "unsupported",
+        f"{target.label} has no CPU kernel for {node.op_type}{where}",
+        "replace the op before export, or register a custom op library with ORT",
+        source,
+    )
+
+
+def check_onnx(
+    model: OnnxModel,
+    tflite_target: tables.Target | None,
+    ncnn_target: tables.Target | None,
+    ort_target: tables.Target | None = None,
+):
     pnnx = tables.pnnx_table()
     o2t = tables.onnx2tf_table()
     registry = tables.ncnn_registry(ncnn_target) if ncnn_target else None
     resolver = tables.resolver(tflite_target) if tflite_target else None
+    kernels = tables.onnxruntime_kernels(ort_target) if ort_target else None
     nodes = []
     for n in model.nodes:
         status = {}
+        if ort_target:
+            status["onnxruntime"] = ort_status(n, model.opsets, kernels, ort_target, model.value_types)
         if ncnn_target:
             status["ncnn"] = ncnn_status(n, pnnx, registry)
         if tflite_target:
             status["tflite"] = tflite_status(n, o2t, resolver, tflite_target)
         nodes.append(NodeReport(n.index, 0, n.name, n.key, n.op_type, n.since_version, status))
     verdicts = {}
+    if ort_target:
+        counts = Counter(n.status["onnxruntime"].status for n in nodes)
+        blockers = tuple(
+            f"node {n.index} {n.name} ({n.op}): {n.status['onnxruntime'].reason}"
+            for n in nodes
+            if n.status["onnxruntime"].status == "unsupported"
+        )
+        verdicts["onnxruntime"] = BackendVerdict(
+            backend="onnxruntime",
+            target=ort_target.label,
+            verdict="NO" if blockers else "YES",
+            runnable=not blockers,
+            counts={k: counts.get(k, 0) for k in ("cpu", "unsupported", "unknown")},
+            blockers=blockers,
+            tables=(kernels.get("method", ""),),
+            note=ort_target.note,
+        )
     for backend, target, via in (("ncnn", ncnn_target, "pnnx"), ("tflite", tflite_target, "onnx2tf")):
         if target is None:
             continue
@@ -139,7 +272,7 @@ def check_onnx(model: OnnxModel, tflite_target: tables.Target | None, ncnn_targe
             blockers=blockers,
             tables=(table.get("method", table.get("source", "")) if table else "none",),
             via=via,
-            note="a verdict on converting then running; edgeinf.load runs .tflite and .param files, not .onnx",
+            note="a verdict on converting (`edgeinf convert`) then running the result",
         )
     dynamic = [
         {"name": v.name, "shape": list(v.shape) if v.shape is not None else None} for v in model.inputs if v.is_dynamic

@@ -24,8 +24,8 @@ class Target:
     """A runtime a check is made against.
 
     Attributes:
-        backend: ``"tflite"`` or ``"ncnn"``.
-        package: ``ai_edge_litert``, ``tflite_runtime`` or ``ncnn``.
+        backend: ``"tflite"``, ``"ncnn"`` or ``"onnxruntime"``.
+        package: ``ai_edge_litert``, ``tflite_runtime``, ``ncnn`` or ``onnxruntime``.
         version: the version of the table used.
         note: why this target was chosen (e.g. the installed version has no table).
     """
@@ -55,6 +55,12 @@ def versions(prefix: str, package: str) -> list[str]:
     """Versions for which ``<prefix>_<package>_<version>.json`` exists, oldest first."""
     pat = re.compile(rf"^{re.escape(prefix)}_{re.escape(package)}_(.+)\.json$")
     found = [m.group(1) for p in TABLE_DIR.glob("*.json") if (m := pat.match(p.name))]
+    return sorted(found, key=_version_key)
+
+
+def _ort_versions() -> list[str]:
+    pat = re.compile(r"^onnxruntime_(\d.+)\.json$")
+    found = [m.group(1) for p in TABLE_DIR.glob("onnxruntime_*.json") if (m := pat.match(p.name))]
     return sorted(found, key=_version_key)
 
 
@@ -122,7 +128,7 @@ def resolve(backend: str, target: str | None = None) -> Target:
     """The target for one backend.
 
     Args:
-        backend: ``"tflite"`` or ``"ncnn"``.
+        backend: ``"tflite"``, ``"ncnn"`` or ``"onnxruntime"``.
         target: e.g. ``"tflite-runtime==2.14"``, ``"ai_edge_litert 2.3.0"``, ``"ncnn"``, or None.
 
     Raises:
@@ -141,18 +147,26 @@ def resolve(backend: str, target: str | None = None) -> Target:
             "ai_edge_litert": "ai_edge_litert",
             "tflite_runtime": "tflite_runtime",
             "ncnn": "ncnn",
+            "onnxruntime": "onnxruntime",
+            "ort": "onnxruntime",
         }
         if wanted_pkg not in aliases:
             raise ValueError(
-                f"target {target!r}: unknown runtime {m.group(1)!r}; expected ai-edge-litert, tflite-runtime or ncnn"
+                f"target {target!r}: unknown runtime {m.group(1)!r}; expected ai-edge-litert, tflite-runtime, ncnn or onnxruntime"
             )
         wanted_pkg = aliases[wanted_pkg]
+    if backend == "onnxruntime":
+        if wanted_pkg not in (None, "onnxruntime"):
+            raise ValueError(f"target {target!r} is not ONNX Runtime")
+        return _pick("onnxruntime", "onnxruntime", _ort_versions(), wanted_ver)
+    if wanted_pkg == "onnxruntime":
+        raise ValueError(f"target {target!r} is ONNX Runtime, not a {backend} runtime")
     if backend == "ncnn":
         if wanted_pkg not in (None, "ncnn"):
             raise ValueError(f"target {target!r} is a TFLite runtime, not ncnn")
         return _pick("ncnn", "ncnn", ncnn_versions(), wanted_ver)
     if backend != "tflite":
-        raise ValueError(f"unknown backend {backend!r}: expected 'tflite' or 'ncnn'")
+        raise ValueError(f"unknown backend {backend!r}: expected 'tflite', 'ncnn' or 'onnxruntime'")
     if wanted_pkg == "ncnn":
         raise ValueError(f"target {target!r} is ncnn, not a TFLite runtime")
     if wanted_pkg:
@@ -173,7 +187,11 @@ def resolve(backend: str, target: str | None = None) -> Target:
 def all_targets() -> list[str]:
     """Every runtime and version edgeinf has tables for."""
     out = [f"{p} {v}" for p in TFLITE_PACKAGES for v in versions("tflite", p)]
-    return out + [f"ncnn {v}" for v in ncnn_versions()]
+    return out + [f"ncnn {v}" for v in ncnn_versions()] + [f"onnxruntime {v}" for v in _ort_versions()]
+
+
+def onnxruntime_kernels(t: Target) -> dict:
+    return load(f"onnxruntime_{t.version}")
 
 
 def resolver(t: Target) -> dict:

@@ -142,7 +142,7 @@ def test_concurrency_pools_every_threads_calls(model_path):
 
 def test_bench_model_rejects_bad_configurations(model_path):
     with pytest.raises(ValueError, match="unknown backend variant"):
-        bench.bench_model(model_path(FACE), variant="onnxruntime", check=False)
+        bench.bench_model(model_path(FACE), variant="tensorrt", check=False)
     with pytest.raises(ValueError, match="threads and concurrency must be >= 1"):
         bench.bench_model(model_path(FACE), concurrency=0, check=False)
 

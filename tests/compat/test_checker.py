@@ -37,7 +37,9 @@ def test_target_names(spec, want):
         ("tflite", "tensorflow 2.15", "unknown runtime 'tensorflow'"),
         ("tflite", "tflite-runtime==2.9", "no table for tflite_runtime 2.9; tables exist for: 2.14.0"),
         ("ncnn", "tflite-runtime", "is a TFLite runtime, not ncnn"),
-        ("onnxruntime", None, "unknown backend 'onnxruntime'"),
+        ("tensorrt", None, "unknown backend 'tensorrt'"),
+        ("onnxruntime", "ncnn", "is not ONNX Runtime"),
+        ("ncnn", "onnxruntime", "is ONNX Runtime, not a ncnn runtime"),
     ],
 )
 def test_target_errors(backend, spec, pattern):

@@ -90,9 +90,9 @@ def test_suffix_and_content_disagree(tmp_path, model_path):
         edgeinf.load(path)
 
 
-def test_onnx_is_checked_not_run(model_path):
-    with pytest.raises(edgeinf.ModelFileError, match="convert"):
-        edgeinf.load(model_path("ppocr_cls_mobile"))
+def test_onnx_runs_only_on_onnxruntime(model_path):
+    with pytest.raises(edgeinf.ModelFileError, match=r"a onnx model cannot run on backend\(s\) \['tflite'\]"):
+        edgeinf.load(model_path("ppocr_cls_mobile"), backend="tflite")
 
 
 def test_unknown_backend_name(model_path):

@@ -38,7 +38,7 @@ def test_a_bad_option_value_is_an_input_error(model_path):
     with pytest.raises(edgeinf.InputError, match="num_threads"):
         edgeinf.load(model_path(FACE), num_threads=0)
     with pytest.raises(edgeinf.InputError, match="unknown backend"):
-        edgeinf.load(model_path(FACE), backend="onnxruntime")
+        edgeinf.load(model_path(FACE), backend="tensorrt")
 
 
 def test_a_manifest_name_loads_the_cached_model(model_path):
