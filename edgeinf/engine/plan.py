@@ -31,6 +31,7 @@ from ..errors import ModelFileError, UnsupportedOperatorError
 from ..formats.tflite import Operator, Tensor, TfliteModel
 from ..quant import conv_output_size
 from . import quantization as qz
+from .float_islands import FloatIsland, find_islands, island_tables
 from .quantization import ActQuant, where
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,19 @@ class _Planner:
         self.steps: list[Step] = []
         self.alias: dict[int, int] = {}  # tensor -> the tensor whose memory it shares
         self.constants: dict[int, np.ndarray] = {}  # constants read by steps as activations
+        self.islands: dict[int, tuple[FloatIsland, np.ndarray]] = {}  # operator -> its island, tables
+
+    def find_float_islands(self) -> None:
+        """The float islands whose tables TFLite's arithmetic gives; the operators of any
+        other island are planned one by one (and a float one among them is refused)."""
+        for island in find_islands(self.sg):
+            try:
+                tables = island_tables(self.model, island)
+            except (UnsupportedOperatorError, ModelFileError) as exc:
+                log.debug("float chain %s stays apart: %s", island.name, exc)
+                continue
+            for op in island.operators:
+                self.islands[op.index] = (island, tables)
 
     # -- tensor access -----------------------------------------------------------
     def tensor(self, op: Operator, k: int, *, optional: bool = False) -> Tensor | None:
@@ -159,7 +173,13 @@ class _Planner:
     # -- the graph -----------------------------------------------------------------
     def plan(self) -> Plan:
         self.check_tensors()
+        self.find_float_islands()
         for op in self.sg.operators:
+            if op.index in self.islands:
+                island, tables = self.islands[op.index]
+                if op is island.dequantize:
+                    self.float_island(island, tables)
+                continue
             handler = getattr(self, "op_" + op.opcode.name.lower(), None)
             if handler is None or op.opcode.is_custom:
                 raise UnsupportedOperatorError(f"{where(op)} is not an operator the engine runs")
@@ -639,6 +659,20 @@ class _Planner:
         self.add(op, "mean", args, [x.index], [y.index])
 
     # -- conversions and lookup tables ------------------------------------------------
+    def float_island(self, island: FloatIsland, tables: np.ndarray) -> None:
+        """DEQUANTIZE -> float elementwise chain -> QUANTIZE as one table step (one table
+        for all values, or one per channel of the last axis)."""
+        x = self.tensors[island.dequantize.inputs[0]]
+        y = self.tensors[island.quantize.outputs[0]]
+        args = dict(op=island.name, in_offset=x.index, out_offset=y.index, n=x.num_elements)
+        if (tables == tables[0]).all():
+            method, args["table"] = "lut", np.ascontiguousarray(tables[0])
+        else:
+            method, args["tables"] = "channel_lut", np.ascontiguousarray(tables)
+        names = tuple(op.opcode.name for op in island.operators)
+        nodes = tuple(op.index for op in island.operators)
+        self.steps.append(Step(names[0], nodes, method, args, (x.index,), (y.index,), fused=names[1:]))
+
     def op_quantize(self, op: Operator) -> None:
         x, y = self.tensor(op, 0), self.output(op)
         out_q = qz.activation(op, y, ("INT8", "UINT8"))
@@ -889,12 +923,14 @@ class _Planner:
 
 @dataclass(frozen=True)
 class NodeSupport:
-    """Whether the engine runs one operator of a model, and if not, why."""
+    """Whether the engine runs one operator of a model, and if not, why; ``how`` says
+    when a native operator runs folded into others (a float chain's table)."""
 
     index: int
     op: str
     native: bool
     reason: str = ""
+    how: str = ""
 
 
 def node_support(model: TfliteModel) -> list[NodeSupport]:
@@ -910,8 +946,15 @@ def node_support(model: TfliteModel) -> list[NodeSupport]:
         planner.check_tensors()
     except (UnsupportedOperatorError, ModelFileError) as exc:
         return [NodeSupport(op.index, op.opcode.name, False, str(exc)) for op in ops]
+    planner.find_float_islands()
     result = []
     for op in ops:
+        if op.index in planner.islands:
+            island, tables = planner.islands[op.index]
+            nodes = ", ".join(str(o.index) for o in island.operators)
+            how = f"operators {nodes} ({island.name}) run as {len(tables)} lookup table(s)"
+            result.append(NodeSupport(op.index, op.opcode.name, True, how=how))
+            continue
         handler = getattr(planner, "op_" + op.opcode.name.lower(), None)
         if handler is None or op.opcode.is_custom:
             result.append(
