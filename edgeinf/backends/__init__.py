@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from pathlib import Path
 
-from ..errors import BackendUnavailableError, UnsupportedOperatorError
+from ..errors import BackendUnavailableError, ModelFileError, RuntimeFailure, UnsupportedOperatorError
 
 log = logging.getLogger(__name__)
 
@@ -85,18 +86,37 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
 
 
 def _create_engine(path, *, num_threads: int, parsed=None, model_content: bytes | None = None, **fallback_options):
-    """The int8 engine on ``path``, or LiteRT for the whole model when the engine cannot
-    run it exactly (the reason is logged and kept in ``details["fallback"]``)."""
+    """The int8 engine on ``path``; when it cannot run every operator exactly, its native
+    segments on the engine and the rest on LiteRT, or LiteRT for the whole model when the
+    model cannot be split (the reasons are logged and kept in ``details``)."""
     from .edgeinf import EngineBackend
 
-    try:
-        if parsed is None:
-            from ..formats.tflite import read_tflite
+    data = model_content if model_content is not None else Path(path).read_bytes()
+    if parsed is None:
+        from ..formats.tflite import read_tflite
 
-            parsed = read_tflite(model_content if model_content is not None else path)
+        parsed = read_tflite(data)
+    try:
         return EngineBackend(parsed, num_threads=num_threads)
     except UnsupportedOperatorError as exc:
-        log.info("the int8 engine does not run %s, LiteRT does: %s", path, exc)
-        runtime = create("tflite", path, num_threads=num_threads, model_content=model_content, **fallback_options)
-        runtime.details["fallback"] = str(exc)
+        reason = str(exc)
+    try:
+        runtime = _create_partitioned(path, data, parsed, num_threads, fallback_options)
+    except (UnsupportedOperatorError, ModelFileError, RuntimeFailure, ValueError) as exc:
+        log.info("the int8 engine does not run %s, LiteRT does: %s (not split: %s)", path, reason, exc)
+        runtime = create("tflite", path, num_threads=num_threads, model_content=data, **fallback_options)
+        runtime.details["fallback"] = reason
+        runtime.details["not_split"] = str(exc)
         return runtime
+    log.info("%s runs on the engine and LiteRT: %s", path, runtime.details["fallback_nodes"])
+    return runtime
+
+
+def _create_partitioned(path, data: bytes, parsed, num_threads: int, options: dict):
+    from ..engine import node_support, partition
+    from .partitioned import PartitionedBackend
+
+    support = node_support(parsed)
+    return PartitionedBackend(
+        path, data, parsed, support, partition(parsed, support), num_threads=num_threads, **options
+    )

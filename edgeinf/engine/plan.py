@@ -107,11 +107,18 @@ def _align(n: int) -> int:
 
 
 class _Planner:
-    def __init__(self, model: TfliteModel):
+    """Plans the main graph, or a part of it: ``operators`` (indices, in execution order)
+    reading ``inputs`` and giving ``outputs`` (tensor indices), the rest left to LiteRT."""
+
+    def __init__(self, model: TfliteModel, operators=None, inputs=None, outputs=None):
         self.model = model
-        if len(model.subgraphs) != 1:
-            raise UnsupportedOperatorError(f"the model has {len(model.subgraphs)} subgraphs (control flow)")
         self.sg = model.main
+        whole = operators is None
+        if whole and len(model.subgraphs) != 1:
+            raise UnsupportedOperatorError(f"the model has {len(model.subgraphs)} subgraphs (control flow)")
+        self.operators = list(self.sg.operators) if whole else [self.sg.operators[i] for i in operators]
+        self.inputs = tuple(self.sg.inputs if inputs is None else inputs)
+        self.outputs = tuple(self.sg.outputs if outputs is None else outputs)
         self.tensors = self.sg.tensors
         self.steps: list[Step] = []
         self.alias: dict[int, int] = {}  # tensor -> the tensor whose memory it shares
@@ -121,7 +128,10 @@ class _Planner:
     def find_float_islands(self) -> None:
         """The float islands whose tables TFLite's arithmetic gives; the operators of any
         other island are planned one by one (and a float one among them is refused)."""
+        planned = {op.index for op in self.operators}
         for island in find_islands(self.sg):
+            if any(op.index not in planned for op in island.operators):
+                continue
             try:
                 tables = island_tables(self.model, island)
             except (UnsupportedOperatorError, ModelFileError) as exc:
@@ -172,9 +182,10 @@ class _Planner:
 
     # -- the graph -----------------------------------------------------------------
     def plan(self) -> Plan:
-        self.check_tensors()
+        used = {t for op in self.operators for t in (*op.inputs, *op.outputs) if t >= 0}
+        self.check_tensors(sorted(used | set(self.inputs) | set(self.outputs)))
         self.find_float_islands()
-        for op in self.sg.operators:
+        for op in self.operators:
             if op.index in self.islands:
                 island, tables = self.islands[op.index]
                 if op is island.dequantize:
@@ -187,8 +198,8 @@ class _Planner:
         self.fuse_relus()
         return self.layout()
 
-    def check_tensors(self) -> None:
-        for t in self.tensors:
+    def check_tensors(self, indices) -> None:
+        for t in (self.tensors[i] for i in indices):
             if t.is_dynamic:
                 raise UnsupportedOperatorError(
                     f"tensor {t.index} {t.name!r} has a dynamic shape {list(t.shape_signature)}"
@@ -835,7 +846,7 @@ class _Planner:
         before it, when it only clamps (the same scale and zero point on both sides, so the
         rescale is exactly one) and nothing else reads the producer's output."""
         readers = Counter(t for s in self.steps for t in s.reads)
-        outputs = set(self.sg.outputs)
+        outputs = set(self.outputs)
         producer = {w: s for s in self.steps for w in s.writes}
         kept: list[Step] = []
         for step in self.steps:
@@ -878,7 +889,7 @@ class _Planner:
             first[r] = min(first.get(r, when), when)
             last[r] = max(last.get(r, when), when)
 
-        for t in self.sg.inputs:
+        for t in self.inputs:
             touch(t, -1)
         for t in self.constants:
             touch(t, -1)
@@ -886,7 +897,7 @@ class _Planner:
         for i, step in enumerate(self.steps):
             for t in step.reads + step.writes:
                 touch(t, i)
-        for t in self.sg.outputs:
+        for t in self.outputs:
             touch(t, count)
         for t in first:
             if self.tensors[t].is_constant and t not in self.constants:
@@ -914,8 +925,8 @@ class _Planner:
             steps=steps,
             offsets=offsets,
             arena_bytes=max(arena, ALIGNMENT),
-            inputs=tuple(self.sg.inputs),
-            outputs=tuple(self.sg.outputs),
+            inputs=self.inputs,
+            outputs=self.outputs,
             tensors=self.tensors,
             constants=sorted(self.constants.items()),
         )
@@ -934,18 +945,14 @@ class NodeSupport:
 
 
 def node_support(model: TfliteModel) -> list[NodeSupport]:
-    """Per operator of the main graph: native on the engine, or not and why (a model with
-    any operator not native runs wholly on LiteRT). Never raises for a verified model.
+    """Per operator of the main graph: native on the engine, or not and why. Never raises
+    for a verified model. (What is not native runs on LiteRT: see `edgeinf.engine.partition`.)
 
     >>> [n for n in node_support(read_tflite(path)) if not n.native]     # doctest: +SKIP
     [NodeSupport(index=1, op='LOG_SOFTMAX', native=False, reason='operator 1 (LOG_SOFTMAX) is not ...')]
     """
     ops = model.main.operators
-    try:
-        planner = _Planner(model)
-        planner.check_tensors()
-    except (UnsupportedOperatorError, ModelFileError) as exc:
-        return [NodeSupport(op.index, op.opcode.name, False, str(exc)) for op in ops]
+    planner = _Planner(model, operators=range(len(ops)))
     planner.find_float_islands()
     result = []
     for op in ops:
@@ -962,6 +969,7 @@ def node_support(model: TfliteModel) -> list[NodeSupport]:
             )
             continue
         try:
+            planner.check_tensors(sorted({t for t in (*op.inputs, *op.outputs) if t >= 0}))
             handler(op)
         except (UnsupportedOperatorError, ModelFileError) as exc:
             result.append(NodeSupport(op.index, op.opcode.name, False, str(exc)))
@@ -979,3 +987,10 @@ def plan_model(model: TfliteModel) -> Plan:
         ModelFileError: quantization or shapes TFLite itself would refuse.
     """
     return _Planner(model).plan()
+
+
+def plan_part(model: TfliteModel, operators, inputs, outputs) -> Plan:
+    """Plan the main graph's ``operators`` (indices, in execution order) as a model of
+    their own reading the tensors ``inputs`` and giving ``outputs`` (a native segment of a
+    partitioned model). Raises as `plan_model`."""
+    return _Planner(model, operators, inputs, outputs).plan()
