@@ -74,6 +74,8 @@ def partition(model: TfliteModel, support: list[NodeSupport]) -> list[Segment]:
             merged.append((native, list(indices)))
     if not any(native for native, _ in merged):
         raise UnsupportedOperatorError("no part of the model that the engine runs is worth a segment of its own")
+    if all(native for native, _ in merged):
+        raise UnsupportedOperatorError("the engine runs every operator, but not the model as a whole")
     stateful = [k for k, (_, indices) in enumerate(merged) if any(ops[i].opcode.name in STATEFUL for i in indices)]
     if len(stateful) > 1:
         raise UnsupportedOperatorError(
