@@ -191,8 +191,10 @@ def load(
         path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, or a
             name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
         backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"edgeinf"`` (the int8 engine, which
-            runs a model it cannot run exactly on LiteRT instead; see docs/engine.md), or an
-            ordered preference list.
+            runs what it cannot run exactly on LiteRT instead; see docs/engine.md), or an
+            ordered preference list. ``"auto"`` takes the int8 engine for a .tflite model it
+            runs whole when a timed probe at the first load (cached) finds it faster on this
+            CPU, LiteRT otherwise; ``details["auto"]`` says why.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
         **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
@@ -240,7 +242,10 @@ def load(
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
     if data is not None:
         options["model_content"] = data
-    runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
+    if backend in (None, "auto") and name == "tflite" and not options.keys() - {"model_content"}:
+        runtime = backends.create_auto(path, num_threads=num_threads, parsed=parsed, **options)
+    else:
+        runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
     model = Model(runtime, path, parsed=parsed, report=report)
     model.load_peak_rss_bytes = peak_rss_bytes()
     return model

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 _BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
     "ncnn": (("ncnn",), ("ncnn",)),
-    "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; after tflite, so "auto" keeps LiteRT
+    "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; "auto" measures it against LiteRT
 }
 # The keywords a user may pass to `edgeinf.load` for each backend (see each backend's class).
 _OPTIONS: dict[str, tuple[str, ...]] = {
@@ -29,9 +29,21 @@ def known() -> tuple[str, ...]:
 
 
 def automatic() -> tuple[str, ...]:
-    """The backends ``backend="auto"`` chooses from, in preference order: the int8 engine
-    is used only when asked for by name until it is chosen by measurement."""
+    """The backends ``backend="auto"`` chooses from, in preference order. For a .tflite
+    model LiteRT stands for both it and the int8 engine: `create_auto` measures which."""
     return tuple(b for b in _BACKENDS if b != "edgeinf")
+
+
+def create_auto(path, *, num_threads: int, parsed, model_content: bytes | None = None):
+    """``backend="auto"`` for a .tflite model: the int8 engine when it runs the whole model
+    and a timed probe (cached per model and CPU) finds it faster, else LiteRT;
+    ``details["auto"]`` says why. Without the engine's package, LiteRT."""
+    from .auto import create_auto as choose
+
+    data = model_content if model_content is not None else Path(path).read_bytes()
+    if installed_package("edgeinf") is None:
+        return create("tflite", path, num_threads=num_threads, model_content=data)
+    return choose(path, data, parsed, num_threads=num_threads)
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:

@@ -73,12 +73,6 @@ def test_resize_is_refused(model_file):
         model._backend.resize_input(0, (2, 12, 12, 3))
 
 
-def test_auto_keeps_litert(model_file):
-    path, _ = model_file
-    with edgeinf.load(path, num_threads=1) as model:
-        assert model.backend == "tflite"
-
-
 def test_an_unsupported_op_runs_on_litert_the_rest_on_the_engine(tmp_path, rng):
     g = Graph(rng)
     x = g.tensor((1, 6, 6, 4), q=random_q(rng))
