@@ -92,15 +92,16 @@ def find_islands(sg: Subgraph) -> list[FloatIsland]:
 
 
 def _chainable(sg: Subgraph, op: Operator, value: int) -> bool:
-    name = op.opcode.name
+    """``op`` applies to the chain's ``value`` alone, or to it and a constant (the value
+    first, or either way round for the commutative ADD and MUL)."""
+    name, inputs = op.opcode.name, tuple(op.inputs)
     if name in _UNARY:
-        return op.inputs[:1] == (value,) and len(op.inputs) == 1
-    if name in _WITH_CONSTANT:
-        return len(op.inputs) == 2 and op.inputs[0] == value and sg.tensors[op.inputs[1]].is_constant or (
-            name in ("ADD", "MUL") and len(op.inputs) == 2 and op.inputs[1] == value
-            and sg.tensors[op.inputs[0]].is_constant
-        )  # fmt: skip
-    return False
+        return inputs == (value,)
+    if name not in _WITH_CONSTANT or len(inputs) != 2 or value not in inputs:
+        return False
+    other = inputs[1] if inputs[0] == value else inputs[0]
+    value_first = inputs[0] == value
+    return other >= 0 and sg.tensors[other].is_constant and (value_first or name in ("ADD", "MUL"))
 
 
 def island_tables(model: TfliteModel, island: FloatIsland) -> np.ndarray:

@@ -169,3 +169,16 @@ def test_an_operand_varying_over_rows_is_not_an_island():
     out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
     nodes = node_support(read_tflite(g.build([x], [out])))
     assert not nodes[1].native
+
+
+def test_a_constant_minus_the_value_is_not_folded():
+    """SUB(c, x) is not a chain step (only x - c is): the float SUB is left to LiteRT."""
+    rng = np.random.default_rng(8)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    y = float_tensor(g, (1, 16, 16, CHANNELS))
+    g.op("SUB", [constant(g, [1.0]), value], [y], schema().SubOptionsT(), 3)
+    out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
+    nodes = node_support(read_tflite(g.build([x], [out])))
+    assert [n.native for n in nodes] == [True, False, True]
