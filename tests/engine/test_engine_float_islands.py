@@ -182,3 +182,46 @@ def test_a_constant_minus_the_value_is_not_folded():
     out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
     nodes = node_support(read_tflite(g.build([x], [out])))
     assert [n.native for n in nodes] == [True, False, True]
+
+
+def test_a_nan_alpha_leaves_the_prelu_to_litert(tmp_path):
+    """NaN through the chain has no defined int8 value: no table, and the model gives
+    exactly what LiteRT gives."""
+    import edgeinf
+
+    rng = np.random.default_rng(11)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    alpha = constant(g, [np.nan] + [0.5] * (CHANNELS - 1), (1, 1, CHANNELS))
+    y = float_tensor(g, (1, 16, 16, CHANNELS))
+    g.op("PRELU", [value, alpha], [y])
+    out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
+    data = g.build([x], [out])
+    nodes = node_support(read_tflite(data))
+    assert [n.native for n in nodes] == [True, False, True]
+    path = tmp_path / "nan_alpha.tflite"
+    path.write_bytes(data)
+    with edgeinf.load(path, backend="edgeinf", num_threads=1, xnnpack=False) as model:
+        assert model.backend == "tflite"
+        with edgeinf.load(path, backend="tflite", num_threads=1, xnnpack=False) as litert:
+            xs = every_byte((1, 16, 16, CHANNELS), "int8", rng)
+            assert np.array_equal(model.run(xs)[model.outputs[0].name], litert.run(xs)[litert.outputs[0].name])
+
+
+@pytest.mark.parametrize(
+    "n, tables, message",
+    [
+        (12, np.zeros((5, 256), np.int8), "channels do not divide"),
+        (12, np.zeros((4, 255), np.int8), "tables"),
+        (12, np.zeros((0, 256), np.int8), "channels do not divide"),
+        (12, np.zeros(256, np.int8), "tables"),
+        (1 << 20, np.zeros((4, 256), np.int8), "outside the arena"),
+    ],
+)
+def test_the_native_table_step_refuses_bad_arguments(n, tables, message):
+    from edgeinf import _C
+
+    program = _C.EngineProgram(1024, 1)
+    with pytest.raises(ValueError, match=message):
+        program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables)
