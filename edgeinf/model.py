@@ -240,12 +240,11 @@ def load(
         report = compat_check(path, backend=checked, target=target, model=parsed)
         if not report.runnable(checked):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
+    if backend in (None, "auto") and name == "tflite" and backends.measures_auto(options):
+        name = "auto"  # the int8 engine or LiteRT, whichever a timed probe finds faster
     if data is not None:
         options["model_content"] = data
-    if backend in (None, "auto") and name == "tflite" and not options.keys() - {"model_content"}:
-        runtime = backends.create_auto(path, num_threads=num_threads, parsed=parsed, **options)
-    else:
-        runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
+    runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)
     model = Model(runtime, path, parsed=parsed, report=report)
     model.load_peak_rss_bytes = peak_rss_bytes()
     return model

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 from pathlib import Path
 
 from ..errors import BackendUnavailableError, ModelFileError, RuntimeFailure, UnsupportedOperatorError
@@ -30,20 +31,15 @@ def known() -> tuple[str, ...]:
 
 def automatic() -> tuple[str, ...]:
     """The backends ``backend="auto"`` chooses from, in preference order. For a .tflite
-    model LiteRT stands for both it and the int8 engine: `create_auto` measures which."""
+    model LiteRT stands for both it and the int8 engine (`measures_auto`)."""
     return tuple(b for b in _BACKENDS if b != "edgeinf")
 
 
-def create_auto(path, *, num_threads: int, parsed, model_content: bytes | None = None):
-    """``backend="auto"`` for a .tflite model: the int8 engine when it runs the whole model
-    and a timed probe (cached per model and CPU) finds it faster, else LiteRT;
-    ``details["auto"]`` says why. Without the engine's package, LiteRT."""
-    from .auto import create_auto as choose
-
-    data = model_content if model_content is not None else Path(path).read_bytes()
-    if installed_package("edgeinf") is None:
-        return create("tflite", path, num_threads=num_threads, model_content=data)
-    return choose(path, data, parsed, num_threads=num_threads)
+def measures_auto(options) -> bool:
+    """Whether ``backend="auto"`` on a .tflite model measures the int8 engine against
+    LiteRT: yes unless the call passes LiteRT options or ``EDGEINF_BACKENDS`` sets a
+    preference, and only where the engine's package is installed."""
+    return not options and not os.environ.get("EDGEINF_BACKENDS", "").strip() and bool(installed_package("edgeinf"))
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:
@@ -77,7 +73,19 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
     """Load ``path`` on ``backend``; options are backend-specific keywords (`options_of`).
 
     ``parsed`` is edgeinf's verified reading of the file (an NCNN backend uses it), when the caller has it.
+    Backend ``"auto"`` (a .tflite model, `measures_auto`): the int8 engine when it runs the
+    whole model and a timed probe (cached per model and CPU) finds it faster, else LiteRT;
+    ``details["auto"]`` says why.
     """
+    if backend == "auto":
+        from .auto import create_auto
+
+        data = options.get("model_content") or Path(path).read_bytes()
+        if parsed is None:
+            from ..formats.tflite import read_tflite
+
+            parsed = read_tflite(data)
+        return create_auto(path, data, parsed, num_threads=num_threads)
     if installed_package(backend) is None:
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(

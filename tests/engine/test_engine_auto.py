@@ -16,6 +16,7 @@ from edgeinf.backends import auto
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("EDGEINF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("EDGEINF_BACKENDS", raising=False)
 
 
 @pytest.fixture
@@ -94,6 +95,14 @@ def test_litert_options_keep_auto_on_litert(int8_file, monkeypatch):
     calls = []
     monkeypatch.setattr(auto, "probe", measured([0.1], [100.0], calls))
     with edgeinf.load(int8_file, num_threads=1, xnnpack=False) as model:
+        assert model.backend == "tflite" and not calls and "auto" not in model.details
+
+
+def test_a_configured_backend_preference_is_not_second_guessed(int8_file, monkeypatch):
+    calls = []
+    monkeypatch.setattr(auto, "probe", measured([0.1], [100.0], calls))
+    monkeypatch.setenv("EDGEINF_BACKENDS", "tflite")
+    with edgeinf.load(int8_file, num_threads=1) as model:
         assert model.backend == "tflite" and not calls and "auto" not in model.details
 
 
