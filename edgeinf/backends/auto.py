@@ -118,12 +118,9 @@ def create_auto(path, data: bytes, parsed, *, num_threads: int):
     if cached is not None and cached[0] == "tflite":
         return chosen(litert(), "tflite", f"{cached[1]} (measured at an earlier load, cached in {cache})")
     try:
-        from ..engine import plan_model
-
-        plan = plan_model(parsed)
-    except (UnsupportedOperatorError, ModelFileError) as exc:
+        engine = EngineBackend(parsed, num_threads=num_threads)
+    except (UnsupportedOperatorError, ModelFileError, ValueError) as exc:  # ValueError: the native side refused
         return chosen(litert(), "tflite", f"the int8 engine does not run the whole model ({exc})")
-    engine = EngineBackend(parsed, num_threads=num_threads, plan=plan)
     if cached is not None:
         return chosen(engine, "edgeinf", f"{cached[1]} (measured at an earlier load, cached in {cache})")
     runtime = litert()

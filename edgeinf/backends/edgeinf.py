@@ -46,7 +46,6 @@ class EngineBackend(Backend):
         parsed: the model as `edgeinf.formats.tflite.read_tflite` verified it.
         num_threads: threads of the engine (the caller's and persistent workers); large
             convolutions split their output rows, elementwise steps their values.
-        plan: ``plan_model(parsed)``, when the caller has it already.
 
     Raises:
         UnsupportedOperatorError: an operator or parameter the engine does not run exactly.
@@ -55,12 +54,12 @@ class EngineBackend(Backend):
 
     name = "edgeinf"
 
-    def __init__(self, parsed, *, num_threads: int, plan=None):
+    def __init__(self, parsed, *, num_threads: int):
         super().__init__()
         from .. import __version__, kernels
         from ..engine import build_program, plan_model
 
-        plan = plan_model(parsed) if plan is None else plan
+        plan = plan_model(parsed)
         self._program = build_program(plan, num_threads)
         self.runtime = f"edgeinf {__version__}"
         self.num_threads = num_threads
