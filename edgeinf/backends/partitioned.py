@@ -109,7 +109,7 @@ class PartitionedBackend(Backend):
                 {"runtime": "edgeinf" if s.native else "tflite", "operators": list(s.operators)} for s in segments
             ],
             fallback_nodes=fallback,
-            plan=[r.plan.summary() for r in self._runners if isinstance(r, _NativeSegment)],
+            plans=[r.plan.summary() for r in self._runners if isinstance(r, _NativeSegment)],
         )
 
     def set_input(self, i: int, array: np.ndarray) -> None:

@@ -49,6 +49,7 @@ def test_an_unsupported_op_in_the_middle(tmp_path, seed):
         assert model.backend == "edgeinf"
         assert [s["runtime"] for s in model.details["segments"]] == ["edgeinf", "tflite", "edgeinf"]
         assert model.details["fallback_nodes"] == {1: "operator 1 (SPACE_TO_DEPTH) is not an operator the engine runs"}
+        assert [p["ops"] for p in model.details["plans"]] == [{"CONV_2D": 1}, {"CONV_2D": 1}]
         assert_same_as_reference(model, data, rng)
 
 
