@@ -7,7 +7,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..errors import BackendUnavailableError, ModelFileError, RuntimeFailure, UnsupportedOperatorError
+from ..errors import BackendUnavailableError, UnsupportedOperatorError
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +30,8 @@ def known() -> tuple[str, ...]:
 
 
 def automatic() -> tuple[str, ...]:
-    """The backends ``backend="auto"`` chooses from, in preference order. For a .tflite
-    model LiteRT stands for both it and the int8 engine (`measures_auto`)."""
+    """The backends ``backend="auto"`` chooses from, in preference order: the int8 engine
+    is used only when asked for by name until it is chosen by measurement."""
     return tuple(b for b in _BACKENDS if b != "edgeinf")
 
 
@@ -109,6 +109,7 @@ def _create_engine(path, *, num_threads: int, parsed=None, model_content: bytes 
     """The int8 engine on ``path``; when it cannot run every operator exactly, its native
     segments on the engine and the rest on LiteRT, or LiteRT for the whole model when the
     model cannot be split (the reasons are logged and kept in ``details``)."""
+    from ..errors import ModelFileError, RuntimeFailure
     from .edgeinf import EngineBackend
 
     data = model_content if model_content is not None else Path(path).read_bytes()
