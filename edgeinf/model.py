@@ -195,8 +195,11 @@ def load(
         path: a ``.tflite`` file, an NCNN ``.param`` with its ``.bin`` beside it, an ``.onnx``
             file, or a name from the model manifest (``edgeinf.zoo.names()``), fetched if not cached.
         backend: ``"auto"``, ``"tflite"``, ``"ncnn"``, ``"onnxruntime"``, ``"edgeinf"`` (the int8 engine, which
-            runs a model it cannot run exactly on LiteRT instead; see docs/engine.md), or an
-            ordered preference list.
+            runs what it cannot run exactly on LiteRT instead; see docs/engine.md), or an
+            ordered preference list. ``"auto"`` takes the int8 engine for a .tflite model it
+            runs whole when a timed probe at the first load (cached) finds it faster on this
+            CPU, LiteRT otherwise (``EDGEINF_BACKENDS`` puts named backends first);
+            ``details["auto"]`` says why.
         num_threads: runtime threads; default: the cores this process may use.
         check: run the operator compatibility check first and refuse a model that cannot run.
         **options: backend keywords: TFLite ``package``, ``xnnpack``, ``reference``;
@@ -243,6 +246,8 @@ def load(
         report = compat_check(path, backend=checked, target=target, model=parsed)
         if not report.runnable(checked):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
+    if backend in (None, "auto") and name == "tflite" and backends.measures_auto(options):
+        name = "auto"  # the int8 engine or LiteRT, whichever a timed probe finds faster
     if data is not None:
         options["model_content"] = data
     runtime = backends.create(name, path, num_threads=num_threads, parsed=parsed, **options)

@@ -17,6 +17,7 @@
 
 #include "../engine/program.h"
 #include "../engine/steps.h"
+#include "../engine/table_step.h"
 #include "../kernels/qs8_softmax/softmax.h"
 #include "bindings.h"
 #include "quant_arrays.h"
@@ -346,6 +347,18 @@ class PyProgram {
     program_.add(std::make_unique<engine::LutStep>(op, t, n, in, out));
   }
 
+  void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables) {
+    const int8_t* t = checked_data<int8_t>(tables, "tables");
+    check_ndim(tables, "tables", 2);
+    const auto channels = static_cast<size_t>(tables.shape(0));
+    check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
+    if (channels == 0 || n % channels != 0) throw std::invalid_argument("channel_lut: channels do not divide the values");
+    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
+    program_.add(std::make_unique<engine::ChannelTableStep>(op, std::vector<int8_t>(t, t + channels * 256), channels,
+                                                            n, in, out));
+  }
+
   void prelu(size_t in_offset, size_t out_offset, size_t n, int32_t input_zero_point, int32_t output_zero_point,
              int32_t positive_multiplier, int32_t positive_shift, int32_t negative_multiplier, int32_t negative_shift,
              const py::array& alpha, const py::array& tables) {
@@ -553,6 +566,8 @@ void bind_engine(py::module_& m) {
            py::arg("geometry"), py::arg("act_min"), py::arg("act_max"))
       .def("lut", &PyProgram::lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("table"))
+      .def("channel_lut", &PyProgram::channel_lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"),
+           py::arg("n"), py::arg("tables"))
       .def("prelu", &PyProgram::prelu, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("input_zero_point"), py::arg("output_zero_point"), py::arg("positive_multiplier"),
            py::arg("positive_shift"), py::arg("negative_multiplier"), py::arg("negative_shift"), py::arg("alpha"),

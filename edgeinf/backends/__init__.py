@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+from pathlib import Path
 
 from .. import config
 from ..errors import BackendUnavailableError, InputError, UnsupportedOperatorError
@@ -15,7 +17,7 @@ _BACKENDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "tflite": (("tflite",), ("ai_edge_litert", "tflite_runtime")),
     "ncnn": (("ncnn",), ("ncnn",)),
     "onnxruntime": (("onnx",), ("onnxruntime",)),
-    "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; after tflite, so "auto" keeps LiteRT
+    "edgeinf": (("tflite",), ("edgeinf",)),  # the int8 engine; "auto" measures it against LiteRT
 }
 # The keywords a user may pass to `edgeinf.load` for each backend (see each backend's class).
 _OPTIONS: dict[str, tuple[str, ...]] = {
@@ -43,7 +45,8 @@ def automatic() -> tuple[str, ...]:
     """The backends ``backend="auto"`` chooses from, in preference order.
 
     The backends ``EDGEINF_BACKENDS`` names come first, then the default order: LiteRT,
-    then NCNN. The int8 engine takes part only when named (there or in ``load``).
+    then NCNN, then ONNX Runtime. For a .tflite model with no preference set, `create("auto")`
+    measures the int8 engine against LiteRT (`measures_auto`).
 
     Raises:
         InputError: ``EDGEINF_BACKENDS`` names a backend that does not exist.
@@ -57,6 +60,13 @@ def automatic() -> tuple[str, ...]:
         )
     default = tuple(b for b in _BACKENDS if b != "edgeinf")
     return tuple(dict.fromkeys(preferred + default))
+
+
+def measures_auto(options) -> bool:
+    """Whether ``backend="auto"`` on a .tflite model measures the int8 engine against
+    LiteRT: yes unless the call passes LiteRT options or ``EDGEINF_BACKENDS`` sets a
+    preference, and only where the engine's package is installed."""
+    return not options and not os.environ.get("EDGEINF_BACKENDS", "").strip() and bool(installed_package("edgeinf"))
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:
@@ -90,7 +100,19 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
     """Load ``path`` on ``backend``; options are backend-specific keywords (`options_of`).
 
     ``parsed`` is edgeinf's verified reading of the file (NCNN and ONNX Runtime use it), when the caller has it.
+    Backend ``"auto"`` (a .tflite model, `measures_auto`): the int8 engine when it runs the
+    whole model and a timed probe (cached per model and CPU) finds it faster, else LiteRT;
+    ``details["auto"]`` says why.
     """
+    if backend == "auto":
+        from .auto import create_auto
+
+        data = options.get("model_content") or Path(path).read_bytes()
+        if parsed is None:
+            from ..formats.tflite import read_tflite
+
+            parsed = read_tflite(data)
+        return create_auto(path, data, parsed, num_threads=num_threads)
     if installed_package(backend) is None:
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(
@@ -115,18 +137,38 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
 
 
 def _create_engine(path, *, num_threads: int, parsed=None, model_content: bytes | None = None, **fallback_options):
-    """The int8 engine on ``path``, or LiteRT for the whole model when the engine cannot
-    run it exactly (the reason is logged and kept in ``details["fallback"]``)."""
+    """The int8 engine on ``path``; when it cannot run every operator exactly, its native
+    segments on the engine and the rest on LiteRT, or LiteRT for the whole model when the
+    model cannot be split (the reasons are logged and kept in ``details``)."""
+    from ..errors import ModelFileError, RuntimeFailure
     from .edgeinf import EngineBackend
 
-    try:
-        if parsed is None:
-            from ..formats.tflite import read_tflite
+    data = model_content if model_content is not None else Path(path).read_bytes()
+    if parsed is None:
+        from ..formats.tflite import read_tflite
 
-            parsed = read_tflite(model_content if model_content is not None else path)
+        parsed = read_tflite(data)
+    try:
         return EngineBackend(parsed, num_threads=num_threads)
     except UnsupportedOperatorError as exc:
-        log.info("the int8 engine does not run %s, LiteRT does: %s", path, exc)
-        runtime = create("tflite", path, num_threads=num_threads, model_content=model_content, **fallback_options)
-        runtime.details["fallback"] = str(exc)
+        reason = str(exc)
+    try:
+        runtime = _create_partitioned(path, data, parsed, num_threads, fallback_options)
+    except (UnsupportedOperatorError, ModelFileError, RuntimeFailure, ValueError) as exc:
+        log.info("the int8 engine does not run %s, LiteRT does: %s (not split: %s)", path, reason, exc)
+        runtime = create("tflite", path, num_threads=num_threads, model_content=data, **fallback_options)
+        runtime.details["fallback"] = reason
+        runtime.details["not_split"] = str(exc)
         return runtime
+    log.info("%s runs on the engine and LiteRT: %s", path, runtime.details["fallback_nodes"])
+    return runtime
+
+
+def _create_partitioned(path, data: bytes, parsed, num_threads: int, options: dict):
+    from ..engine import node_support, partition
+    from .partitioned import PartitionedBackend
+
+    support = node_support(parsed)
+    return PartitionedBackend(
+        path, data, parsed, support, partition(parsed, support), num_threads=num_threads, **options
+    )

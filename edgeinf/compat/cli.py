@@ -28,7 +28,12 @@ def add_parser(subparsers) -> None:
         nargs="?",
         help="a .tflite, an NCNN .param (with its .bin beside it) or an .onnx file, or a manifest name",
     )
-    p.add_argument("--backend", choices=["tflite", "ncnn", "onnxruntime"], default=None, help="check only this backend")
+    p.add_argument(
+        "--backend",
+        choices=["tflite", "ncnn", "onnxruntime", "edgeinf"],
+        default=None,
+        help="check only this backend; edgeinf: which operators the int8 engine runs and which go to LiteRT, and why",
+    )
     p.add_argument(
         "--target",
         default=None,
@@ -57,6 +62,8 @@ def run(args) -> int:
 
         if model in zoo.names():  # a manifest name, as the other subcommands take
             model = zoo.path(model)
+    if args.backend == "edgeinf":
+        return _run_engine_check(args, model)
     try:
         report = check(model, backend=args.backend, target=args.target)
     except ModelFileError as exc:
@@ -72,6 +79,33 @@ def run(args) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     checked = [b for b in report.backends if args.backend is None or b == args.backend]
     return EXIT_RUNS if all(report.runnable(b) for b in checked) else EXIT_DOES_NOT_RUN
+
+
+def _run_engine_check(args, model) -> int:
+    """Where each operator runs with ``backend="edgeinf"``; exit 0 whatever the verdict
+    (what the engine lacks runs on LiteRT), 2 for an unreadable or non-.tflite model."""
+    from ..engine.check import check_engine
+    from ..errors import ModelFileError
+    from ..formats.tflite import read_tflite
+
+    if args.target is not None:
+        _error(args, "usage", "--target names a LiteRT or NCNN runtime; the int8 engine is edgeinf's own")
+        return EXIT_UNREADABLE
+    try:
+        with open(model, "rb") as f:
+            head = f.read(8)
+        if head[4:8] != b"TFL3":
+            raise ModelFileError(f"{model}: the int8 engine runs .tflite models (no TFL3 identifier)")
+        report = check_engine(read_tflite(model), str(model))
+    except (OSError, ModelFileError) as exc:
+        _error(args, "unreadable", str(exc))
+        return EXIT_UNREADABLE
+    try:
+        print(report.to_json() if args.json else report.to_text())
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_RUNS
 
 
 def _error(args, kind: str, message: str) -> None:

@@ -31,6 +31,7 @@ from ..errors import ModelFileError, UnsupportedOperatorError
 from ..formats.tflite import Operator, Tensor, TfliteModel
 from ..quant import conv_output_size
 from . import quantization as qz
+from .float_islands import FloatIsland, find_islands, island_tables
 from .quantization import ActQuant, where
 
 log = logging.getLogger(__name__)
@@ -106,15 +107,38 @@ def _align(n: int) -> int:
 
 
 class _Planner:
-    def __init__(self, model: TfliteModel):
+    """Plans the main graph, or a part of it: ``operators`` (indices, in execution order)
+    reading ``inputs`` and giving ``outputs`` (tensor indices), the rest left to LiteRT."""
+
+    def __init__(self, model: TfliteModel, operators=None, inputs=None, outputs=None):
         self.model = model
-        if len(model.subgraphs) != 1:
-            raise UnsupportedOperatorError(f"the model has {len(model.subgraphs)} subgraphs (control flow)")
         self.sg = model.main
+        whole = operators is None
+        if whole and len(model.subgraphs) != 1:
+            raise UnsupportedOperatorError(f"the model has {len(model.subgraphs)} subgraphs (control flow)")
+        self.operators = list(self.sg.operators) if whole else [self.sg.operators[i] for i in operators]
+        self.inputs = tuple(self.sg.inputs if inputs is None else inputs)
+        self.outputs = tuple(self.sg.outputs if outputs is None else outputs)
         self.tensors = self.sg.tensors
         self.steps: list[Step] = []
         self.alias: dict[int, int] = {}  # tensor -> the tensor whose memory it shares
         self.constants: dict[int, np.ndarray] = {}  # constants read by steps as activations
+        self.islands: dict[int, tuple[FloatIsland, np.ndarray]] = {}  # operator -> its island, tables
+
+    def find_float_islands(self) -> None:
+        """The float islands whose tables TFLite's arithmetic gives; the operators of any
+        other island are planned one by one (and a float one among them is refused)."""
+        planned = {op.index for op in self.operators}
+        for island in find_islands(self.sg):
+            if any(op.index not in planned for op in island.operators):
+                continue
+            try:
+                tables = island_tables(self.model, island)
+            except (UnsupportedOperatorError, ModelFileError) as exc:
+                log.debug("float chain %s stays apart: %s", island.name, exc)
+                continue
+            for op in island.operators:
+                self.islands[op.index] = (island, tables)
 
     # -- tensor access -----------------------------------------------------------
     def tensor(self, op: Operator, k: int, *, optional: bool = False) -> Tensor | None:
@@ -158,8 +182,15 @@ class _Planner:
 
     # -- the graph -----------------------------------------------------------------
     def plan(self) -> Plan:
-        self.check_tensors()
-        for op in self.sg.operators:
+        used = {t for op in self.operators for t in (*op.inputs, *op.outputs) if t >= 0}
+        self.check_tensors(sorted(used | set(self.inputs) | set(self.outputs)))
+        self.find_float_islands()
+        for op in self.operators:
+            if op.index in self.islands:
+                island, tables = self.islands[op.index]
+                if op is island.dequantize:
+                    self.float_island(island, tables)
+                continue
             handler = getattr(self, "op_" + op.opcode.name.lower(), None)
             if handler is None or op.opcode.is_custom:
                 raise UnsupportedOperatorError(f"{where(op)} is not an operator the engine runs")
@@ -167,8 +198,8 @@ class _Planner:
         self.fuse_relus()
         return self.layout()
 
-    def check_tensors(self) -> None:
-        for t in self.tensors:
+    def check_tensors(self, indices) -> None:
+        for t in (self.tensors[i] for i in indices):
             if t.is_dynamic:
                 raise UnsupportedOperatorError(
                     f"tensor {t.index} {t.name!r} has a dynamic shape {list(t.shape_signature)}"
@@ -639,6 +670,20 @@ class _Planner:
         self.add(op, "mean", args, [x.index], [y.index])
 
     # -- conversions and lookup tables ------------------------------------------------
+    def float_island(self, island: FloatIsland, tables: np.ndarray) -> None:
+        """DEQUANTIZE -> float elementwise chain -> QUANTIZE as one table step (one table
+        for all values, or one per channel of the last axis)."""
+        x = self.tensors[island.dequantize.inputs[0]]
+        y = self.tensors[island.quantize.outputs[0]]
+        args = dict(op=island.name, in_offset=x.index, out_offset=y.index, n=x.num_elements)
+        if (tables == tables[0]).all():
+            method, args["table"] = "lut", np.ascontiguousarray(tables[0])
+        else:
+            method, args["tables"] = "channel_lut", np.ascontiguousarray(tables)
+        names = tuple(op.opcode.name for op in island.operators)
+        nodes = tuple(op.index for op in island.operators)
+        self.steps.append(Step(names[0], nodes, method, args, (x.index,), (y.index,), fused=names[1:]))
+
     def op_quantize(self, op: Operator) -> None:
         x, y = self.tensor(op, 0), self.output(op)
         out_q = qz.activation(op, y, ("INT8", "UINT8"))
@@ -801,7 +846,7 @@ class _Planner:
         before it, when it only clamps (the same scale and zero point on both sides, so the
         rescale is exactly one) and nothing else reads the producer's output."""
         readers = Counter(t for s in self.steps for t in s.reads)
-        outputs = set(self.sg.outputs)
+        outputs = set(self.outputs)
         producer = {w: s for s in self.steps for w in s.writes}
         kept: list[Step] = []
         for step in self.steps:
@@ -844,7 +889,7 @@ class _Planner:
             first[r] = min(first.get(r, when), when)
             last[r] = max(last.get(r, when), when)
 
-        for t in self.sg.inputs:
+        for t in self.inputs:
             touch(t, -1)
         for t in self.constants:
             touch(t, -1)
@@ -852,7 +897,7 @@ class _Planner:
         for i, step in enumerate(self.steps):
             for t in step.reads + step.writes:
                 touch(t, i)
-        for t in self.sg.outputs:
+        for t in self.outputs:
             touch(t, count)
         for t in first:
             if self.tensors[t].is_constant and t not in self.constants:
@@ -880,8 +925,8 @@ class _Planner:
             steps=steps,
             offsets=offsets,
             arena_bytes=max(arena, ALIGNMENT),
-            inputs=tuple(self.sg.inputs),
-            outputs=tuple(self.sg.outputs),
+            inputs=self.inputs,
+            outputs=self.outputs,
             tensors=self.tensors,
             constants=sorted(self.constants.items()),
         )
@@ -889,29 +934,34 @@ class _Planner:
 
 @dataclass(frozen=True)
 class NodeSupport:
-    """Whether the engine runs one operator of a model, and if not, why."""
+    """Whether the engine runs one operator of a model, and if not, why; ``how`` says
+    when a native operator runs folded into others (a float chain's table)."""
 
     index: int
     op: str
     native: bool
     reason: str = ""
+    how: str = ""
 
 
 def node_support(model: TfliteModel) -> list[NodeSupport]:
-    """Per operator of the main graph: native on the engine, or not and why (a model with
-    any operator not native runs wholly on LiteRT). Never raises for a verified model.
+    """Per operator of the main graph: native on the engine, or not and why. Never raises
+    for a verified model. (What is not native runs on LiteRT: see `edgeinf.engine.partition`.)
 
     >>> [n for n in node_support(read_tflite(path)) if not n.native]     # doctest: +SKIP
     [NodeSupport(index=1, op='LOG_SOFTMAX', native=False, reason='operator 1 (LOG_SOFTMAX) is not ...')]
     """
     ops = model.main.operators
-    try:
-        planner = _Planner(model)
-        planner.check_tensors()
-    except (UnsupportedOperatorError, ModelFileError) as exc:
-        return [NodeSupport(op.index, op.opcode.name, False, str(exc)) for op in ops]
+    planner = _Planner(model, operators=range(len(ops)))
+    planner.find_float_islands()
     result = []
     for op in ops:
+        if op.index in planner.islands:
+            island, tables = planner.islands[op.index]
+            nodes = ", ".join(str(o.index) for o in island.operators)
+            how = f"operators {nodes} ({island.name}) run as {len(tables)} lookup table(s)"
+            result.append(NodeSupport(op.index, op.opcode.name, True, how=how))
+            continue
         handler = getattr(planner, "op_" + op.opcode.name.lower(), None)
         if handler is None or op.opcode.is_custom:
             result.append(
@@ -919,6 +969,7 @@ def node_support(model: TfliteModel) -> list[NodeSupport]:
             )
             continue
         try:
+            planner.check_tensors(sorted({t for t in (*op.inputs, *op.outputs) if t >= 0}))
             handler(op)
         except (UnsupportedOperatorError, ModelFileError) as exc:
             result.append(NodeSupport(op.index, op.opcode.name, False, str(exc)))
@@ -936,3 +987,10 @@ def plan_model(model: TfliteModel) -> Plan:
         ModelFileError: quantization or shapes TFLite itself would refuse.
     """
     return _Planner(model).plan()
+
+
+def plan_part(model: TfliteModel, operators, inputs, outputs) -> Plan:
+    """Plan the main graph's ``operators`` (indices, in execution order) as a model of
+    their own reading the tensors ``inputs`` and giving ``outputs`` (a native segment of a
+    partitioned model). Raises as `plan_model`."""
+    return _Planner(model, operators, inputs, outputs).plan()

@@ -20,15 +20,20 @@ def conv_file(tmp_path, rng):
     return path
 
 
-def test_auto_prefers_litert_by_default(conv_file, monkeypatch):
+def test_auto_keeps_litert_by_default_when_the_probe_finds_it_faster(conv_file, monkeypatch, tmp_path):
+    import edgeinf.backends.auto
+
     monkeypatch.delenv("EDGEINF_BACKENDS", raising=False)
+    monkeypatch.setenv("EDGEINF_CACHE", str(tmp_path))
+    # the probe's (engine, LiteRT) seconds per run: LiteRT three times faster
+    monkeypatch.setattr(edgeinf.backends.auto, "probe", lambda engine, litert: ([3e-3], [1e-3]))
     with edgeinf.load(conv_file, num_threads=1) as model:
         assert model.backend == "tflite"
 
 
 def test_named_backends_come_first(conv_file, monkeypatch):
     monkeypatch.setenv("EDGEINF_BACKENDS", " edgeinf , tflite")
-    assert backends.automatic() == ("edgeinf", "tflite", "ncnn")
+    assert backends.automatic() == ("edgeinf", "tflite", "ncnn", "onnxruntime")
     with edgeinf.load(conv_file, num_threads=1) as model:
         assert model.backend == "edgeinf"
         assert "fallback" not in model.details
@@ -36,7 +41,7 @@ def test_named_backends_come_first(conv_file, monkeypatch):
 
 def test_the_default_order_follows_the_named_backends(monkeypatch):
     monkeypatch.setenv("EDGEINF_BACKENDS", "ncnn")
-    assert backends.automatic() == ("ncnn", "tflite")  # a .tflite file still loads on LiteRT
+    assert backends.automatic() == ("ncnn", "tflite", "onnxruntime")  # a .tflite file still loads on LiteRT
 
 
 def test_an_explicit_backend_ignores_the_setting(conv_file, monkeypatch):

@@ -73,13 +73,7 @@ def test_resize_is_refused(model_file):
         model._backend.resize_input(0, (2, 12, 12, 3))
 
 
-def test_auto_keeps_litert(model_file):
-    path, _ = model_file
-    with edgeinf.load(path, num_threads=1) as model:
-        assert model.backend == "tflite"
-
-
-def test_an_unsupported_op_falls_back_to_litert_with_the_reason(tmp_path, rng):
+def test_an_unsupported_op_runs_on_litert_the_rest_on_the_engine(tmp_path, rng):
     g = Graph(rng)
     x = g.tensor((1, 6, 6, 4), q=random_q(rng))
     a = g.conv(x, 8, 3, out_q=random_q(rng, 0.05, 0.2))
@@ -90,11 +84,27 @@ def test_an_unsupported_op_falls_back_to_litert_with_the_reason(tmp_path, rng):
     with pytest.raises(UnsupportedOperatorError, match="LOG_SOFTMAX"):
         engine(data)
     with edgeinf.load(path, backend="edgeinf", num_threads=1, reference=True) as model:
-        assert model.backend == "tflite"
-        assert "LOG_SOFTMAX" in model.details["fallback"]
+        assert model.backend == "edgeinf"
+        assert "LOG_SOFTMAX" in model.details["fallback_nodes"][1]
+        assert [s["runtime"] for s in model.details["segments"]] == ["edgeinf", "tflite"]
         x_in = rng.integers(-128, 128, (1, 6, 6, 4), dtype=np.int8)
         (want,) = reference_outputs(data, [x_in])
         assert not first_mismatch(next(iter(model.run(x_in).values())), want)
+
+
+def test_a_model_with_no_native_part_worth_a_segment_falls_back_whole(tmp_path, rng):
+    """LOG_SOFTMAX then a RESHAPE the engine could run: a segment of data movement alone
+    is not worth leaving LiteRT, so LiteRT runs the whole model, with the reasons."""
+    g = Graph(rng)
+    x = g.tensor((1, 6, 6, 4), q=random_q(rng))
+    a = g.unary("LOG_SOFTMAX", x, out_q=(16.0 / 256, 127))
+    y = g.reshape(a, (1, 144))
+    path = tmp_path / "log_softmax_reshape.tflite"
+    path.write_bytes(g.build([x], [y]))
+    with edgeinf.load(path, backend="edgeinf", num_threads=1) as model:
+        assert model.backend == "tflite"
+        assert "LOG_SOFTMAX" in model.details["fallback"]
+        assert "worth a segment" in model.details["not_split"]
 
 
 def test_int16_activations_fall_back(rng):

@@ -119,3 +119,31 @@ def test_run_image_on_the_engine_equals_the_reference(tmp_path, face_landmark_in
         for name in want:
             assert not first_mismatch(got[name], want[name]), name
         assert model.metrics.snapshot().calls == 1  # counted like any other backend's call
+
+
+# The int8 face models `edgeinf quantize` makes (cached beside the float models): their
+# PRELUs stay float between a DEQUANTIZE and a QUANTIZE, which the engine runs as tables.
+EDGEINF_QUANTIZED = {"face_landmark": (192, False), "face_detection_short_range": (128, True),
+                     "face_detection_full_range": (192, True)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", EDGEINF_QUANTIZED)
+def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grace_hopper):
+    quantize = pytest.importorskip("edgeinf.quantize", reason="edgeinf quantize builds the int8 face models")
+    path = quantize.int8_path(name)
+    size, signed = EDGEINF_QUANTIZED[name]
+    with edgeinf.load(path, backend="edgeinf", num_threads=2) as model:
+        assert model.backend == "edgeinf"
+        assert "fallback" not in model.details, model.details.get("fallback")
+        x = as_input(grace_hopper[75:450, 128:384], size)
+        q = model.inputs[0].quantization
+        x = np.clip(np.round((x * 2 - 1 if signed else x) / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+        want = reference_outputs(path.read_bytes(), [x])
+        for isa in kernels.supported_isas():
+            with kernels.use_isa(isa):
+                got = model.run(x)
+            for (output, g), w in zip(got.items(), want):
+                msg = first_mismatch(g, w)
+                assert not msg, f"{output} on {isa}: {msg}"
+        if name == "face_landmark":
+            assert model.details["plan"]["ops"]["DEQUANTIZE+PRELU+QUANTIZE"] == 23

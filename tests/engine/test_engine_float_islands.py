@@ -1,0 +1,227 @@
+"""Float islands (DEQUANTIZE -> float elementwise chain -> QUANTIZE) run as per-channel
+tables, bit for bit against LiteRT's reference kernels. Every input is exhaustive: each
+channel sees all 256 byte values, so every table entry is checked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_models import Graph, engine, first_mismatch, random_q, reference_outputs
+
+from edgeinf import kernels
+from edgeinf.engine import node_support
+from edgeinf.formats.tflite import read_tflite
+from edgeinf.formats.tflite_schema import schema
+
+CHANNELS = 6
+
+
+def every_byte(shape, dtype, rng) -> np.ndarray:
+    """An input of ``shape`` (16 x 16 pixels) where each channel holds all 256 values, in
+    its own order."""
+    n, h, w, c = shape
+    assert h * w == 256
+    values = np.stack([rng.permutation(256) for _ in range(c)], axis=-1).reshape(shape)
+    return (values if dtype == "uint8" else values - 128).astype(dtype)
+
+
+def float_tensor(g: Graph, shape) -> int:
+    return g.tensor(shape, "float32")
+
+
+def constant(g: Graph, values, shape=None) -> int:
+    values = np.asarray(values, np.float32)
+    return g.tensor(values.shape if shape is None else shape, "float32", data=values.reshape(shape or values.shape))
+
+
+def chain_op(g: Graph, rng, name: str, x: int) -> int:
+    """One float operator on ``x``; its constants (per channel where it takes them) random."""
+    shape = g.shape(x)
+    y = float_tensor(g, shape)
+    s = schema()
+    if name == "PRELU":
+        alpha = constant(g, rng.uniform(-0.5, 1.5, CHANNELS), (1, 1, CHANNELS))
+        return g.op("PRELU", [x, alpha], [y])
+    if name == "LEAKY_RELU":
+        opts = s.LeakyReluOptionsT()
+        opts.alpha = 0.1
+        return g.op(name, [x], [y], opts)
+    if name in ("ADD", "SUB", "MUL", "MUL_SCALAR", "ADD_RELU6", "ADD_CONSTANT_FIRST"):
+        base = name.split("_")[0]
+        opts = {"ADD": s.AddOptionsT, "SUB": s.SubOptionsT, "MUL": s.MulOptionsT}[base]()
+        opts.fusedActivationFunction = 3 if name == "ADD_RELU6" else 0
+        c = constant(g, [1.75]) if name == "MUL_SCALAR" else constant(g, rng.uniform(-2, 2, CHANNELS))
+        inputs = [c, x] if name == "ADD_CONSTANT_FIRST" else [x, c]
+        return g.op(base, inputs, [y], opts, 2 if base != "SUB" else 3)
+    return g.op(name, [x], [y])
+
+
+def island_model(rng, chain, in_dtype="int8", out_dtype="int8") -> bytes:
+    g = Graph(rng)
+    shape = (1, 16, 16, CHANNELS)
+    in_q = random_q(rng, 0.02, 0.2)
+    if in_dtype == "uint8":
+        in_q = (in_q[0], in_q[1] + 128)
+    x = g.tensor(shape, in_dtype, q=in_q)
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    for name in chain:
+        value = chain_op(g, rng, name, value)
+    out_q = random_q(rng, 0.005, 0.05)
+    if out_dtype == "uint8":
+        out_q = (out_q[0], out_q[1] + 128)
+    y = g.unary("QUANTIZE", value, out_q=out_q, dtype=out_dtype)
+    return g.build([x], [y])
+
+
+def assert_island_exact(data: bytes, rng, threads: int = 1) -> dict:
+    backend = engine(data, threads)
+    spec = backend.inputs[0]
+    x = every_byte(spec.shape, spec.dtype, rng)
+    want = reference_outputs(data, [x])
+    for isa in kernels.supported_isas():
+        with kernels.use_isa(isa):
+            backend.set_input(0, x)
+            got = backend.invoke()
+        msg = first_mismatch(got[0], want[0])
+        assert not msg, f"on {isa}: {msg}"
+    return backend.details["plan"]
+
+
+CHAINS = [
+    (),
+    ("PRELU",),
+    ("LEAKY_RELU",),
+    ("RELU",),
+    ("RELU6",),
+    ("RELU_N1_TO_1",),
+    ("LOGISTIC",),
+    ("TANH",),
+    ("HARD_SWISH",),
+    ("ADD",),
+    ("ADD_CONSTANT_FIRST",),
+    ("SUB",),
+    ("MUL",),
+    ("MUL_SCALAR",),
+    ("ADD_RELU6",),
+    ("MUL", "ADD", "RELU6"),
+    ("PRELU", "TANH"),
+]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("chain", CHAINS, ids=lambda c: "+".join(c) or "nothing")
+def test_float_chain_runs_as_one_table(seed, chain):
+    rng = np.random.default_rng(seed)
+    plan = assert_island_exact(island_model(rng, chain), rng)
+    assert plan["steps"] == 1, plan
+    assert plan["ops"] == {"+".join(("DEQUANTIZE", *chain, "QUANTIZE")).replace("_SCALAR", "")
+                           .replace("_RELU6", "").replace("_CONSTANT_FIRST", ""): 1}  # fmt: skip
+
+
+@pytest.mark.parametrize("in_dtype, out_dtype", [("uint8", "int8"), ("int8", "uint8"), ("uint8", "uint8")])
+def test_float_prelu_between_unsigned_tensors(in_dtype, out_dtype):
+    rng = np.random.default_rng(7)
+    assert_island_exact(island_model(rng, ("PRELU",), in_dtype, out_dtype), rng)
+
+
+def test_a_large_island_splits_over_threads():
+    rng = np.random.default_rng(3)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16 * 64, CHANNELS), q=(0.05, 3))  # above the parallel threshold
+    value = chain_op(g, rng, "PRELU", g.unary("DEQUANTIZE", x, out_q=None, dtype="float32"))
+    y = g.unary("QUANTIZE", value, out_q=(0.02, -5))
+    data = g.build([x], [y])
+    backend = engine(data, threads=2)
+    xs = np.concatenate([every_byte((1, 16, 16, CHANNELS), "int8", rng) for _ in range(64)], axis=2)
+    backend.set_input(0, xs)
+    assert not first_mismatch(backend.invoke()[0], reference_outputs(data, [xs])[0])
+
+
+def test_node_support_names_the_island():
+    rng = np.random.default_rng(1)
+    nodes = node_support(read_tflite(island_model(rng, ("PRELU",))))
+    assert [n.native for n in nodes] == [True] * 3
+    assert all("DEQUANTIZE+PRELU+QUANTIZE" in n.how for n in nodes)
+
+
+def test_a_float_value_read_twice_is_not_an_island():
+    """The float tensor feeds the chain and is also a model output: the chain cannot fold,
+    and the float PRELU keeps the model off the engine, with the reason."""
+    rng = np.random.default_rng(2)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    y = g.unary("QUANTIZE", chain_op(g, rng, "PRELU", value), out_q=(0.02, 0))
+    nodes = node_support(read_tflite(g.build([x], [y, value])))
+    assert [n.native for n in nodes] == [True, False, True]
+    assert "FLOAT32" in nodes[1].reason
+
+
+def test_an_operand_varying_over_rows_is_not_an_island():
+    rng = np.random.default_rng(4)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    c = constant(g, rng.uniform(-1, 1, (1, 16, 1, 1)))
+    y = float_tensor(g, (1, 16, 16, CHANNELS))
+    opts = schema().MulOptionsT()
+    g.op("MUL", [value, c], [y], opts, 2)
+    out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
+    nodes = node_support(read_tflite(g.build([x], [out])))
+    assert not nodes[1].native
+
+
+def test_a_constant_minus_the_value_is_not_folded():
+    """SUB(c, x) is not a chain step (only x - c is): the float SUB is left to LiteRT."""
+    rng = np.random.default_rng(8)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    y = float_tensor(g, (1, 16, 16, CHANNELS))
+    g.op("SUB", [constant(g, [1.0]), value], [y], schema().SubOptionsT(), 3)
+    out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
+    nodes = node_support(read_tflite(g.build([x], [out])))
+    assert [n.native for n in nodes] == [True, False, True]
+
+
+def test_a_nan_alpha_leaves_the_prelu_to_litert(tmp_path):
+    """NaN through the chain has no defined int8 value: no table, and the model gives
+    exactly what LiteRT gives."""
+    import edgeinf
+
+    rng = np.random.default_rng(11)
+    g = Graph(rng)
+    x = g.tensor((1, 16, 16, CHANNELS), q=(0.05, 0))
+    value = g.unary("DEQUANTIZE", x, out_q=None, dtype="float32")
+    alpha = constant(g, [np.nan] + [0.5] * (CHANNELS - 1), (1, 1, CHANNELS))
+    y = float_tensor(g, (1, 16, 16, CHANNELS))
+    g.op("PRELU", [value, alpha], [y])
+    out = g.unary("QUANTIZE", y, out_q=(0.02, 0))
+    data = g.build([x], [out])
+    nodes = node_support(read_tflite(data))
+    assert [n.native for n in nodes] == [True, False, True]
+    path = tmp_path / "nan_alpha.tflite"
+    path.write_bytes(data)
+    with edgeinf.load(path, backend="edgeinf", num_threads=1, xnnpack=False) as model:
+        assert model.backend == "tflite"
+        with edgeinf.load(path, backend="tflite", num_threads=1, xnnpack=False) as litert:
+            xs = every_byte((1, 16, 16, CHANNELS), "int8", rng)
+            assert np.array_equal(model.run(xs)[model.outputs[0].name], litert.run(xs)[litert.outputs[0].name])
+
+
+@pytest.mark.parametrize(
+    "n, tables, message",
+    [
+        (12, np.zeros((5, 256), np.int8), "channels do not divide"),
+        (12, np.zeros((4, 255), np.int8), "tables"),
+        (12, np.zeros((0, 256), np.int8), "channels do not divide"),
+        (12, np.zeros(256, np.int8), "tables"),
+        (1 << 20, np.zeros((4, 256), np.int8), "outside the arena"),
+    ],
+)
+def test_the_native_table_step_refuses_bad_arguments(n, tables, message):
+    from edgeinf import _C
+
+    program = _C.EngineProgram(1024, 1)
+    with pytest.raises(ValueError, match=message):
+        program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables)
