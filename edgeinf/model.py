@@ -12,17 +12,15 @@ throughput load one `Model` per thread.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
@@ -37,6 +35,9 @@ from .errors import (
 )
 from .metrics import LATENCY_BUCKETS_S, ModelMetrics
 from .types import TensorSpec
+
+if TYPE_CHECKING:  # asyncio and concurrent.futures load only for an app that submits calls
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 log = logging.getLogger(__name__)
 _clock = time.perf_counter
@@ -510,13 +511,19 @@ class Model:
 
     async def arun(self, inputs: Inputs, **options) -> dict[str, np.ndarray]:
         """`run` for asyncio: awaits the outputs without blocking the event loop."""
+        import asyncio
+
         return await asyncio.wrap_future(self.submit(inputs, **options))
 
     async def arun_image(self, frame: np.ndarray, color: str = "bgr", **options) -> dict[str, np.ndarray]:
         """`run_image` for asyncio."""
+        import asyncio
+
         return await asyncio.wrap_future(self.submit_image(frame, color, **options))
 
     def _submitter(self) -> ThreadPoolExecutor:
+        from concurrent.futures import ThreadPoolExecutor
+
         with self._lock:
             self._live()
             executor = self.__dict__.get("_executor")

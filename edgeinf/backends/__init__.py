@@ -107,12 +107,12 @@ def create(backend: str, path, *, num_threads: int, parsed=None, **options):
     if backend == "auto":
         from .auto import create_auto
 
-        data = options.get("model_content") or Path(path).read_bytes()
+        content = options.get("model_content")
         if parsed is None:
             from ..formats.tflite import read_tflite
 
-            parsed = read_tflite(data)
-        return create_auto(path, data, parsed, num_threads=num_threads)
+            parsed = read_tflite(content if content is not None else Path(path).read_bytes())
+        return create_auto(path, content, parsed, num_threads=num_threads)
     if installed_package(backend) is None:
         packages = " or ".join(_BACKENDS[backend][1])
         raise BackendUnavailableError(

@@ -99,13 +99,28 @@ def _write_cached(path: Path, choice: str, why: str) -> None:
         log.info("cannot cache the auto backend choice in %s: %s", path, exc)
 
 
-def create_auto(path, data: bytes, parsed, *, num_threads: int):
-    """The backend ``backend="auto"`` chooses for a .tflite model, ``details["auto"]`` saying why."""
+_INT8_COMPUTE = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
+def has_int8_compute(parsed) -> bool:
+    """Whether a convolution or fully connected layer of the main graph takes int8/uint8
+    input: without one the engine has nothing to gain, and is not even tried."""
+    graph = parsed.main
+    return any(
+        op.opcode.name in _INT8_COMPUTE and op.inputs and graph.tensors[op.inputs[0]].dtype in ("INT8", "UINT8")
+        for op in graph.operators
+    )
+
+
+def create_auto(path, data: bytes | None, parsed, *, num_threads: int):
+    """The backend ``backend="auto"`` chooses for a .tflite model, ``details["auto"]`` saying
+    why. ``data``: the model's bytes when it was given as content rather than a file."""
     from ..errors import ModelFileError, UnsupportedOperatorError
     from . import create
-    from .edgeinf import EngineBackend
 
     def litert():
+        if data is None:
+            return create("tflite", path, num_threads=num_threads)
         return create("tflite", path, num_threads=num_threads, model_content=data)
 
     def chosen(runtime, choice: str, why: str):
@@ -113,6 +128,12 @@ def create_auto(path, data: bytes, parsed, *, num_threads: int):
         log.info("auto backend for %s: %s", path, runtime.details["auto"])
         return runtime
 
+    if not has_int8_compute(parsed):
+        return chosen(litert(), "tflite", "no int8 convolution or fully connected layer for the int8 engine to run")
+    from .edgeinf import EngineBackend
+
+    if data is None:
+        data = Path(path).read_bytes()
     cache = _cache_file(data, num_threads)
     cached = _read_cached(cache)
     if cached is not None and cached[0] == "tflite":
