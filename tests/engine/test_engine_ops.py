@@ -433,9 +433,9 @@ def test_resize_bilinear_channel_blocks(channels, threads):
 
     rng = np.random.default_rng(channels)
     g = Graph(rng)
-    x = g.tensor((2, 12, 11, channels), q=random_q(rng))
-    y = g.tensor((2, 24, 25, channels), q=g.q(x))
+    x = g.tensor((2, 32, 31, channels), q=random_q(rng))
+    y = g.tensor((2, 64, 65, channels), q=g.q(x))
     opts = schema().ResizeBilinearOptionsT()
     opts.alignCorners, opts.halfPixelCenters = False, True
-    g.op("RESIZE_BILINEAR", [x, _int32(g, (24, 25))], [y], opts, 3)
+    g.op("RESIZE_BILINEAR", [x, _int32(g, (64, 65))], [y], opts, 3)
     assert_engine_exact(g.build([x], [y]), rng, runs=3, threads=threads)

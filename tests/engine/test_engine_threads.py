@@ -18,7 +18,7 @@ from edgeinf import _C
 def test_split_convolutions(threads, kernel, stride, dilation, padding):
     rng = np.random.default_rng(threads * 10 + kernel)
     g = Graph(rng)
-    x = g.tensor((1, 37, 29, 16), q=random_q(rng))
+    x = g.tensor((1, 96, 80, 16), q=random_q(rng))  # layers over 2M multiply-adds: split
     a = g.conv(x, 32, kernel, stride=stride, dilation=dilation, padding=padding, out_q=random_q(rng, 0.05, 0.5))
     b = g.conv(a, None, kernel, stride=stride, dilation=dilation, padding=padding, depthwise=True,
                out_q=random_q(rng, 0.05, 0.5))  # fmt: skip
@@ -29,11 +29,11 @@ def test_split_convolutions(threads, kernel, stride, dilation, padding):
 def test_split_elementwise_and_padded_depthwise(threads):
     rng = np.random.default_rng(threads)
     g = Graph(rng)
-    x = g.tensor((1, 48, 40, 24), q=random_q(rng))
-    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))  # 24 channels: padded to 32
+    x = g.tensor((1, 120, 100, 24), q=random_q(rng))  # large enough to split
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))  # 24 channels
     s = g.binary("ADD", x, d, out_q=random_q(rng, 0.05, 0.5))
     alpha = g.tensor((24,), q=(0.01, 0), data=rng.integers(-128, 128, (24,), dtype=np.int8))
-    p = g.tensor((1, 48, 40, 24), q=random_q(rng, 0.05, 0.5))
+    p = g.tensor((1, 120, 100, 24), q=random_q(rng, 0.05, 0.5))
     g.op("PRELU", [s, alpha], [p])
     y = g.unary("LOGISTIC", p, out_q=(1.0 / 256, -128))
     assert_engine_exact(g.build([x], [y]), rng, threads=threads)
@@ -59,7 +59,7 @@ def test_depthwise_channels_off_the_simd_block(threads, channels):
     # (the face detectors' 24-, 28- and 42-channel layers), split over threads.
     rng = np.random.default_rng(channels + threads)
     g = Graph(rng)
-    x = g.tensor((1, 33, 30, channels), q=random_q(rng))
+    x = g.tensor((1, 144, 136, channels), q=random_q(rng))  # over 2M multiply-adds: split
     d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
     s = g.conv(d, None, 3, stride=2, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
     plan = assert_engine_exact(g.build([x], [s]), rng, threads=threads)
