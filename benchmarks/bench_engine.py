@@ -1,6 +1,7 @@
 """Whole int8 models, side by side: edgeinf's engine vs LiteRT with XNNPACK vs LiteRT built-in.
 
     python benchmarks/bench_engine.py [--runs 40] [--rounds 8] [--json benchmarks/results/engine.json]
+    python benchmarks/bench_engine.py --profile [--threads 1]   # the engine's time per step
 
 The models are the manifest's face models quantized to int8 two ways: by TFLite's own
 post-training calibrator (in the LiteRT wheel), calibrated on crops of the Grace Hopper photo
@@ -145,6 +146,45 @@ def bench(path: Path, x_float: np.ndarray, threads: int, runs: int, rounds: int)
     return row
 
 
+def _step_shape(step) -> tuple[str, int]:
+    """A step's layer shape as text and its multiply-adds (0 for steps without weights)."""
+    args = step.args
+    if step.method.startswith(("conv2d", "depthwise")):
+        _, h, w, c, oh, ow, sh, *_ = args["geometry"]
+        o, kh, kw, i = args["weights"].shape
+        macs = oh * ow * (o * kh * kw * i if step.method == "conv2d" else kh * kw * i)
+        return f"{h}x{w}x{c} -> {oh}x{ow}x{o if step.method == 'conv2d' else i}, {kh}x{kw} /{sh}", macs
+    for key in ("shape", "out_shape"):
+        if key in args:
+            return "x".join(str(d) for d in args[key]), 0
+    return (f"{args['n']} values", 0) if "n" in args else ("", 0)
+
+
+def profile(models: dict, threads: int, runs: int) -> None:
+    """Print the engine's median time per step of each model, and the totals per operator."""
+    from collections import defaultdict
+
+    from edgeinf.engine import build_program, plan_model
+    from edgeinf.formats.tflite import read_tflite
+
+    for name, (path, _) in models.items():
+        try:
+            plan = plan_model(read_tflite(path))
+        except edgeinf.EdgeInfError as exc:
+            print(f"{name}: not on the engine ({exc})")
+            continue
+        times = build_program(plan, threads).profile(runs)
+        print(f"\n{name}: {len(times)} steps, {sum(times) * 1e3:.2f} ms (sum of per-step medians, {threads} thr)")
+        by_op: dict[str, float] = defaultdict(float)
+        for step, t in zip(plan.steps, times):
+            shape, macs = _step_shape(step)
+            rate = f"{macs / t / 1e9:6.1f} GMAC/s" if macs and t > 0 else ""
+            print(f"  {t * 1e6:8.1f} us  {step.op:18s} {shape:32s} {rate}")
+            by_op[step.op] += t
+        for op, t in sorted(by_op.items(), key=lambda kv: -kv[1]):
+            print(f"  {t * 1e3:7.3f} ms  {op}")
+
+
 def main(argv=None) -> int:
     import tempfile
 
@@ -152,9 +192,14 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=40, help="calls per block")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of blocks")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--profile", action="store_true", help="print the engine's time per step instead")
+    parser.add_argument("--threads", type=int, default=1, help="threads of --profile")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        if args.profile:
+            profile(int8_models(Path(tmp)), args.threads, args.runs * args.rounds)
+            return 0
         for name, (path, x) in int8_models(Path(tmp)).items():
             for threads in THREADS:
                 row = {"model": name, **bench(path, x, threads, args.runs, args.rounds)}

@@ -518,6 +518,12 @@ class PyProgram {
     program_.run();
   }
 
+  std::vector<double> profile(size_t runs) const {
+    if (runs == 0 || runs > 100000) throw std::invalid_argument("profile: runs must be in [1, 100000]");
+    py::gil_scoped_release release;
+    return program_.profile(runs);
+  }
+
   std::vector<std::string> step_names() const {
     std::vector<std::string> names;
     for (size_t i = 0; i < program_.size(); ++i) names.emplace_back(program_.step(i).name());
@@ -590,6 +596,8 @@ void bind_engine(py::module_& m) {
            py::arg("batch"), py::arg("in_h"), py::arg("in_w"), py::arg("channels"), py::arg("ys"), py::arg("xs"))
       .def("copy", &PyProgram::copy, py::arg("src_offset"), py::arg("dst_offset"), py::arg("bytes"))
       .def("run", &PyProgram::run)
+      .def("profile", &PyProgram::profile, py::arg("runs"),
+           "Runs the program `runs` times timing each step: the median seconds per step.")
       .def("step_names", &PyProgram::step_names)
       .def_property_readonly("arena_bytes", &PyProgram::arena_bytes)
       .def_property_readonly("threads", &PyProgram::threads)

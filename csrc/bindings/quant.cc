@@ -207,7 +207,7 @@ class Conv2d {
 
   // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
   bool float_requantization() const {
-    return weights_->direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
+    return weights_->avx2_direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
                               : weights_->gemm().float_requantization() != nullptr;
   }
 

@@ -4,9 +4,18 @@
 // returns when all are done. Tasks are claimed one at a time, so the caller never waits
 // for a worker that has not started (on a loaded machine it simply runs every task
 // itself); it only waits for tasks a worker has claimed. Between jobs the workers spin
-// for a short while (a model's steps follow each other within microseconds), then sleep
-// on a condition variable, so an idle model costs no CPU. A task that throws is caught
+// for a few microseconds (a model's large steps often follow each other closely), then
+// sleep on a condition variable, so an idle model costs no CPU and a busy machine's CPUs
+// go to threads with work. A task that throws is caught
 // in the worker (nothing reaches std::terminate) and run() reports it.
+//
+// Why not the process-wide pool of csrc/threadpool.h: that one serves any caller on any
+// thread (image pipelines, several models at once) through a queue of batches under a
+// mutex, each call allocating its batch and waking workers by condition variable; it has
+// as many workers as the machine has cores, not the model's num_threads. A model runs
+// 50-130 steps per call, a few to a few hundred microseconds each, so the engine keeps
+// workers of its own that spin on one atomic word between steps and number exactly
+// num_threads - 1.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 #include "program.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 
 #include "../kernels/qs8_logistic/logistic.h"
 #include "../kernels/qs8_quantize/quantize.h"
+#include "resize_bilinear.h"
 #include "steps.h"
 
 namespace edgeinf::engine {
@@ -44,15 +46,43 @@ void Program::run() const {
   for (const auto& step : steps_) step->run(*pool_);
 }
 
+std::vector<double> Program::profile(size_t runs) const {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<double>> times(steps_.size(), std::vector<double>(runs));
+  for (size_t r = 0; r < runs; ++r) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const auto start = Clock::now();
+      steps_[i]->run(*pool_);
+      times[i][r] = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
+  std::vector<double> medians;
+  for (auto& t : times) {
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    medians.push_back(t.empty() ? 0.0 : t[t.size() / 2]);
+  }
+  return medians;
+}
+
 // ---------------------------------------------------------------- steps
 
 namespace {
 
-// Below this many multiply-adds a layer runs on the calling thread: waking the workers
-// costs more than it saves.
-constexpr size_t kMinParallelMacs = 200000;
-// Elementwise steps split above this many values.
-constexpr size_t kMinParallelValues = 32768;
+// Below this many multiply-adds a layer runs on the calling thread: waking a sleeping
+// worker (a futex call and its scheduling, several microseconds on a loaded machine) and
+// the second thread's share of the caches cost more than splitting a layer of under about
+// 50 microseconds saves. Measured on a loaded 2-core host, thresholds of 0.2M multiply-adds
+// and 32K values made the face detectors on two threads 10-20% slower than these.
+constexpr size_t kMinParallelMacs = 2000000;
+// A parallel layer is cut into up to this many tasks per thread, each of at least
+// kMinTaskMacs: on a machine other jobs share, a worker is often descheduled mid-layer,
+// and small tasks let the threads that do run take over its share instead of waiting
+// for it (tasks are claimed one at a time).
+constexpr size_t kTasksPerThread = 4;
+constexpr size_t kMinTaskMacs = 500000;
+// Elementwise steps split above this many values, in chunks of at least kMinChunkValues.
+constexpr size_t kMinParallelValues = 131072;
+constexpr size_t kMinChunkValues = 32768;
 
 // Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
 // rows they read (clipped to the image), the padding above them, their output rows.
@@ -79,26 +109,35 @@ bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry*
 template <class Geometry, class Kernel>
 void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
                   Kernel kernel) {
-  const size_t bands = std::min(pool.size(), g.out_h);
-  if (bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
+  const size_t bands =
+      std::min({pool.size() * kTasksPerThread, g.out_h, macs / kMinTaskMacs});
+  if (pool.size() <= 1 || bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
     kernel(g, in, out);
     return;
   }
-  std::vector<Geometry> slices(bands);
-  std::vector<size_t> in_skip(bands), out_skip(bands);
+  Geometry slice;
+  size_t in_skip = 0, out_skip = 0;
   for (size_t i = 0; i < bands; ++i) {
-    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slices[i], &in_skip[i], &out_skip[i])) {
+    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slice, &in_skip, &out_skip)) {
       kernel(g, in, out);
       return;
     }
   }
-  pool.run(bands, [&](size_t i) { kernel(slices[i], in + in_skip[i], out + out_skip[i]); });
+  pool.run(bands, [&](size_t i) {
+    Geometry s = g;
+    size_t in_at = 0, out_at = 0;
+    slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &s, &in_at, &out_at);
+    kernel(s, in + in_at, out + out_at);
+  });
 }
 
-// fn(begin, end) over [0, n) in one chunk per thread (multiples of 64 values).
+// fn(begin, end) over [0, n) in up to kTasksPerThread chunks per thread (multiples of 64
+// values), or at once when n is small or the pool has no workers.
 template <class Fn>
 void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
-  const size_t chunks = n < kMinParallelValues ? 1 : pool.size();
+  const size_t chunks = n < kMinParallelValues || pool.size() <= 1
+                            ? 1
+                            : std::min(pool.size() * kTasksPerThread, n / kMinChunkValues);
   if (chunks <= 1) {
     fn(size_t{0}, n);
     return;
@@ -127,6 +166,18 @@ void DepthwiseConv2dStep::run(ThreadPool& pool) const {
   });
 }
 
+namespace {
+
+// n >= 8 bytes in 8-byte moves, the last one overlapping the one before: a pixel's few
+// channels, where a memcpy call costs more than the copy.
+inline void copy_pieces(int8_t* dst, const int8_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 < n; i += 8) std::memcpy(dst + i, src + i, 8);
+  std::memcpy(dst + n - 8, src + n - 8, 8);
+}
+
+}  // namespace
+
 PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
                                                      size_t channels, int8_t zero_point,
                                                      std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
@@ -143,15 +194,32 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
   int8_t* padded_in = scratch_->data();
   int8_t* padded_out = padded_in + in_pixels * cp;
+  // With 8 <= c and cp a multiple of 16 (as the planner pads), fixed-size moves: per
+  // pixel, zero points over all cp values, then the c real ones in 8-byte pieces.
+  const bool pieces = c >= 8 && cp % 16 == 0;
+  int8_t fill[16];
+  std::memset(fill, zero_point_, sizeof(fill));
   for (size_t p = 0; p < in_pixels; ++p) {
-    std::memcpy(padded_in + p * cp, in_ + p * c, c);
-    std::memset(padded_in + p * cp + c, zero_point_, cp - c);
+    int8_t* dst = padded_in + p * cp;
+    if (pieces) {
+      for (size_t j = 0; j < cp; j += 16) std::memcpy(dst + j, fill, 16);
+      copy_pieces(dst, in_ + p * c, c);
+    } else {
+      std::memcpy(dst, in_ + p * c, c);
+      std::memset(dst + c, zero_point_, cp - c);
+    }
   }
   const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w;
   by_row_bands(pool, g_, cp, macs, padded_in, padded_out, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
     qs8::qs8_dwconv2d(*w_, g, in, out);
   });
-  for (size_t p = 0; p < out_pixels; ++p) std::memcpy(out_ + p * c, padded_out + p * cp, c);
+  for (size_t p = 0; p < out_pixels; ++p) {
+    if (pieces) {
+      copy_pieces(out_ + p * c, padded_out + p * cp, c);
+    } else {
+      std::memcpy(out_ + p * c, padded_out + p * cp, c);
+    }
+  }
 }
 
 FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
@@ -262,11 +330,44 @@ void ConcatStep::run(ThreadPool& pool) const {
   }
 }
 
+namespace {
+
+// n bytes (at least 16) from src to dst in 16-byte moves, the last one overlapping the one
+// before: for the short rows of a channel padding, where a call to memcpy per row costs
+// more than the copy.
+inline void copy_short(uint8_t* dst, const uint8_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 16 < n; i += 16) std::memcpy(dst + i, src + i, 16);
+  std::memcpy(dst + n - 16, src + n - 16, 16);
+}
+
+}  // namespace
+
 void PadStep::run(ThreadPool& pool) const {
   const auto& is = in_shape_;
   const auto& os = out_shape_;
-  std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
   const size_t row = is[3] * element_;
+  if (before_[0] + before_[1] + before_[2] + before_[3] == 0 && is[0] == os[0] && is[1] == os[1] &&
+      is[2] == os[2] && row >= 16 && row <= 256) {
+    // Only channels added at the end (a residual block widening its shortcut): each pixel's
+    // values, then the padding value.
+    const size_t pixels = is[0] * is[1] * is[2], out_row = os[3] * element_, pad = out_row - row;
+    uint8_t fill[16];
+    std::memset(fill, value_, sizeof(fill));
+    for (size_t p = 0; p < pixels; ++p) {
+      uint8_t* dst = out_ + p * out_row;
+      copy_short(dst, in_ + p * row, row);
+      // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
+      // next pixel's copy overwrites (the last pixel's padding is set exactly).
+      if (pad <= 16 && p + 1 < pixels) {
+        std::memcpy(dst + row, fill, 16);
+      } else {
+        std::memset(dst + row, value_, pad);
+      }
+    }
+    return;
+  }
+  std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
   const uint8_t* src = in_;
   for (size_t i0 = 0; i0 < is[0]; ++i0) {
     for (size_t i1 = 0; i1 < is[1]; ++i1) {
@@ -309,27 +410,32 @@ void GatherStep::run(ThreadPool&) const {
   }
 }
 
-void ResizeBilinearStep::run(ThreadPool&) const {
-  const size_t out_h = ys_.lower.size(), out_w = xs_.lower.size();
-  int8_t* dst = out_;
-  for (size_t b = 0; b < batch_; ++b) {
-    const int8_t* image = in_ + b * in_h_ * in_w_ * c_;
-    for (size_t oy = 0; oy < out_h; ++oy) {
-      const int64_t wy = ys_.weight[oy];
-      const int8_t* row0 = image + static_cast<size_t>(ys_.lower[oy]) * in_w_ * c_;
-      const int8_t* row1 = image + static_cast<size_t>(ys_.upper[oy]) * in_w_ * c_;
-      for (size_t ox = 0; ox < out_w; ++ox) {
-        const int64_t wx = xs_.weight[ox];
-        const size_t x0 = static_cast<size_t>(xs_.lower[ox]) * c_, x1 = static_cast<size_t>(xs_.upper[ox]) * c_;
-        for (size_t c = 0; c < c_; ++c) {
-          const int64_t sum = row0[x0 + c] * (1024 - wy) * (1024 - wx) + row1[x0 + c] * wy * (1024 - wx) +
-                              row0[x1 + c] * (1024 - wy) * wx + row1[x1 + c] * wy * wx;
-          const int64_t round = sum > 0 ? (int64_t{1} << 19) : -(int64_t{1} << 19);
-          *dst++ = static_cast<int8_t>(static_cast<uint8_t>((sum + round) / (int64_t{1} << 20)));
-        }
-      }
+void ResizeBilinearStep::run(ThreadPool& pool) const {
+  const size_t out_h = ys_.lower.size(), out_w = xs_.lower.size(), rows = batch_ * out_h;
+  auto run_rows = [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t b = r / out_h, oy = r % out_h;
+      const int8_t* image = in_ + b * in_h_ * in_w_ * c_;
+      const BilinearRow row{image + static_cast<size_t>(ys_.lower[oy]) * in_w_ * c_,
+                            image + static_cast<size_t>(ys_.upper[oy]) * in_w_ * c_,
+                            ys_.weight[oy],
+                            xs_.lower.data(),
+                            xs_.upper.data(),
+                            xs_.weight.data(),
+                            out_w,
+                            c_};
+      bilinear_row(row, out_ + r * out_w * c_);
     }
+  };
+  const size_t values = rows * out_w * c_;
+  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
+                           ? 1
+                           : std::min({pool.size() * kTasksPerThread, rows, values / kMinChunkValues});
+  if (tasks <= 1) {
+    run_rows(0, rows);
+    return;
   }
+  pool.run(tasks, [&](size_t i) { run_rows(rows * i / tasks, rows * (i + 1) / tasks); });
 }
 
 void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }

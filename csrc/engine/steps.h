@@ -294,8 +294,7 @@ class GatherStep final : public Step {
 
 // RESIZE_BILINEAR of int8 NHWC as TFLite's reference ResizeBilinearInteger: per output
 // row and column the two source indices and the weight of the second one in 1/1024 steps
-// (made at load), the four products summed in int64, rounded half away from zero at
-// 2^20, then cast to int8 as the reference casts.
+// (made at load); each output row is one bilinear_row (resize_bilinear.h).
 class ResizeBilinearStep final : public Step {
  public:
   struct Axis {

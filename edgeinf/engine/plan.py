@@ -102,6 +102,16 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
         step.args[slots[0]], step.args[slots[1]] = lo, hi
 
 
+def _pads_depthwise(c: int) -> bool:
+    """Whether a depthwise layer of c channels runs with its channels padded to a multiple
+    of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
+    the one before, so only fewer channels need the padding there; the NEON kernels (16,
+    then 8 channels per step) would take a scalar tail."""
+    if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
+        return False
+    return c < _DW_BLOCK or _C.active_isa() != "avx2"
+
+
 def _align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
 
@@ -267,7 +277,7 @@ class _Planner:
                 f"{where(op)}: filter of shape {list(args['weights'].shape)} does not fit {c} input channels"
             )
         args["depth_multiplier"] = o // c
-        if o == c and c % _DW_BLOCK and c >= _DW_BLOCK // 2:
+        if o == c and _pads_depthwise(c):
             self.pad_depthwise_channels(args, c)
         self.add(op, args.pop("method", "depthwise_conv2d"), args, [x.index], [y.index])
 

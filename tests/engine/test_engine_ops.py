@@ -423,3 +423,19 @@ def test_resize_bilinear(seed, size, align_corners, half_pixel_centers):
     opts.alignCorners, opts.halfPixelCenters = align_corners, half_pixel_centers
     g.op("RESIZE_BILINEAR", [x, _int32(g, size)], [y], opts, 3)
     assert_engine_exact(g.build([x], [y]), rng)
+
+
+@pytest.mark.parametrize("channels, threads", [(48, 1), (19, 2), (8, 3)])
+def test_resize_bilinear_channel_blocks(channels, threads):
+    # The AVX2 path computes 8 channels per step (the rest by the scalar formula) and the
+    # output rows split over threads; values at the int8 edges round at +-2^19 exactly.
+    from edgeinf.formats.tflite_schema import schema
+
+    rng = np.random.default_rng(channels)
+    g = Graph(rng)
+    x = g.tensor((2, 32, 31, channels), q=random_q(rng))
+    y = g.tensor((2, 64, 65, channels), q=g.q(x))
+    opts = schema().ResizeBilinearOptionsT()
+    opts.alignCorners, opts.halfPixelCenters = False, True
+    g.op("RESIZE_BILINEAR", [x, _int32(g, (64, 65))], [y], opts, 3)
+    assert_engine_exact(g.build([x], [y]), rng, runs=3, threads=threads)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import Graph, assert_engine_exact, random_q
+from engine_models import Graph, assert_engine_exact, engine, random_q
 
 from edgeinf import _C
 
@@ -18,7 +18,7 @@ from edgeinf import _C
 def test_split_convolutions(threads, kernel, stride, dilation, padding):
     rng = np.random.default_rng(threads * 10 + kernel)
     g = Graph(rng)
-    x = g.tensor((1, 37, 29, 16), q=random_q(rng))
+    x = g.tensor((1, 96, 80, 16), q=random_q(rng))  # layers over 2M multiply-adds: split
     a = g.conv(x, 32, kernel, stride=stride, dilation=dilation, padding=padding, out_q=random_q(rng, 0.05, 0.5))
     b = g.conv(a, None, kernel, stride=stride, dilation=dilation, padding=padding, depthwise=True,
                out_q=random_q(rng, 0.05, 0.5))  # fmt: skip
@@ -29,11 +29,11 @@ def test_split_convolutions(threads, kernel, stride, dilation, padding):
 def test_split_elementwise_and_padded_depthwise(threads):
     rng = np.random.default_rng(threads)
     g = Graph(rng)
-    x = g.tensor((1, 48, 40, 24), q=random_q(rng))
-    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))  # 24 channels: padded to 32
+    x = g.tensor((1, 120, 100, 24), q=random_q(rng))  # large enough to split
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))  # 24 channels
     s = g.binary("ADD", x, d, out_q=random_q(rng, 0.05, 0.5))
     alpha = g.tensor((24,), q=(0.01, 0), data=rng.integers(-128, 128, (24,), dtype=np.int8))
-    p = g.tensor((1, 48, 40, 24), q=random_q(rng, 0.05, 0.5))
+    p = g.tensor((1, 120, 100, 24), q=random_q(rng, 0.05, 0.5))
     g.op("PRELU", [s, alpha], [p])
     y = g.unary("LOGISTIC", p, out_q=(1.0 / 256, -128))
     assert_engine_exact(g.build([x], [y]), rng, threads=threads)
@@ -50,3 +50,50 @@ def test_a_program_keeps_its_threads():
 def test_thread_count_is_bounded(threads):
     with pytest.raises(ValueError, match="threads"):
         _C.EngineProgram(64, threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("channels", [12, 24, 28, 42])
+def test_depthwise_channels_off_the_simd_block(threads, channels):
+    # Fewer than 16 channels run padded to 16; more, on AVX2, end with an overlapping block
+    # (the face detectors' 24-, 28- and 42-channel layers), split over threads.
+    rng = np.random.default_rng(channels + threads)
+    g = Graph(rng)
+    x = g.tensor((1, 144, 136, channels), q=random_q(rng))  # over 2M multiply-adds: split
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+    s = g.conv(d, None, 3, stride=2, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+    plan = assert_engine_exact(g.build([x], [s]), rng, threads=threads)
+    assert plan["ops"] == {"DEPTHWISE_CONV_2D": 2}
+
+
+def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():
+    from edgeinf.engine import plan_model
+    from edgeinf.formats.tflite import read_tflite
+
+    rng = np.random.default_rng(5)
+    methods = {}
+    for channels in (8, 12, 16, 24, 28, 48):
+        g = Graph(rng)
+        x = g.tensor((1, 9, 9, channels), q=random_q(rng))
+        d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+        methods[channels] = plan_model(read_tflite(g.build([x], [d]))).steps[0].method
+    padded = "depthwise_conv2d_padded"
+    assert methods[16] == methods[48] == "depthwise_conv2d"
+    assert methods[8] == methods[12] == padded
+    tail = "depthwise_conv2d" if _C.active_isa() == "avx2" else padded
+    assert methods[24] == methods[28] == tail
+
+
+def test_profile_times_each_step():
+    rng = np.random.default_rng(11)
+    g = Graph(rng)
+    x = g.tensor((1, 20, 20, 16), q=random_q(rng))
+    a = g.conv(x, 24, 3, out_q=random_q(rng, 0.05, 0.5))
+    y = g.binary("ADD", a, a, out_q=random_q(rng, 0.05, 0.5))
+    backend = engine(g.build([x], [y]), 2)
+    program = backend._program
+    times = program.profile(5)
+    assert len(times) == len(program) == 2
+    assert all(t >= 0 for t in times)
+    with pytest.raises(ValueError, match="runs"):
+        program.profile(0)

@@ -132,3 +132,38 @@ def test_dequantize_matches_tflite_reference(case):
     for isa, got in run_each_isa(lambda: quant.dequantize(x, q[0], q[1])).items():
         assert got.dtype == np.float32
         assert_same(got.view(np.int32), want.view(np.int32), f"dequantize bits q={q} on {isa}")
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_add_of_every_value_pair_matches_tflite_reference(case):
+    # All 256 x 256 pairs of int8 inputs: the AVX2 path rescales each input with 32-bit
+    # multiplies (the input multiplier split at 2^11), which must equal the reference's
+    # 64-bit high multiply for every value and zero point.
+    rng = np.random.default_rng(7000 + case)
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    zero_points = [-128, 127, 0, -1]
+    qa = (random_scale(rng), zero_points[case % 4] if case < 4 else random_zero_point(rng))
+    qb = (random_scale(rng) * (1000.0 if case == 5 else 1.0), zero_points[(case + 1) % 4])
+    qo = (float(np.float32(max(qa[0], qb[0]) * np.exp(rng.uniform(-1.5, 1.0)))), random_zero_point(rng))
+    act = ACTIVATIONS[case % 4]
+    want = run(binary_model("ADD", a.shape, b.shape, list(a.shape), qa=qa, qb=qb, qo=qo, activation=act), [a, b])
+    kw = dict(a_scale=qa[0], a_zero_point=qa[1], b_scale=qb[0], b_zero_point=qb[1], output_scale=qo[0],
+              output_zero_point=qo[1], activation=act)  # fmt: skip
+    for isa, got in run_each_isa(lambda: quant.add(a, b, **kw)).items():
+        assert_same(got, want, f"ADD of every pair, qa={qa} qb={qb} qo={qo} act={act} on {isa}")
+
+
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
+@pytest.mark.parametrize("c", [24, 28, 42, 88])
+def test_pooling_channels_past_a_simd_block(op, c):
+    # Channel counts above 16 that are not a multiple of 16 end with a block overlapping
+    # the one before (the face detectors' 28-, 42- and 88-channel max pools).
+    rng = np.random.default_rng(c + (0 if op == "MAX_POOL_2D" else 100))
+    q = (random_scale(rng), random_zero_point(rng))
+    x = _x(rng, (1, 12, 10, c))
+    want = run(pool_model(op, x.shape, pool=(2, 2), stride=(2, 2), padding="valid", q=q, activation="none"), [x])
+    fn = quant.max_pool if op == "MAX_POOL_2D" else quant.average_pool
+    kw = dict(pool_size=(2, 2), stride=(2, 2), padding="valid", scale=q[0], zero_point=q[1])
+    for isa, got in run_each_isa(lambda: fn(x, **kw)).items():
+        assert_same(got, want, f"{op} x={x.shape} on {isa}")

@@ -345,3 +345,39 @@ def test_conv2d_gemm_schedules(shape, per_channel):
     what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} per_channel={per_channel}"
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"{what} on {isa}")
+
+
+# 1x1 filters of 5 to 128 input channels run the direct kernel on AVX2 (the GEMM route on
+# NEON and above 128 channels): channel counts odd and even, output channels off the 16
+# blocks, strides that skip pixels, two images, the every-variant requantization.
+POINTWISE_SHAPES = [
+    # (batch, h, w, c, o, stride)
+    (1, 13, 11, 8, 32, (1, 1)),
+    (2, 9, 7, 5, 12, (1, 1)),
+    (1, 12, 12, 24, 28, (1, 1)),
+    (1, 10, 9, 37, 19, (2, 2)),
+    (1, 6, 7, 128, 40, (1, 1)),
+    (1, 5, 6, 129, 24, (1, 1)),
+]
+
+
+@pytest.mark.parametrize("shape", range(len(POINTWISE_SHAPES)))
+@pytest.mark.parametrize("variant", SCHEDULE_VARIANTS)
+def test_conv2d_pointwise(shape, variant):
+    b, h, w, c, o, stride = POINTWISE_SHAPES[shape]
+    rng = np.random.default_rng(8000 + 10 * shape + (variant != "per_channel"))
+    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, 9], o, c, "relu6")
+    weights = _weights(rng, (o, 1, 1, c))
+    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
+    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    if variant != "per_channel":
+        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
+    model = conv_model(x.shape, weights, bias, stride=stride, dilation=(1, 1), padding="valid", in_q=in_q,
+                       out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, stride=stride, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
+                        weight_scale=ws, output_scale=out_q[0], output_zero_point=out_q[1],
+                        activation=act)  # fmt: skip
+    what = f"pointwise conv x={x.shape} w={weights.shape} s={stride} {variant}"
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"{what} on {isa}")

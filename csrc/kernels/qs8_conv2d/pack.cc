@@ -11,7 +11,8 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
                          int32_t input_zero_point, Requantization rq)
     : gemm_(w, out_c, k_h * k_w * in_c, bias, input_zero_point, std::move(rq)), k_h_(k_h), k_w_(k_w), in_c_(in_c) {
   direct_ = in_c <= kSmallInputChannels;
-  if (!direct_) return;
+  avx2_direct_ = direct_ || (k_h * k_w == 1 && in_c <= kAvx2DirectPointwiseChannels);
+  if (!avx2_direct_) return;
   const size_t n = out_c, k = gemm_.k(), kp2 = this->kp2(), kp4 = this->kp4();
   const int8_t* wk = gemm_.weights();
   auto at = [&](size_t c, size_t kk) -> int8_t { return c < n && kk < k ? wk[c * k + kk] : 0; };
@@ -42,6 +43,7 @@ ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, 
   avx2_params_.assign(blocks16 * kRqParams * 16, 0);
   pack_rq_params(gemm_.bias_minus_zero_point_terms(), q, n, blocks16, fold, avx2_rq_flags_ & kRqFloat ? &fl : nullptr,
                  avx2_params_.data());
+  if (!direct_) return;  // a pointwise layer for AVX2 only
 
   neon_panel_.assign(blocks8 * kp2 * 8, 0);
   for (size_t b = 0; b < blocks8; ++b) {

@@ -119,15 +119,17 @@ inline int with_float_form(int flags, const Requantization& rq, const int32_t* s
 // dst: [blocks][kRqParams][2 halves][8 lanes]; channels past `channels` get zeros.
 // rq must have at least blocks * 16 entries (Requantization::pad_to). With fold_left, the
 // start values carry the left shift and the left-shift parameters are 0. The float form's
-// parameters are filled when `fl` is given.
+// parameters are filled when `fl` is given. With overlap_last, the last block holds
+// channels [channels - 16, channels) (see DwWeights::avx2_last_block_overlaps).
 inline void pack_rq_params(const int32_t* start, const Requantization& rq, size_t channels, size_t blocks,
-                           bool fold_left, const FloatRequantization* fl, int32_t* dst) {
+                           bool fold_left, const FloatRequantization* fl, int32_t* dst, bool overlap_last = false) {
   for (size_t b = 0; b < blocks; ++b) {
     int32_t* prm = dst + b * kRqParams * 16;
+    const size_t base = overlap_last && b + 1 == blocks ? channels - 16 : b * 16;
     for (size_t h = 0; h < 2; ++h) {
       for (size_t i = 0; i < 8; ++i) {
-        const size_t c = b * 16 + unpack_lane_channel(h, i);
-        const size_t c_odd = b * 16 + unpack_lane_channel(h, i | 1);
+        const size_t c = base + unpack_lane_channel(h, i);
+        const size_t c_odd = base + unpack_lane_channel(h, i | 1);
         const size_t at = h * 8 + i;
         const bool live = c < channels;
         const int32_t rs = live ? rq.right_shift[c] : 0;

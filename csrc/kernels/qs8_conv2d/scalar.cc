@@ -55,6 +55,10 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
   }
   // Every other SIMD path goes through the GEMM, which dispatches to its own variant.
   const Fn simd = &conv2d_gemm;
+  if (w.avx2_direct()) {
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd)(w, g, in, out);
+    return;
+  }
   select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
 }
 

@@ -16,8 +16,11 @@
 // all the pixels that use it (the vertical pair of filter rows 0-1 and the last row's
 // horizontal pairs); other filters go pixel by pixel with one pointer per tap. A depth
 // multiplier above 1 reads rows with repeated channels (DwRows), so it runs the same code.
+// A channel count above 16 that is not a multiple of 16 ends with a block overlapping the
+// one before (DwWeights); fewer channels than 16 take the scalar tail.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -40,6 +43,9 @@ struct Ctx {
   const DwWeights& w;
   const DwGeometry& g;
   size_t oc, blocks, npairs;
+  size_t last_c0;  // the first channel of the last block (oc - 16 when it overlaps the one before)
+  size_t full;     // channels the blocks compute; the rest take the scalar tail
+  size_t block_c0(size_t b) const { return std::min(b * 16, last_c0); }
   std::vector<int> ky, kx;  // per pair element (2 per pair; a single tap repeats its tap)
   Output q;
 };
@@ -50,7 +56,8 @@ void pixel(const Ctx& c, const int8_t* const* src, int8_t* o) {
   const size_t npairs = kPairs ? kPairs : c.npairs;
   const int16_t* wp = c.w.avx2_pairs();
   const int32_t* prm = c.w.avx2_params();
-  for (size_t b = 0, c0 = 0; b < c.blocks; ++b, c0 += 16, prm += kRqParams * 16) {
+  for (size_t b = 0; b < c.blocks; ++b, prm += kRqParams * 16) {
+    const size_t c0 = c.block_c0(b);
     __m256i acc0 = load(prm + kRqStart * 16), acc1 = load(prm + kRqStart * 16 + 8);
     for (size_t p = 0; p < npairs; ++p, wp += 32) {
       const __m256i a0 = widen16(src[2 * p] + c0), a1 = widen16(src[2 * p + 1] + c0);
@@ -65,7 +72,7 @@ template <int kPairs, int kRq>
 void run_pixels(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   const DwGeometry& g = c.g;
   std::vector<const int8_t*> rp(g.k_h), src(2 * c.npairs);
-  const size_t full = c.blocks * 16;
+  const size_t full = c.full;
   for (size_t b = 0; b < g.batch; ++b) {
     for (size_t oy = 0; oy < g.out_h; ++oy) {
       rows.get(b, oy, rp.data());
@@ -92,7 +99,8 @@ inline void step3x3(const Ctx& c, const Cols& cols, int8_t* o) {
   constexpr int kSpan = (N - 1) * S + 3;
   const int16_t* wp = c.w.avx2_pairs();
   const int32_t* prm = c.w.avx2_params();
-  for (size_t blk = 0, c0 = 0; blk < c.blocks; ++blk, c0 += 16, prm += kRqParams * 16, wp += 5 * 32) {
+  for (size_t blk = 0; blk < c.blocks; ++blk, prm += kRqParams * 16, wp += 5 * 32) {
+    const size_t c0 = c.block_c0(blk);
     __m256i acc[N][2];
 #pragma GCC unroll 8
     for (int n = 0; n < N; ++n) {
@@ -162,7 +170,7 @@ void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   constexpr int kSpan = (N - 1) * S + 3;
   const int8_t* rp[3];
   const int8_t* cols[3 * kSpan];
-  const size_t full = c.blocks * 16;
+  const size_t full = c.full;
   const ptrdiff_t in_w = static_cast<ptrdiff_t>(g.in_w);
   // Step of `n` pixels from output column ox.
   auto step = [&](auto n, size_t ox, int8_t* o) {
@@ -225,8 +233,16 @@ void dispatch_pairs(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
 
 void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
   const Requantization& rq = w.requantization();
-  Ctx c{w, g, g.in_c * g.depth_multiplier, 0, w.pairs().size(), {}, {}, Output(rq)};
-  c.blocks = c.oc / 16;
+  Ctx c{w, g, g.in_c * g.depth_multiplier, 0, w.pairs().size(), 0, 0, {}, {}, Output(rq)};
+  if (w.avx2_last_block_overlaps()) {
+    c.blocks = w.padded_channels() / 16;
+    c.full = c.oc;
+    c.last_c0 = c.oc - 16;
+  } else {
+    c.blocks = c.oc / 16;
+    c.full = c.blocks * 16;
+    c.last_c0 = c.full;
+  }
   for (const DwTapPair& p : w.pairs()) {
     for (int t : {p.first, p.second < 0 ? p.first : p.second}) {
       c.ky.push_back(t / static_cast<int>(g.k_w));

@@ -55,13 +55,19 @@ class DwWeights {
   //    and 8-11 of the block, half 1 channels 4-7 and 12-15 (VPUNPCKL/HWD's order);
   //    weights times 2^left_shift when every channel's left shift folds (rq_params.h);
   //  - params: rq_params.h's blocks (the start value is bias_minus_zero_point_terms()).
+  //  - when the channel count is above 16 and not a multiple of it, the last block holds
+  //    channels [channels - 16, channels), overlapping the block before: every channel is
+  //    then computed by SIMD (the overlapping ones twice, to equal values), without a
+  //    scalar tail or a padded copy of the tensors.
   const int16_t* avx2_pairs() const { return avx2_pairs_.data(); }
+  bool avx2_last_block_overlaps() const { return overlap_last_; }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
 
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
   bool weights_above_min_ = true;
+  bool overlap_last_ = false;
   int avx2_rq_flags_ = 0;
   std::vector<int8_t> w_;
   std::vector<int16_t> avx2_pairs_;

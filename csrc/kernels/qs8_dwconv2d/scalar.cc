@@ -52,12 +52,14 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
 
   // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();
+  overlap_last_ = channels > 16 && channels % 16 != 0;
   avx2_pairs_.assign(blocks * npairs * 32, 0);
   for (size_t b = 0; b < blocks; ++b) {
+    const size_t base = overlap_last_ && b + 1 == blocks ? channels - 16 : b * 16;
     for (size_t p = 0; p < npairs; ++p) {
       for (size_t h = 0; h < 2; ++h) {
         for (size_t i = 0; i < 8; ++i) {
-          const size_t c = b * 16 + unpack_lane_channel(h, i);
+          const size_t c = base + unpack_lane_channel(h, i);
           int16_t* dst = avx2_pairs_.data() + ((b * npairs + p) * 2 + h) * 16 + 2 * i;
           if (c >= channels) continue;
           const int32_t scale = fold ? 1 << rq_.left_shift[c] : 1;
@@ -69,7 +71,7 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   }
   avx2_params_.assign(blocks * kRqParams * 16, 0);
   pack_rq_params(bias_zp_.data(), rq_, channels, blocks, fold, avx2_rq_flags_ & kRqFloat ? &fl : nullptr,
-                 avx2_params_.data());
+                 avx2_params_.data(), overlap_last_);
 }
 
 namespace {

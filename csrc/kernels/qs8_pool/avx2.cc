@@ -1,5 +1,6 @@
-// AVX2 pooling over 16 channels per step; channel tails and oversized average windows
-// take the scalar path for those outputs.
+// AVX2 pooling over 16 channels per step (a channel count past 16 that is not a multiple
+// of 16 ends with a block overlapping the one before); fewer than 16 channels and
+// oversized average windows take the scalar path for those outputs.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -62,7 +63,11 @@ void pool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
         const size_t count = (y1 - y0) * (x1 - x0);
         size_t simd_end = full;
         if (!kMax && count > kMaxSimdAverageWindow) simd_end = 0;
-        for (size_t c0 = 0; c0 < simd_end; c0 += 16) {
+        // Channels past the last full block: one more block ending at C, overlapping the
+        // one before (each channel's result is its own, so the overlap writes equal values).
+        const bool overlap_tail = simd_end == full && full < C && C >= 16;
+        for (size_t c0 = 0; c0 < simd_end || (overlap_tail && c0 < C); c0 += 16) {
+          if (c0 + 16 > C) c0 = C - 16;
           __m128i m = _mm_set1_epi8(-128);
           __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
           for (size_t fy = y0; fy < y1; ++fy) {
@@ -91,7 +96,7 @@ void pool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
           }
           _mm_storeu_si128(reinterpret_cast<__m128i*>(o + c0), r);
         }
-        if (simd_end < C) pixel_tail<kMax>(g, in, b, oy, ox, simd_end, C, o);
+        if (simd_end < C && !overlap_tail) pixel_tail<kMax>(g, in, b, oy, ox, simd_end, C, o);
       }
     }
   }
