@@ -5,8 +5,8 @@
 # cached in ~/.cache/edgeinf-arm64), makes sure the x86 extension is built (the reference for the
 # bit-exactness check), runs the host-side checks of tests/arm64/test_emulated.py, then
 # cross-builds and runs the CI subset on the Pi 3, 4 and 5 profiles (docs/arm64.md).
-# About 10-15 min on 2 cores (setup 2-4, cross-build 1, pi5 suite most of the rest). Extra
-# arguments go to run_tests.py (e.g. --subset full).
+# The pytest runs go one per core (--jobs). Extra arguments go to run_tests.py (e.g.
+# --subset full).
 set -euo pipefail
 PY=${1:-python3}
 shift || true
@@ -27,4 +27,4 @@ if [ -z "$SUDO" ]; then HOSTPY="$PY" tools/arm64/setup.sh; else sudo HOSTPY="$PY
 # host-side checks: objects free of Armv8.2+ instructions outside neondot files, SIGILL on the
 # pi3/pi4 profiles, dispatch per profile (the guest suite itself runs below)
 "$PY" -m pytest -q -p no:cacheprovider tests/arm64/test_emulated.py -m "not slow" -k "not test_arm_checks_pass_on_each_profile"
-exec "$PY" tools/arm64/run_tests.py --subset ci "$@"
+exec "$PY" tools/arm64/run_tests.py --subset ci --jobs "$(nproc)" "$@"

@@ -5,12 +5,16 @@
     python tools/arm64/run_tests.py --subset full      # every test but `slow` on each profile
     python tools/arm64/run_tests.py --profiles pi5 -- -k board   # extra pytest arguments after --
     python tools/arm64/run_tests.py --profiles pi3 -- tests/kernels/test_quant.py   # paths replace the subset's
+    python tools/arm64/run_tests.py --jobs 2           # two emulated boards at a time (CI)
 
 Steps: fetch the manifest's models on the host (the emulated Python has no pip), cross-build
 the extension with setup.py into build/arm64/, stage a copy of the package with the aarch64
 .so, compute the host's kernel digests (x86 reference), then per profile run pytest with
 ``-m "not slow"`` (benchmarks are outside tests/ and never collected) in the emulated Python,
-and on the Pi 5 `edgeinf check` and `edgeinf demo` when the CLI has them. Needs the host's
+and on the Pi 5 `edgeinf check` and `edgeinf demo` when the CLI has them. With ``--jobs N``,
+N pytest runs go at once (qemu-user emulates one guest thread per host thread, so each run
+keeps about one core busy), the Pi 5's CI suite split into the shards of emulated.CI_SHARDS;
+each run's output is printed whole when it ends. Needs the host's
 own build in place (``python setup.py build_ext --inplace``) for the x86 digests.
 
 Wall times printed here are how long the emulation took, nothing about ARM speed.
@@ -22,7 +26,10 @@ import argparse
 import json
 import logging
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,25 +55,65 @@ def pytest_paths(subset: str, profile: str, stage: Path) -> list[str]:
     return [p for p in paths if (stage / p).exists()]
 
 
-def run_pytest(emulator, profile: str, stage: Path, paths: list[str], digests: Path, extra: list[str]) -> bool:
+@dataclass(frozen=True)
+class PytestRun:
+    """One pytest invocation on one emulated board."""
+
+    name: str
+    profile: str
+    args: tuple[str, ...]
+
+
+def plan_runs(subset: str, profiles: list[str], stage: Path, pytest_args: list[str], jobs: int) -> list[PytestRun]:
+    runs = []
+    # test paths after -- replace the subset's, so one module can be run on its own
+    named = any(a.split("::")[0].startswith("tests") for a in pytest_args)
+    for profile in profiles:
+        paths = [] if named else pytest_paths(subset, profile, stage)
+        extra = [*(emulated.CI_PYTEST_ARGS[profile] if subset == "ci" else ()), *pytest_args]
+        shards = emulated.CI_SHARDS.get(profile, ()) if subset == "ci" and jobs > 1 and not named else ()
+        if not shards:
+            runs.append(PytestRun(profile, profile, (*paths, *extra)))
+            continue
+        taken = [p for shard in shards for p in shard if (stage / p).exists()]
+        for number, shard in enumerate(shards, 1):
+            present = [p for p in shard if (stage / p).exists()]
+            runs.append(PytestRun(f"{profile}.{number}", profile, (*present, *extra)))
+        ignores = [f"--ignore={p}" for p in taken]
+        runs.append(PytestRun(f"{profile}.{len(shards) + 1}", profile, (*paths, *ignores, *extra)))
+    # the longest first, so the shorter ones fill in beside it
+    return sorted(runs, key=lambda run: run.profile != "pi5")
+
+
+_print_lock = threading.Lock()
+
+
+def run_pytest(emulator, run: PytestRun, stage: Path, digests: Path, capture: bool) -> bool:
     started = time.monotonic()
+    args = ["-m", "pytest", *emulated.PYTEST_ARGS, *run.args]
+    if capture:  # concurrent runs: separate temporary folders, output printed whole at the end
+        args.append(f"--basetemp={stage.parent / 'pytest' / run.name}")
     proc = emulator.run(
-        ["-m", "pytest", *emulated.PYTEST_ARGS, *paths, *extra],
-        profile=profile,
+        args,
+        profile=run.profile,
         cwd=stage,
         pythonpath=[stage],
         extra_env={"EDGEINF_X86_DIGESTS": str(digests)},
-        capture=False,
+        capture=capture,
     )
-    log.info(
-        "%s: pytest %s -> exit %d (%.0f s under qemu)",
-        profile,
-        " ".join(paths),
-        proc.returncode,
-        time.monotonic() - started,
-    )
-    if proc.returncode < 0:
-        log.error("%s: pytest was killed by signal %d", profile, -proc.returncode)
+    with _print_lock:
+        if capture:
+            sys.stdout.write(f"[arm64] ---- {run.name}: pytest {' '.join(run.args)}\n{proc.stdout}{proc.stderr}")
+            sys.stdout.flush()
+        log.info(
+            "%s: pytest %s -> exit %d (%.0f s under qemu)",
+            run.name,
+            " ".join(run.args),
+            proc.returncode,
+            time.monotonic() - started,
+        )
+        if proc.returncode < 0:
+            log.error("%s: pytest was killed by signal %d", run.name, -proc.returncode)
     return proc.returncode == 0
 
 
@@ -92,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", type=Path, default=emulated.DEFAULT_HOME, help="the emulated Python ($A of setup.sh)")
     parser.add_argument("--build", type=Path, default=emulated.DEFAULT_BUILD, help="cross-build folder")
     parser.add_argument("--no-cli", action="store_true", help="skip `edgeinf check`/`demo` on pi5")
+    parser.add_argument("--jobs", type=int, default=1, help="pytest runs at a time (one core each)")
     parser.add_argument("pytest_args", nargs="*", help="after --: passed to pytest")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="[arm64] %(message)s")
@@ -121,13 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     digests.write_text(json.dumps(emulated.host_digests(), indent=1))
     log.info("x86 kernel digests: %s", digests)
 
-    results: dict[str, bool] = {}
-    for profile in profiles:
-        # test paths after -- replace the subset's, so one module can be run on its own
-        named = any(a.split("::")[0].startswith("tests") for a in args.pytest_args)
-        paths = [] if named else pytest_paths(args.subset, profile, stage)
-        extra = list(emulated.CI_PYTEST_ARGS[profile]) if args.subset == "ci" else []
-        results[f"{profile} pytest"] = run_pytest(emulator, profile, stage, paths, digests, extra + args.pytest_args)
+    runs = plan_runs(args.subset, profiles, stage, args.pytest_args, max(1, args.jobs))
+    capture = args.jobs > 1 and len(runs) > 1
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        passed = list(pool.map(lambda run: run_pytest(emulator, run, stage, digests, capture), runs))
+    results: dict[str, bool] = {f"{run.name} pytest": ok for run, ok in zip(runs, passed)}
     commands = emulated.cli_commands(stage)
     log.info("CLI on the emulated Pi 5: any time these commands print is qemu's, not a Raspberry Pi's")
     if "pi5" in profiles and not args.no_cli:
