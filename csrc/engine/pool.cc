@@ -1,5 +1,6 @@
 #include "pool.h"
 
+#include <chrono>
 #include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -14,12 +15,14 @@
 namespace edgeinf::engine {
 
 namespace {
-// A few microseconds before a worker sleeps. Longer spinning keeps the worker on a CPU
-// that the thread with the work needs when other jobs share the machine: on a loaded
-// 2-core host, 20000 spins made a model on two threads 1.7-1.9x slower than with 200
-// (waking a sleeping worker costs a few microseconds per step instead).
-constexpr int kWorkerSpins = 200;
-constexpr int kCallerSpins = 2000;   // then the caller yields its time slice while it waits
+// A worker that has seen no new job for this long goes to sleep. Within one inference the
+// caller's next parallel step comes a few microseconds to a few hundred after the last
+// (it runs the small steps alone meanwhile), so the workers stay awake through a model's
+// run and waking one (a futex call, tens of microseconds under a hypervisor) is paid once
+// per run, not per step; an idle model still costs no CPU a moment after its run.
+constexpr auto kWorkerSpinTime = std::chrono::microseconds(300);
+constexpr int kSpinsPerClockRead = 64;
+constexpr int kCallerSpins = 2000;  // then the caller yields its time slice while it waits
 constexpr uint64_t kMask20 = (1u << 20) - 1;
 }  // namespace
 
@@ -57,13 +60,17 @@ void ThreadPool::work() {
   uint64_t seen = 0;
   for (;;) {
     uint64_t job = claim_.load(std::memory_order_acquire) >> 40;
-    for (int spins = 0; job == seen && spins < kWorkerSpins; ++spins) {
+    const auto sleep_at = std::chrono::steady_clock::now() + kWorkerSpinTime;
+    for (int spins = 1; job == seen; ++spins) {
       EDGEINF_PAUSE();
       job = claim_.load(std::memory_order_acquire) >> 40;
+      if (spins % kSpinsPerClockRead == 0 && std::chrono::steady_clock::now() >= sleep_at) break;
     }
     if (job == seen) {
       std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
       wake_.wait(lock, [&] { return stop_ || (claim_.load() >> 40) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
       if (stop_) return;
       job = claim_.load(std::memory_order_acquire) >> 40;
     }
@@ -83,11 +90,14 @@ void ThreadPool::run(size_t n, const std::function<void(size_t)>& fn) {
   fn_ = &fn;
   done_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(mu_);  // orders the claim word with a sleeping worker's check
-    claim_.store(pack(job_, n, 0), std::memory_order_release);
+  claim_.store(pack(job_, n, 0), std::memory_order_seq_cst);
+  // A worker about to sleep counts itself under the mutex before its last check of the
+  // claim word, so either it sees the new job or the caller sees it counted and wakes it
+  // (taking the mutex orders the notify after its wait began).
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    wake_.notify_all();
   }
-  wake_.notify_all();
   drain(job_);
   for (int spins = 0; done_.load(std::memory_order_acquire) != n; ++spins) {
     if (spins < kCallerSpins) {

@@ -4,9 +4,9 @@
 // returns when all are done. Tasks are claimed one at a time, so the caller never waits
 // for a worker that has not started (on a loaded machine it simply runs every task
 // itself); it only waits for tasks a worker has claimed. Between jobs the workers spin
-// for a few microseconds (a model's large steps often follow each other closely), then
-// sleep on a condition variable, so an idle model costs no CPU and a busy machine's CPUs
-// go to threads with work. A task that throws is caught
+// for a few hundred microseconds (a model's parallel steps follow each other closely),
+// then sleep on a condition variable, so an idle model costs no CPU; the caller takes the
+// mutex and notifies only when a worker sleeps. A task that throws is caught
 // in the worker (nothing reaches std::terminate) and run() reports it.
 //
 // Why not the process-wide pool of csrc/threadpool.h: that one serves any caller on any
@@ -58,6 +58,7 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   std::atomic<size_t> done_{0};
   std::atomic<bool> failed_{false};
+  std::atomic<int> sleepers_{0};  // workers asleep on wake_ or about to be
   const std::function<void(size_t)>* fn_ = nullptr;  // written before the job's claim word
   uint64_t job_ = 0;                                 // the caller's job counter
   bool stop_ = false;

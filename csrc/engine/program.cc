@@ -73,16 +73,16 @@ namespace {
 // the second thread's share of the caches cost more than splitting a layer of under about
 // 50 microseconds saves. Measured on a loaded 2-core host, thresholds of 0.2M multiply-adds
 // and 32K values made the face detectors on two threads 10-20% slower than these.
-constexpr size_t kMinParallelMacs = 2000000;
+constexpr size_t kMinParallelMacs = 400000;
 // A parallel layer is cut into up to this many tasks per thread, each of at least
 // kMinTaskMacs: on a machine other jobs share, a worker is often descheduled mid-layer,
 // and small tasks let the threads that do run take over its share instead of waiting
 // for it (tasks are claimed one at a time).
 constexpr size_t kTasksPerThread = 4;
-constexpr size_t kMinTaskMacs = 500000;
+constexpr size_t kMinTaskMacs = 100000;
 // Elementwise steps split above this many values, in chunks of at least kMinChunkValues.
-constexpr size_t kMinParallelValues = 131072;
-constexpr size_t kMinChunkValues = 32768;
+constexpr size_t kMinParallelValues = 32768;
+constexpr size_t kMinChunkValues = 8192;
 
 // Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
 // rows they read (clipped to the image), the padding above them, their output rows.

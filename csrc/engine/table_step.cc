@@ -17,10 +17,25 @@ ChannelTableStep::ChannelTableStep(std::string op, std::vector<int8_t> tables, s
     : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), pixels_(n / channels), in_(in), out_(out) {}
 
 void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(in_);
-  for (size_t i = begin * channels_; i < end * channels_; i += channels_) {
-    const int8_t* table = tables_.data();
-    for (size_t c = 0; c < channels_; ++c, table += 256) out_[i + c] = table[bytes[i + c]];
+  // Locals, not members: every int8 store may alias any object, so through `this` the
+  // compiler would reload the pointers and the channel count after each value.
+  const size_t channels = channels_;
+  const uint8_t* in = reinterpret_cast<const uint8_t*>(in_) + begin * channels;
+  int8_t* out = out_ + begin * channels;
+  const int8_t* tables = tables_.data();
+  for (size_t p = begin; p < end; ++p, in += channels, out += channels) {
+    size_t c = 0;
+    for (; c + 4 <= channels; c += 4) {
+      const int8_t a = tables[(c + 0) * 256 + in[c + 0]];
+      const int8_t b = tables[(c + 1) * 256 + in[c + 1]];
+      const int8_t d = tables[(c + 2) * 256 + in[c + 2]];
+      const int8_t e = tables[(c + 3) * 256 + in[c + 3]];
+      out[c + 0] = a;
+      out[c + 1] = b;
+      out[c + 2] = d;
+      out[c + 3] = e;
+    }
+    for (; c < channels; ++c) out[c] = tables[c * 256 + in[c]];
   }
 }
 
