@@ -196,7 +196,8 @@ class _ProcessWorker(_Worker):
             raise RuntimeFailure(f"stage {self.stage.name!r}: its process did not start in {spec.start_timeout_s} s")
         try:
             status, detail = parent.recv()
-        except EOFError:
+        except (EOFError, OSError):  # the process died before its answer (a reset pipe is an OSError)
+            process.join(timeout=1.0)
             status, detail = "failed", f"the process exited with code {process.exitcode}"
         if status != "ready":
             self.kill()

@@ -17,7 +17,9 @@ def test_example_finds_the_face_and_its_mesh_and_writes_the_annotated_video(tmp_
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     out = tmp_path / "annotated.avi"
-    assert example.main(["--frames", "3", "--out", str(out)]) == 0
+    # a deadline far above any frame's time (an emulated Pi runs the models 20-50x slower):
+    # this test is about the answers, the deadlines have their own tests
+    assert example.main(["--frames", "3", "--out", str(out), "--timeout", "300"]) == 0
     lines = capsys.readouterr().out.splitlines()
     frames = [line for line in lines if line.startswith("frame")]
     assert len(frames) == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from pathlib import Path
 
@@ -66,8 +67,12 @@ def test_landmarks_on_the_real_photo_fall_on_the_face():
         assert np.linalg.norm(mesh.points[mesh_index, :2] - faces[0].keypoints[keypoint]) < 0.5 * eye_distance
 
 
-def test_edgeinf_run_prints_one_json_line_per_frame_matching_the_direct_models(small_clip, capsys):
-    assert main(["run", str(EXAMPLE), "--source", str(small_clip), "--summary"]) == 0
+def test_edgeinf_run_prints_one_json_line_per_frame_matching_the_direct_models(small_clip, capsys, tmp_path):
+    # the example's deadlines raised far above any frame's time (an emulated Pi runs the
+    # models 20-50x slower): this test is about the answers, the deadlines have their own tests
+    relaxed = tmp_path / "face_mesh.toml"
+    relaxed.write_text(re.sub(r"timeout_s = [0-9.]+", "timeout_s = 300.0", EXAMPLE.read_text()))
+    assert main(["run", str(relaxed), "--source", str(small_clip), "--summary"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     results, summary = lines[:-1], lines[-1]["summary"]
     assert [r["seq"] for r in results] == [0, 1, 2, 3]

@@ -92,7 +92,9 @@ def run_pytest(emulator, run: PytestRun, stage: Path, digests: Path, capture: bo
     started = time.monotonic()
     args = ["-m", "pytest", *emulated.PYTEST_ARGS, *run.args]
     if capture:  # concurrent runs: separate temporary folders, output printed whole at the end
-        args.append(f"--basetemp={stage.parent / 'pytest' / run.name}")
+        basetemp = stage.parent / "pytest" / run.name
+        basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes the folder, not its parents
+        args.append(f"--basetemp={basetemp}")
     proc = emulator.run(
         args,
         profile=run.profile,
