@@ -72,7 +72,10 @@ CI_PYTEST_ARGS = {
 # With --jobs above 1 the Pi 5's suite runs as these shards beside the other profiles (one
 # qemu per core): each tuple is one shard's paths, and a last shard takes the rest.
 CI_SHARDS = {
-    "pi5": (("tests/examples", "tests/kernels", "tests/engine"),),
+    "pi5": (
+        ("tests/examples", "tests/kernels", "tests/engine"),
+        ("tests/runtime", "tests/cli", "tests/bench", "tests/ab", "tests/metrics"),
+    ),
 }
 
 
