@@ -185,6 +185,24 @@ def profile(models: dict, threads: int, runs: int) -> None:
             print(f"  {t * 1e3:7.3f} ms  {op}")
 
 
+def flat_row(row: dict) -> dict:
+    """One line of the report table (tools/bench_report.py) from a model's full figures."""
+    engine, xnnpack, builtin = row["edgeinf"], row["litert_xnnpack"], row["litert_builtin"]
+    return {
+        "model": row["model"],
+        "threads": row["threads"],
+        "engine ms": engine["median_ms"],
+        "xnnpack ms": xnnpack["median_ms"],
+        "built-in ms": builtin["median_ms"],
+        "engine vs xnnpack": row["edgeinf_speedup_vs_litert_xnnpack"],
+        "engine vs built-in": row["edgeinf_speedup_vs_litert_builtin"],
+        "xnnpack partitions": xnnpack["delegate_partitions"],
+        "engine path": engine["path"],
+        "bit-exact": row["engine_bit_exact_with_reference"],
+        "fallback": row["engine_fallback"],
+    }
+
+
 def main(argv=None) -> int:
     import tempfile
 
@@ -217,7 +235,8 @@ def main(argv=None) -> int:
             "benchmark": "engine",
             "title": "whole int8 models: edgeinf engine vs LiteRT+XNNPACK vs LiteRT built-in (median latency)",
             **environment(),
-            "rows": rows,
+            "rows": [flat_row(row) for row in rows],
+            "runs": rows,  # each contender's figures in full: calls, min, peak RSS, the engine's plan
         }
         args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
     return 0
