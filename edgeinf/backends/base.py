@@ -6,6 +6,7 @@ import abc
 
 import numpy as np
 
+from ..errors import RuntimeFailure
 from ..types import TensorSpec
 
 
@@ -51,3 +52,48 @@ class Backend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - a no-op default is the intended behaviour
         """Release the runtime's resources."""
+
+
+class OwnedInputsBackend(Backend):
+    """A backend whose runtime takes its inputs at invoke time (NCNN, ONNX Runtime): the
+    inputs live in arrays the backend owns, one per input, shaped by the spec.
+
+    `set_input` copies: the caller's array is never kept, so a later write to it (or a
+    runtime that works in place) cannot change what the next `invoke` reads.
+    """
+
+    def _init_inputs(self) -> None:
+        self._buffers: list[np.ndarray | None] = [None] * len(self.inputs)
+
+    def set_input(self, i: int, array: np.ndarray) -> None:
+        buffer = self._buffers[i]
+        if buffer is None or buffer.shape != array.shape:
+            buffer = self._buffers[i] = np.empty(array.shape, self.inputs[i].dtype)
+        np.copyto(buffer, array)
+
+    def input_buffer(self, i: int) -> np.ndarray:
+        spec = self.inputs[i]
+        if any(d < 0 for d in spec.shape):
+            raise RuntimeFailure(
+                f"input {spec.name!r} has dynamic shape {list(spec.shape)}: call Model.resize_input() first"
+            )
+        buffer = self._buffers[i]
+        if buffer is None or buffer.shape != spec.shape:
+            buffer = self._buffers[i] = np.zeros(spec.shape, spec.dtype)
+        return buffer
+
+    def resize_input(self, i: int, shape: tuple[int, ...]) -> None:
+        spec = self.inputs[i]
+        inputs = list(self.inputs)
+        inputs[i] = TensorSpec(spec.name, tuple(shape), spec.dtype, spec.layout, spec.quantization, spec.index)
+        self.inputs = tuple(inputs)
+        self._buffers[i] = None
+
+    def _fed_inputs(self) -> list[tuple[TensorSpec, np.ndarray]]:
+        """Each input's spec and array, for `invoke`."""
+        fed = []
+        for spec, array in zip(self.inputs, self._buffers):
+            if array is None:
+                raise RuntimeFailure(f"input {spec.name!r} was never set")
+            fed.append((spec, array))
+        return fed

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import RuntimeFailure
 from ..types import Layout, TensorSpec
-from .base import Backend
+from .base import OwnedInputsBackend
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def _input_channels(param, blob: str) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-class NCNNBackend(Backend):
+class NCNNBackend(OwnedInputsBackend):
     """A model on ncnn.Net.
 
     Args:
@@ -139,33 +139,12 @@ class NCNNBackend(Backend):
             TensorSpec(name=name, shape=(1, -1, -1, -1), dtype=np.dtype(np.float32), layout=Layout.NCHW, index=i)
             for i, name in enumerate(net.output_names())
         )
-        self._buffers: list[np.ndarray | None] = [None] * len(self.inputs)
-
-    def set_input(self, i: int, array: np.ndarray) -> None:
-        # A copy into memory the backend owns: the caller's array is never kept, nor
-        # written by a later input_buffer() fill (it may be read-only, or reused by the caller).
-        buffer = self._buffers[i]
-        if buffer is None or buffer.shape != array.shape:
-            buffer = self._buffers[i] = np.empty(array.shape, np.float32)
-        np.copyto(buffer, array)
-
-    def input_buffer(self, i: int) -> np.ndarray:
-        spec = self.inputs[i]
-        if any(d < 0 for d in spec.shape):
-            raise RuntimeFailure(
-                f"input {spec.name!r} has dynamic shape {list(spec.shape)}: call Model.resize_input() first"
-            )
-        buffer = self._buffers[i]
-        if buffer is None or buffer.shape != spec.shape:
-            buffer = self._buffers[i] = np.zeros(spec.shape, np.float32)
-        return buffer
+        self._init_inputs()
 
     def invoke(self) -> list[np.ndarray]:
         extractor = self._net.create_extractor()
         mats = []
-        for spec, array in zip(self.inputs, self._buffers):
-            if array is None:
-                raise RuntimeFailure(f"input {spec.name!r} was never set")
+        for spec, array in self._fed_inputs():
             # ncnn.Mat(array) wraps the array's memory; a first layer that works in place
             # (ReLU, Split) would then write into the caller's array, and on this ncnn it
             # crashes in extract(). The clone is ncnn's own copy, alive until extraction ends.
@@ -181,13 +160,6 @@ class NCNNBackend(Backend):
             results.append(np.array(mat)[np.newaxis])  # np.array copies: the Mat dies with the extractor
         del mats
         return results
-
-    def resize_input(self, i: int, shape: tuple[int, ...]) -> None:
-        spec = self.inputs[i]
-        inputs = list(self.inputs)
-        inputs[i] = TensorSpec(spec.name, tuple(shape), spec.dtype, spec.layout, spec.quantization, spec.index)
-        self.inputs = tuple(inputs)
-        self._buffers[i] = None
 
     def close(self) -> None:
         if self._net is not None:

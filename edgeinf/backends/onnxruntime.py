@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InputError, ModelFileError, RuntimeFailure, UnsupportedOperatorError
 from ..types import Layout, Quantization, TensorSpec
-from .base import Backend
+from .base import OwnedInputsBackend
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def _spec(arg, index: int, quantization: Quantization | None) -> TensorSpec:
     return TensorSpec(arg.name, shape, np.dtype(_ORT_TYPES[kind]), layout, quantization, index)
 
 
-class OnnxRuntimeBackend(Backend):
+class OnnxRuntimeBackend(OwnedInputsBackend):
     """A model on onnxruntime.InferenceSession, CPU execution provider.
 
     Args:
@@ -155,45 +155,16 @@ class OnnxRuntimeBackend(Backend):
         self.outputs = tuple(
             _spec(arg, i, quantized_outputs.get(arg.name)) for i, arg in enumerate(self._session.get_outputs())
         )
-        self._buffers: list[np.ndarray | None] = [None] * len(self.inputs)
+        self._init_inputs()
         self._output_names = [spec.name for spec in self.outputs]
 
-    def set_input(self, i: int, array: np.ndarray) -> None:
-        # A copy the backend owns, as on NCNN: a later invoke() must not see the caller's later writes.
-        buffer = self._buffers[i]
-        if buffer is None or buffer.shape != array.shape:
-            buffer = self._buffers[i] = np.empty(array.shape, self.inputs[i].dtype)
-        np.copyto(buffer, array)
-
-    def input_buffer(self, i: int) -> np.ndarray:
-        spec = self.inputs[i]
-        if any(d < 0 for d in spec.shape):
-            raise RuntimeFailure(
-                f"input {spec.name!r} has dynamic shape {list(spec.shape)}: call Model.resize_input() first"
-            )
-        buffer = self._buffers[i]
-        if buffer is None or buffer.shape != spec.shape:
-            buffer = self._buffers[i] = np.zeros(spec.shape, spec.dtype)
-        return buffer
-
     def invoke(self) -> list[np.ndarray]:
-        feeds = {}
-        for spec, array in zip(self.inputs, self._buffers):
-            if array is None:
-                raise RuntimeFailure(f"input {spec.name!r} was never set")
-            feeds[spec.name] = array
+        feeds = {spec.name: array for spec, array in self._fed_inputs()}
         try:
             return self._session.run(self._output_names, feeds)
         except Exception as exc:  # e.g. a shape the graph's Reshape cannot take
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise RuntimeFailure(f"{self.runtime} run failed: {first}") from exc
-
-    def resize_input(self, i: int, shape: tuple[int, ...]) -> None:
-        spec = self.inputs[i]
-        inputs = list(self.inputs)
-        inputs[i] = TensorSpec(spec.name, tuple(shape), spec.dtype, spec.layout, spec.quantization, spec.index)
-        self.inputs = tuple(inputs)
-        self._buffers[i] = None
 
     def close(self) -> None:
         self._session = None
