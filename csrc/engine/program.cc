@@ -68,11 +68,9 @@ std::vector<double> Program::profile(size_t runs) const {
 
 namespace {
 
-// Below this many multiply-adds a layer runs on the calling thread: waking a sleeping
-// worker (a futex call and its scheduling, several microseconds on a loaded machine) and
-// the second thread's share of the caches cost more than splitting a layer of under about
-// 50 microseconds saves. Measured on a loaded 2-core host, thresholds of 0.2M multiply-adds
-// and 32K values made the face detectors on two threads 10-20% slower than these.
+// Below this many multiply-adds a layer runs on the calling thread: handing out its tasks
+// and the second thread's share of the caches cost more than splitting a layer of under
+// about 10 microseconds saves (the workers are awake between a model's steps, pool.cc).
 constexpr size_t kMinParallelMacs = 400000;
 // A parallel layer is cut into up to this many tasks per thread, each of at least
 // kMinTaskMacs: on a machine other jobs share, a worker is often descheduled mid-layer,

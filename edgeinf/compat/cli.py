@@ -72,11 +72,7 @@ def run(args) -> int:
     except (ValueError, BackendUnavailableError) as exc:
         _error(args, "usage", str(exc))
         return EXIT_UNREADABLE
-    try:
-        print(report.to_json() if args.json else report.to_text())
-        sys.stdout.flush()
-    except BrokenPipeError:  # `edgeinf check m.tflite | head`: the reader left, the verdict still counts
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _print_report(report, args.json)
     checked = [b for b in report.backends if args.backend is None or b == args.backend]
     return EXIT_RUNS if all(report.runnable(b) for b in checked) else EXIT_DOES_NOT_RUN
 
@@ -100,12 +96,16 @@ def _run_engine_check(args, model) -> int:
     except (OSError, ModelFileError) as exc:
         _error(args, "unreadable", str(exc))
         return EXIT_UNREADABLE
-    try:
-        print(report.to_json() if args.json else report.to_text())
-        sys.stdout.flush()
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    _print_report(report, args.json)
     return EXIT_RUNS
+
+
+def _print_report(report, as_json: bool) -> None:
+    try:
+        print(report.to_json() if as_json else report.to_text())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `edgeinf check m.tflite | head`: the reader left, the verdict still counts
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _error(args, kind: str, message: str) -> None:

@@ -28,19 +28,17 @@ def manifest_models() -> dict[str, Path]:
 
 
 def quantize_models() -> dict[str, Path]:
-    """The int8 face models `edgeinf quantize` built earlier on this machine."""
-    try:
-        from edgeinf.quantize.models import cached_path
-    except ImportError:
-        return {}
+    """The int8 face models `edgeinf quantize` makes, built and cached on first use; those
+    that are not cached where the quantizer is not installed are left out."""
+    from edgeinf.errors import BackendUnavailableError
+    from edgeinf.quantize.models import FACE_MODELS, int8_path
+
     found = {}
-    for name in manifest_models():
+    for name in FACE_MODELS:
         try:
-            path = cached_path(name)
-        except KeyError:
+            found[f"{name} (edgeinf quantize)"] = int8_path(name)
+        except BackendUnavailableError:
             continue
-        if path.is_file():
-            found[f"{name} (edgeinf quantize)"] = path
     return found
 
 
