@@ -179,23 +179,33 @@ class FrequencyKnob:
 
 @dataclass(frozen=True)
 class ThermalLimit:
-    """Back off linearly over the last ``margin_mc`` below ``limit_mc``; at the limit allow only ``floor``.
+    """Where the board throttles (``trip_mc``) and how far below it the scheduler holds the
+    predicted peak temperature (``margin_mc``). Millidegrees Celsius.
 
-    >>> ThermalLimit(limit_mc=80_000, margin_mc=10_000).factor(75_000)
-    0.5
+    The default trip is the Raspberry Pi firmware's 80 °C; `ThermalLimit.for_zone` reads
+    the lowest passive trip point a thermal zone reports instead.
+
+    >>> ThermalLimit(trip_mc=85_000, margin_mc=3_000).hold_mc
+    82000
     """
 
-    limit_mc: int = 80_000
-    margin_mc: int = 8_000
-    floor: float = 0.0
+    trip_mc: int = 80_000
+    margin_mc: int = 3_000
 
     def __post_init__(self):
-        if self.margin_mc <= 0:
-            raise ValueError(f"ThermalLimit margin_mc must be positive, got {self.margin_mc}")
-        if not 0.0 <= self.floor <= 1.0:
-            raise ValueError(f"ThermalLimit floor must be in 0..1, got {self.floor}")
+        if self.margin_mc < 0:
+            raise ValueError(f"ThermalLimit margin_mc must be >= 0, got {self.margin_mc}")
+        if not -60_000 < self.trip_mc - self.margin_mc < 200_000:
+            raise ValueError(f"ThermalLimit: implausible limit {self.trip_mc - self.margin_mc} m°C")
 
-    def factor(self, temp_mc: float) -> float:
-        """The share of the dynamic power budget allowed at ``temp_mc`` (1.0 when cool)."""
-        headroom = (self.limit_mc - temp_mc) / self.margin_mc
-        return max(self.floor, min(1.0, headroom))
+    @property
+    def hold_mc(self) -> int:
+        """The temperature the predicted peak is held under."""
+        return self.trip_mc - self.margin_mc
+
+    @classmethod
+    def for_zone(cls, zone, margin_mc: int = 3_000, default_trip_mc: int = 80_000) -> "ThermalLimit":
+        """The limit of a `ThermalZone`: its lowest passive trip point (where the kernel starts
+        throttling), else ``default_trip_mc``."""
+        trip = zone.throttle_trip_mc() if hasattr(zone, "throttle_trip_mc") else None
+        return cls(trip_mc=trip if trip is not None else default_trip_mc, margin_mc=margin_mc)

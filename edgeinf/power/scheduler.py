@@ -12,8 +12,10 @@ them back. Every control period (`step`):
 3. Energy token bucket: tokens (joules) accumulate at the budget rate and are spent
    by the measured power; overspending lowers the next target, saving allows a
    small burst (at most ``margin`` of a window's energy). It removes steady error.
-4. Thermal back-off: near the thermal limit only a falling share of the dynamic
-   budget is used (`knobs.ThermalLimit`).
+4. Thermal limit: a first-order thermal model learnt online (`thermal.ThermalModel`)
+   gives the most power that keeps the predicted temperature under the limit
+   (`knobs.ThermalLimit`: a margin below the trip point); the target is the lower of
+   that and the budget. Throttling seen on the board corrects the model at once.
 5. Choice: the configuration that serves the most of the estimated demand within the
    target; among near-ties the higher ``quality`` variant, then the lower power.
 6. Sensor failure (an error, NaN, or a reading that stopped advancing): in that same
@@ -36,6 +38,8 @@ from ..errors import SensorError
 from .knobs import ThermalLimit
 from .profiles import Config, Profile
 from .sensors.base import Clock, EnergyMeter, PowerSample, PowerSensor, TempSensor
+from .sensors.throttle import ThrottleSensor
+from .thermal import ThermalModel
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +106,8 @@ class SchedulerReport:
     config_seconds: dict
     correction: float
     estimated: bool
+    throttled_periods: int = 0
+    thermal_model: Optional[dict] = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,8 +156,14 @@ class Scheduler:
         sensor: a power sensor; None runs open loop on the profile alone.
         clock: monotonic seconds (a virtual clock in simulation).
         control_period_s: how often `step` is expected to be called.
-        thermal: a temperature sensor, used with ``thermal_limit``.
-        thermal_limit: where to back off (default 80 °C with an 8 °C ramp when ``thermal`` is given).
+        thermal: a temperature sensor (a `ThermalZone`); with it the scheduler also holds a temperature limit.
+        thermal_limit: the trip point and the margin below it to hold the predicted peak under
+            (default: the zone's lowest passive trip point, else 80 °C, with a 3 °C margin).
+        throttle: a `ThrottleSensor` (Pi firmware flags, cpufreq, Jetson trip points); a throttled
+            period raises the thermal model's estimate and lowers the target in the same step.
+        thermal_model: the model to learn into (default `ThermalModel()` with pessimistic priors).
+        thermal_horizon_s: how far ahead the temperature is predicted; shorter reacts faster but
+            overshoots more when the model is wrong.
         margin: aim this fraction below the budget (absorbs sensor noise).
         tolerance: a window counts as a violation above budget x (1 + tolerance).
         sensor_lag_periods: how many periods back the newest reading describes (1 = the last one).
@@ -173,6 +185,9 @@ class Scheduler:
         control_period_s: float = 0.25,
         thermal: Optional[TempSensor] = None,
         thermal_limit: Optional[ThermalLimit] = None,
+        throttle: Optional[ThrottleSensor] = None,
+        thermal_model: Optional[ThermalModel] = None,
+        thermal_horizon_s: float = 10.0,
         margin: float = 0.02,
         tolerance: float = 0.05,
         sensor_lag_periods: int = 1,
@@ -195,8 +210,13 @@ class Scheduler:
         self.sensor = sensor
         self.clock = clock
         self.control_period_s = float(control_period_s)
+        if not thermal_horizon_s > 0:
+            raise ValueError(f"thermal_horizon_s must be positive, got {thermal_horizon_s}")
         self.thermal = thermal
-        self.thermal_limit = thermal_limit or (ThermalLimit() if thermal else None)
+        self.thermal_limit = thermal_limit or (ThermalLimit.for_zone(thermal) if thermal else None)
+        self.throttle = throttle
+        self.thermal_model = thermal_model or ThermalModel()
+        self.thermal_horizon_s = float(thermal_horizon_s)
         self.margin = margin
         self.tolerance = tolerance
         self.sensor_lag_periods = sensor_lag_periods
@@ -224,7 +244,10 @@ class Scheduler:
         self._period_served = 0.0
         self._period_arrivals = 0.0
         self._period_mixed = False
-        self._thermal_factor = 1.0
+        self._thermal_cap_mw = math.inf
+        self._temps: deque[tuple[float, float]] = deque(maxlen=sensor_lag_periods)
+        self._throttled_periods = 0
+        self._throttle_error_logged = False
         # accounting
         self._meter = EnergyMeter()
         self._window_start: Optional[float] = None
@@ -290,7 +313,7 @@ class Scheduler:
         self._last_step = now
 
         sample, failure = self._read_power(now)
-        thermal_failure = self._read_thermal()
+        thermal_failure = self._read_thermal(now, sample)
         if failure or thermal_failure:
             self._sensor_failures += 1
             self._fallback_periods += 1
@@ -304,7 +327,7 @@ class Scheduler:
             if self._decision is not None and self._decision.fallback:
                 log.warning("power scheduler: sensors are back, leaving the fallback")
             self._decision = self._plan(now)
-            if self._thermal_factor < 1.0:
+            if self._decision.target_mw >= self._thermal_cap_mw:
                 self._thermal_periods += 1
         self._prune_expired(now)
         return self._decision
@@ -344,16 +367,43 @@ class Scheduler:
         self._estimated = self._estimated or sample.estimated
         return sample, None
 
-    def _read_thermal(self) -> Optional[str]:
+    def _read_thermal(self, now: float, sample: Optional[PowerSample]) -> Optional[str]:
+        """Feeds the thermal model and sets the power cap that keeps the predicted peak under the limit."""
         if self.thermal is None or self.thermal_limit is None:
-            self._thermal_factor = 1.0
+            self._thermal_cap_mw = math.inf
             return None
         try:
             temp = self.thermal.read()
         except SensorError as exc:
             return f"thermal sensor failed: {exc}"
-        self._thermal_factor = self.thermal_limit.factor(temp.temp_mc)
+        if sample is not None:
+            power_w = sample.power_mw / 1000.0
+        else:  # open loop: the power the last decision was predicted to draw
+            power_w = (self._decision.predicted_mw if self._decision else self._idle_mw) / 1000.0
+        # The power reading describes the period ``sensor_lag_periods`` back; the temperature at
+        # its end was read ``sensor_lag_periods - 1`` steps ago. Pair those.
+        self._temps.append((now, temp.temp_mc / 1000.0))
+        model = self.thermal_model
+        model.observe(*self._temps[0], power_w)
+        if self._throttled_now():
+            self._throttled_periods += 1
+            model.saw_throttling(self.thermal_limit.trip_mc / 1000.0)
+        cap_w = model.max_power_w(self.thermal_limit.hold_mc / 1000.0, self.thermal_horizon_s)
+        self._thermal_cap_mw = cap_w * 1000.0
         return None
+
+    def _throttled_now(self) -> bool:
+        """The throttle sensor's verdict, asked only after a period that served work (an idle core
+        runs slow under on-demand governors, and with nothing running there is nothing to cool)."""
+        if self.throttle is None or not self._history or self._history[-1].served <= 0:
+            return False
+        try:
+            return self.throttle.read().throttled
+        except SensorError as exc:
+            if not self._throttle_error_logged:
+                log.warning("power scheduler: throttle sensor failed, relying on the thermal model: %s", exc)
+                self._throttle_error_logged = True
+            return False
 
     def _account(self, sample: PowerSample, now: float, dt: float) -> None:
         self._meter.add(sample)
@@ -398,9 +448,7 @@ class Scheduler:
         if self.sensor is not None:
             target += self._tokens_j / self.window_s * 1000.0
         target = min(target, budget_mw)
-        if self._thermal_factor < 1.0:
-            target = self._idle_mw + self._thermal_factor * max(0.0, target - self._idle_mw)
-        return target
+        return min(target, self._thermal_cap_mw)
 
     def _demand_high(self) -> float:
         if self._demand_per_s is None:
@@ -438,8 +486,11 @@ class Scheduler:
         _, i, served, rate, predicted = best
         if rate <= 0:
             reason = "target at or below idle power: admit nothing"
-        elif self._thermal_factor < 1.0:
-            reason = f"thermal back-off to {self._thermal_factor:.0%} of the dynamic budget"
+        elif target >= self._thermal_cap_mw:
+            reason = (
+                f"thermal limit binds: {target / 1000:.2f} W keeps the peak under"
+                f" {self.thermal_limit.hold_mc / 1000:.1f} °C"
+            )
         else:
             reason = f"max service within {target / 1000:.2f} W (k={k:.2f})"
         return Decision(now, self._entries[i].config, min(rate, 1e6), target, predicted, False, reason)
@@ -562,6 +613,8 @@ class Scheduler:
             config_seconds=dict(self._config_seconds),
             correction=self._k,
             estimated=self._estimated,
+            throttled_periods=self._throttled_periods,
+            thermal_model=asdict(self.thermal_model.params) if self.thermal is not None else None,
         )
 
 

@@ -14,8 +14,10 @@ Everything here is synthetic and labelled so. The plant:
   served up to the admission rate and the capacity; the rest is dropped. Latency is
   the service time plus an M/D/1-style wait at the step's utilisation.
 * Power per step = idle + served rate x dynamic energy x (1 + 1 % plant noise).
-* Thermal: first order, ``tau dT/dt = T_amb + R P - T`` (R = 8 K/W, tau = 60 s);
-  above the 80 °C trip the firmware throttles (latency x 1.6, same energy).
+* Thermal: first order, ``tau dT/dt = T_amb + R P - T`` (R = 8 K/W, tau = 60 s; a
+  trace may vary R, tau and the ambient over time); above the 80 °C trip the firmware
+  throttles (latency x 1.6, same energy). The thermal sensor reads the die with 0.2 °C
+  of noise, quantised to 1 °C; a throttle sensor reports the firmware's flag.
 * The sensor reports the mean power of an earlier control period (one period of
   transport delay by default) with 2 % Gaussian noise, quantised to 1 mW, and can be
   made to fail for a time span.
@@ -39,12 +41,19 @@ from .knobs import ThermalLimit
 from .profiles import Config, ConfigProfile, Profile
 from .scheduler import Decision, LatencyHistogram, Scheduler
 from .sensors.base import PowerSample, TempSample
+from .sensors.throttle import ThrottleSample
 
 IDLE_MW = 2000.0
 CORE_MW_AT_MAX = 900.0
 F_MAX_KHZ = 2_400_000
 F_LOW_KHZ = 1_500_000
-TRACE_KINDS = ("steady", "bursty", "step_down", "wrong_profile", "hot")
+TRACE_KINDS = ("steady", "bursty", "step_down", "wrong_profile", "hot", "hot_step", "fan")
+THERMAL_TRACES = ("hot", "hot_step", "fan")
+# Seeds are split once: controller settings may be tuned on TUNING_SEEDS only; results are
+# reported (tests, benchmark) on HELD_OUT_SEEDS, which no setting was chosen on.
+TUNING_SEEDS = (1, 2, 3)
+HELD_OUT_SEEDS = (100, 101, 102)
+FAN_ON = (5.0, 40.0)  # R (K/W) and tau (s) with the fan running
 
 
 def synthetic_profile() -> Profile:
@@ -75,11 +84,14 @@ class PlantParams:
     thermal_tau_s: float = 60.0
     trip_c: float = 80.0
     throttle_latency_factor: float = 1.6
+    temp_step_c: float = 1.0
+    temp_noise_c: float = 0.2
 
 
 @dataclass(frozen=True)
 class Trace:
-    """A seeded scenario: per-step budget, arrivals and ambient temperature, plus the noise draws."""
+    """A seeded scenario: per-step budget, arrivals, ambient temperature and (optionally) thermal
+    resistance and time constant, plus the noise draws."""
 
     name: str
     step_s: float
@@ -91,6 +103,15 @@ class Trace:
     true_dynamic_factor: float = 1.0
     sensor_outage_s: Optional[tuple[float, float]] = None
     seed: int = 0
+    thermal_r_k_per_w: Optional[np.ndarray] = None
+    thermal_tau_s: Optional[np.ndarray] = None
+    temp_noise: Optional[np.ndarray] = None
+
+    def plant_thermal(self, params: PlantParams) -> tuple[np.ndarray, np.ndarray]:
+        """Per-step thermal resistance (K/W) and time constant (s): the trace's, else the plant's."""
+        r = self.thermal_r_k_per_w if self.thermal_r_k_per_w is not None else np.full(self.steps, params.thermal_r_k_per_w)
+        tau = self.thermal_tau_s if self.thermal_tau_s is not None else np.full(self.steps, params.thermal_tau_s)
+        return r, tau
 
     @property
     def steps(self) -> int:
@@ -119,6 +140,11 @@ def make_trace(
         step_down: 400/s; the budget is 4.0 W, steps down to 2.8 W at half time, back up to 3.4 W at 3/4.
         wrong_profile: as steady, but the true dynamic power is 1.3 x the profile's.
         hot: 40 °C ambient, a loose 5.5 W budget; temperature is what binds.
+        hot_step: 5.5 W; the ambient is 30 °C (the budget binds), rises by 15 °C within a minute
+            at a third of the trace and stays at 45 °C (the temperature binds).
+        fan: 5.5 W at 35 °C ambient; a fan switches on and off every 5 minutes, starting on:
+            R = 5 K/W and tau = 40 s while it runs (the budget binds), 8 K/W and 60 s while it
+            is off (the temperature binds).
     """
     if kind not in TRACE_KINDS:
         raise ValueError(f"unknown trace kind {kind!r}; expected one of {TRACE_KINDS}")
@@ -128,6 +154,7 @@ def make_trace(
     rate = np.full(steps, 400.0)
     ambient = np.full(steps, 25.0)
     factor = 1.0
+    thermal_r = thermal_tau = None
     if kind == "bursty":
         t, burst = 0.0, False
         while t < duration_s:
@@ -145,6 +172,17 @@ def make_trace(
     elif kind == "hot":
         budget[:] = 5.5
         ambient[:] = 40.0
+    elif kind == "hot_step":
+        budget[:] = 5.5
+        start = steps // 3
+        ramp = np.clip((np.arange(steps) - start) * step_s / 60.0, 0.0, 1.0)
+        ambient[:] = 30.0 + 15.0 * ramp
+    elif kind == "fan":
+        budget[:] = 5.5
+        ambient[:] = 35.0
+        fan_on = (np.arange(steps) * step_s // 300.0) % 2 == 0
+        thermal_r = np.where(fan_on, FAN_ON[0], params.thermal_r_k_per_w)
+        thermal_tau = np.where(fan_on, FAN_ON[1], params.thermal_tau_s)
     if true_dynamic_factor is not None:
         factor = true_dynamic_factor
     return Trace(
@@ -158,6 +196,10 @@ def make_trace(
         true_dynamic_factor=factor,
         sensor_outage_s=sensor_outage_s,
         seed=seed,
+        thermal_r_k_per_w=thermal_r,
+        thermal_tau_s=thermal_tau,
+        # a separate stream, so that adding it left the other draws of every seed unchanged
+        temp_noise=np.random.default_rng([seed, 1]).normal(0.0, params.temp_noise_c, steps),
     )
 
 
@@ -191,13 +233,34 @@ class SimPowerSensor:
 
 
 class SimTempSensor:
+    """The die temperature as a thermal zone reports it: noisy, quantised to ``temp_step_c``."""
+
     name = "simulated-thermal"
 
     def __init__(self, sim: _Run):
         self.sim = sim
 
     def read(self) -> TempSample:
-        return TempSample(self.sim.clock(), int(round(self.sim.temp_c * 1000)), self.name)
+        sim = self.sim
+        noise = sim.trace.temp_noise[sim.step_index] if sim.trace.temp_noise is not None else 0.0
+        step = sim.params.temp_step_c
+        reading = sim.temp_c + noise
+        if step > 0:
+            reading = round(reading / step) * step
+        return TempSample(sim.clock(), int(round(reading * 1000)), self.name)
+
+
+class SimThrottleSensor:
+    """The firmware's throttle flag: set while the die is above the trip point."""
+
+    name = "simulated-throttle"
+
+    def __init__(self, sim: _Run):
+        self.sim = sim
+
+    def read(self) -> ThrottleSample:
+        hot = self.sim.temp_c > self.sim.params.trip_c
+        return ThrottleSample(self.sim.clock(), hot, self.name, "throttled" if hot else "")
 
 
 # ---------------------------------------------------------------- controllers
@@ -337,7 +400,8 @@ def simulate(
     fallback = np.zeros(steps, dtype=bool)
     configs: list[str] = []
     latency = LatencyHistogram()
-    decay = dt / params.thermal_tau_s
+    thermal_r, thermal_tau = trace.plant_thermal(params)
+    decay = dt / thermal_tau
     controller_s = 0.0
     throttled = 0
     budget_prev = trace.budget_w[0]
@@ -366,7 +430,7 @@ def simulate(
         utilisation = min(rate / capacity, 0.95)
         power = run.idle_mw + rate * latency_ms / 1000.0 * dynamic_mw * trace.plant_noise[i]
         run.power_mw[i] = power
-        run.temp_c += decay * (trace.ambient_c[i] + params.thermal_r_k_per_w * power / 1000.0 - run.temp_c)
+        run.temp_c += decay[i] * (trace.ambient_c[i] + thermal_r[i] * power / 1000.0 - run.temp_c)
         wait_ms = latency_ms * utilisation / (2.0 * (1.0 - utilisation))
         if served > 0:
             controller.record((latency_ms + wait_ms) / 1000.0, served)
@@ -392,10 +456,16 @@ def simulate(
     )
 
 
+def sim_limit(params: PlantParams = PlantParams()) -> ThermalLimit:
+    """The limit the simulated scheduler holds: the scheduler's default 3 °C below the plant's trip."""
+    return ThermalLimit(trip_mc=int(round(params.trip_c * 1000)))
+
+
 def scheduler_factory(
     budget_w: float, profile: Optional[Profile] = None, params: PlantParams = PlantParams(), **kwargs
 ):
-    """A `simulate` controller factory that builds the real `Scheduler` (with thermal back-off at 75 °C)."""
+    """A `simulate` controller factory that builds the real `Scheduler`, holding the temperature
+    `SIM_LIMIT` (3 °C below the plant's trip) with the firmware's throttle flag as throttle sensor."""
     prof = profile or synthetic_profile()
 
     def make(sensor, thermal, clock):
@@ -407,7 +477,8 @@ def scheduler_factory(
             clock=clock,
             control_period_s=0.25,
             thermal=thermal,
-            thermal_limit=kwargs.pop("thermal_limit", ThermalLimit(limit_mc=78_000, margin_mc=6_000)),
+            thermal_limit=kwargs.pop("thermal_limit", sim_limit(params)),
+            throttle=SimThrottleSensor(thermal.sim),
             sensor_lag_periods=params.sensor_delay_periods + 1,
             **kwargs,
         )
@@ -435,11 +506,37 @@ def static_power_mw(
     return power, served
 
 
-def best_static(trace: Trace, profile: Optional[Profile] = None, window_s: float = 1.0) -> dict:
-    """The best fixed (configuration, rate) in hindsight: most service with no window over budget (truth).
+def thermal_response(trace: Trace, power_mw: np.ndarray, params: PlantParams = PlantParams()) -> np.ndarray:
+    """The die temperature after each step of ``trace`` under the per-step ``power_mw`` (truth, no
+    throttling), from the ambient at the start, as `simulate` integrates it; vectorised."""
+    r, tau = trace.plant_thermal(params)
+    dt = trace.step_s
+    drive = trace.ambient_c + r * np.asarray(power_mw, dtype=float) / 1000.0
+    gain = dt / tau
+    out = np.empty(trace.steps)
+    temp = float(trace.ambient_c[0])
+    bounds = [0, *(np.nonzero(np.diff(gain))[0] + 1), trace.steps]
+    for lo, hi in zip(bounds, bounds[1:]):
+        d = float(gain[lo])
+        chunk = max(1, int(20.0 / d))  # keeps (1 - d) ** -chunk within e**20
+        for a in range(lo, hi, chunk):
+            b = min(hi, a + chunk)
+            k = np.arange(1, b - a + 1)
+            c = 1.0 - d
+            out[a:b] = c**k * (temp + np.cumsum(d * drive[a:b] * c ** (-k)))
+            temp = float(out[b - 1])
+    return out
 
-    Not valid for traces where the plant throttles thermally (the evaluation ignores throttling).
-    """
+
+def best_static(
+    trace: Trace,
+    profile: Optional[Profile] = None,
+    window_s: float = 1.0,
+    limit_c: Optional[float] = None,
+    params: PlantParams = PlantParams(),
+) -> dict:
+    """The best fixed (configuration, rate) in hindsight: most service with no window over budget
+    and, with ``limit_c``, the die never above ``limit_c`` (truth)."""
     true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
     per_window = max(1, int(round(window_s / trace.step_s)))
     budget = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
@@ -448,7 +545,9 @@ def best_static(trace: Trace, profile: Optional[Profile] = None, window_s: float
 
         def feasible(rate, entry=entry):
             power, _ = static_power_mw(trace, entry, true_profile.idle_mw, rate)
-            return bool(np.all(_windows(power, per_window).mean(axis=1) <= budget))
+            if not np.all(_windows(power, per_window).mean(axis=1) <= budget):
+                return False
+            return limit_c is None or float(thermal_response(trace, power, params).max()) <= limit_c
 
         low, high = 0.0, entry.capacity_per_s
         if feasible(high):
@@ -465,14 +564,26 @@ def best_static(trace: Trace, profile: Optional[Profile] = None, window_s: float
     return best
 
 
-def clairvoyant(trace: Trace, profile: Optional[Profile] = None, window_s: float = 1.0) -> dict:
+def clairvoyant(
+    trace: Trace,
+    profile: Optional[Profile] = None,
+    window_s: float = 1.0,
+    limit_c: Optional[float] = None,
+    params: PlantParams = PlantParams(),
+) -> dict:
     """A per-window optimum with perfect knowledge of budget, arrivals and true costs (an unattainable bound).
 
     Each window solves the linear programme: maximise the inferences x_c over any mix of
     configurations subject to energy (sum x_c e_c <= (B - idle) W), time (sum x_c t_c <= W)
     and demand (sum x_c <= arrivals). The optimum is at a single configuration or a pair
     with both resource constraints tight; all are enumerated.
+
+    With ``limit_c``, each window's power is also capped at the most that leaves the die at
+    or under ``limit_c`` at the window's end, knowing the true plant and ambient (greedy: the
+    thermal headroom is spent as soon as it exists).
     """
+    if limit_c is not None:
+        return _clairvoyant_thermal(trace, profile, window_s, limit_c, params)
     true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
     per_window = max(1, int(round(window_s / trace.step_s)))
     span = per_window * trace.step_s
@@ -494,6 +605,49 @@ def clairvoyant(trace: Trace, profile: Optional[Profile] = None, window_s: float
             best = np.maximum(best, total)
     served = np.minimum(best, demand)
     return {"served": float(served.sum()), "throughput_per_s": float(served.sum()) / (len(served) * span)}
+
+
+def _clairvoyant_thermal(
+    trace: Trace, profile: Optional[Profile], window_s: float, limit_c: float, params: PlantParams
+) -> dict:
+    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
+    idle_mw = true_profile.idle_mw
+    per_window = max(1, int(round(window_s / trace.step_s)))
+    span = per_window * trace.step_s
+    budget_mw = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
+    demand = _windows(trace.arrivals, per_window).sum(axis=1)
+    e = np.array([entry.dynamic_energy_uj(idle_mw) / 1000.0 for entry in true_profile.entries])
+    t = np.array([entry.latency_ms / 1000.0 for entry in true_profile.entries])
+    i, j = np.triu_indices(len(e), 1)
+    det = e[i] * t[j] - e[j] * t[i]
+    keep = np.abs(det) >= 1e-12
+    i, j, det = i[keep], j[keep], det[keep]
+    # Over one window the end temperature is linear in a constant power P (W):
+    # T_end = carry * T_start + from_ambient + per_watt * P.
+    r, tau = trace.plant_thermal(params)
+    decay = _windows(1.0 - trace.step_s / tau, per_window)
+    gain = _windows(trace.step_s / tau, per_window)
+    later = np.cumprod(decay[:, ::-1], axis=1)[:, ::-1]  # product of the decays from step k on
+    after = np.concatenate([later[:, 1:], np.ones((len(later), 1))], axis=1)
+    carry = later[:, 0]
+    from_ambient = (after * gain * _windows(trace.ambient_c, per_window)).sum(axis=1)
+    per_watt = (after * gain * _windows(r, per_window)).sum(axis=1)
+    temp = float(trace.ambient_c[0])
+    served_total = 0.0
+    for w in range(len(budget_mw)):
+        thermal_cap_w = (limit_c - carry[w] * temp - from_ambient[w]) / per_watt[w]
+        energy = max(0.0, (min(budget_mw[w], thermal_cap_w * 1000.0) - idle_mw) * span)
+        most = float(np.max(np.minimum(energy / e, span / t)))
+        xi = (energy * t[j] - span * e[j]) / det
+        xj = (span * e[i] - energy * t[i]) / det
+        pairs = np.where((xi >= 0) & (xj >= 0), xi + xj, 0.0)
+        most = max(most, float(pairs.max()))
+        served = min(most, float(demand[w]))
+        used_mw = idle_mw + (energy * served / most if most > 0 else 0.0) / span
+        temp = carry[w] * temp + from_ambient[w] + per_watt[w] * used_mw / 1000.0
+        served_total += served
+    windows = len(budget_mw)
+    return {"served": served_total, "throughput_per_s": served_total / (windows * span)}
 
 
 # ---------------------------------------------------------------- metrics
@@ -555,6 +709,9 @@ def metrics(result: SimResult, window_s: float = 1.0, tolerance: float = 0.05) -
 def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams = PlantParams()) -> dict:
     """Runs the scheduler and the baselines on one trace and adds the hindsight and clairvoyant bounds.
 
+    The bounds hold the same limits as the scheduler: the budget, and the temperature it
+    holds (`sim_limit`, 3 °C below the trip).
+
     Returns:
         ``{"rows": [metrics per controller], "best_static": {...}, "clairvoyant": {...}}``; each row
         also has ``vs_best_static`` and ``vs_clairvoyant`` throughput ratios.
@@ -587,7 +744,8 @@ def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams
             name="hysteresis",
         ),
     ]
-    hindsight = best_static(trace, prof)
+    limit_c = sim_limit(params).hold_mc / 1000.0
+    hindsight = best_static(trace, prof, limit_c=limit_c, params=params)
     runs.append(
         simulate(
             trace,
@@ -597,7 +755,7 @@ def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams
             name="best-static (hindsight)",
         )
     )
-    bound = clairvoyant(trace, prof)
+    bound = clairvoyant(trace, prof, limit_c=limit_c, params=params)
     rows = []
     for run in runs:
         row = metrics(run)
@@ -623,7 +781,10 @@ __all__: Sequence[str] = [
     "SimResult",
     "StaticController",
     "Trace",
+    "HELD_OUT_SEEDS",
+    "THERMAL_TRACES",
     "TRACE_KINDS",
+    "TUNING_SEEDS",
     "VirtualClock",
     "best_static",
     "clairvoyant",
@@ -631,8 +792,10 @@ __all__: Sequence[str] = [
     "make_trace",
     "metrics",
     "scheduler_factory",
+    "sim_limit",
     "simulate",
     "step_response",
     "synthetic_profile",
+    "thermal_response",
     "with_outage",
 ]
