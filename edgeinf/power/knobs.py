@@ -204,7 +204,7 @@ class ThermalLimit:
         return self.trip_mc - self.margin_mc
 
     @classmethod
-    def for_zone(cls, zone, margin_mc: int = 3_000, default_trip_mc: int = 80_000) -> "ThermalLimit":
+    def for_zone(cls, zone, margin_mc: int = 3_000, default_trip_mc: int = 80_000) -> ThermalLimit:
         """The limit of a `ThermalZone`: its lowest passive trip point (where the kernel starts
         throttling), else ``default_trip_mc``."""
         trip = zone.throttle_trip_mc() if hasattr(zone, "throttle_trip_mc") else None

@@ -109,7 +109,11 @@ class Trace:
 
     def plant_thermal(self, params: PlantParams) -> tuple[np.ndarray, np.ndarray]:
         """Per-step thermal resistance (K/W) and time constant (s): the trace's, else the plant's."""
-        r = self.thermal_r_k_per_w if self.thermal_r_k_per_w is not None else np.full(self.steps, params.thermal_r_k_per_w)
+        r = (
+            self.thermal_r_k_per_w
+            if self.thermal_r_k_per_w is not None
+            else np.full(self.steps, params.thermal_r_k_per_w)
+        )
         tau = self.thermal_tau_s if self.thermal_tau_s is not None else np.full(self.steps, params.thermal_tau_s)
         return r, tau
 
@@ -142,7 +146,7 @@ def make_trace(
         hot: 40 °C ambient, a loose 5.5 W budget; temperature is what binds.
         hot_step: 5.5 W; the ambient is 30 °C (the budget binds), rises by 15 °C within a minute
             at a third of the trace and stays at 45 °C (the temperature binds).
-        fan: 5.5 W at 35 °C ambient; a fan switches on and off every 5 minutes, starting on:
+        fan: 5.5 W at 38 °C ambient; a fan switches on and off every 5 minutes, starting on:
             R = 5 K/W and tau = 40 s while it runs (the budget binds), 8 K/W and 60 s while it
             is off (the temperature binds).
     """
@@ -179,7 +183,7 @@ def make_trace(
         ambient[:] = 30.0 + 15.0 * ramp
     elif kind == "fan":
         budget[:] = 5.5
-        ambient[:] = 35.0
+        ambient[:] = 38.0
         fan_on = (np.arange(steps) * step_s // 300.0) % 2 == 0
         thermal_r = np.where(fan_on, FAN_ON[0], params.thermal_r_k_per_w)
         thermal_tau = np.where(fan_on, FAN_ON[1], params.thermal_tau_s)
@@ -782,6 +786,7 @@ __all__: Sequence[str] = [
     "StaticController",
     "Trace",
     "HELD_OUT_SEEDS",
+    "SysfsPlant",
     "THERMAL_TRACES",
     "TRACE_KINDS",
     "TUNING_SEEDS",
@@ -790,6 +795,7 @@ __all__: Sequence[str] = [
     "clairvoyant",
     "compare",
     "make_trace",
+    "run_on_sysfs_plant",
     "metrics",
     "scheduler_factory",
     "sim_limit",
@@ -799,3 +805,179 @@ __all__: Sequence[str] = [
     "thermal_response",
     "with_outage",
 ]
+
+
+# ---------------------------------------------------------------- the plant behind a fake sysfs tree
+
+
+class SysfsPlant:
+    """The simulator's plant in real time behind a fake sysfs tree, for closing the loop through
+    the real sensor readers.
+
+    Below ``root`` it lays out ``sys/class/thermal/thermal_zone0`` (``cpu-thermal``, a passive
+    trip point at ``trip_c``) and an ``ina219`` hwmon device (``power1_input`` in µW) reached
+    through ``sys/class/hwmon/hwmon0``, as the kernel does. A background thread advances the
+    first-order thermal plant every ``tick_s`` from whatever `run` says is running and rewrites
+    both files (atomically, by rename). Above the trip the plant throttles.
+
+    >>> plant = SysfsPlant(tmp, synthetic_profile(), tau_s=2.0)   # doctest: +SKIP
+    >>> with plant: ...                                           # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        root,
+        profile: Profile,
+        *,
+        ambient_c: float = 40.0,
+        r_k_per_w: float = 8.0,
+        tau_s: float = 2.0,
+        trip_c: float = 80.0,
+        tick_s: float = 0.01,
+        temp_step_c: float = 1.0,
+        throttle_latency_factor: float = 1.6,
+    ):
+        from pathlib import Path
+
+        self.root = Path(root)
+        self.profile = profile
+        self.ambient_c, self.r_k_per_w, self.tau_s, self.trip_c = ambient_c, r_k_per_w, tau_s, trip_c
+        self.tick_s, self.temp_step_c, self.throttle_factor = tick_s, temp_step_c, throttle_latency_factor
+        self.temp_c = ambient_c
+        self.max_temp_c = ambient_c
+        self.throttled_s = 0.0
+        self.power_mw = profile.idle_mw
+        self._running: tuple[Optional[Config], float] = (None, 0.0)
+        zone = self.root / "sys/class/thermal/thermal_zone0"
+        zone.mkdir(parents=True, exist_ok=True)
+        for name, value in (("type", "cpu-thermal"), ("trip_point_0_type", "passive")):
+            (zone / name).write_text(value + "\n")
+        (zone / "trip_point_0_temp").write_text(f"{int(trip_c * 1000)}\n")
+        device = self.root / "sys/devices/platform/soc/i2c-1/1-0040/hwmon/hwmon0"
+        device.mkdir(parents=True, exist_ok=True)
+        (device / "name").write_text("ina219\n")
+        hwmon = self.root / "sys/class/hwmon"
+        hwmon.mkdir(parents=True, exist_ok=True)
+        if not (hwmon / "hwmon0").exists():
+            (hwmon / "hwmon0").symlink_to(device)
+        self._temp_file = zone / "temp"
+        self._power_file = device / "power1_input"
+        self._write()
+        self._stop = None
+        self._thread = None
+
+    def run(self, config: Optional[Config], rate_per_s: float) -> float:
+        """Sets what runs from now on; returns the rate the plant can serve (capacity, throttling)."""
+        if config is None:
+            self._running = (None, 0.0)
+            return 0.0
+        entry = self.profile.entry(config)
+        capacity = entry.capacity_per_s / (self.throttle_factor if self.temp_c > self.trip_c else 1.0)
+        served = max(0.0, min(rate_per_s, capacity))
+        self._running = (config, served)
+        return served
+
+    def _write(self) -> None:
+        import os
+
+        reading = round(self.temp_c / self.temp_step_c) * self.temp_step_c if self.temp_step_c > 0 else self.temp_c
+        for path, value in (
+            (self._temp_file, int(round(reading * 1000))),
+            (self._power_file, int(self.power_mw * 1000)),
+        ):
+            spare = path.with_name(path.name + ".new")
+            spare.write_text(f"{value}\n")
+            os.replace(spare, path)
+
+    def _advance(self, dt: float) -> None:
+        config, served = self._running
+        power = self.profile.idle_mw
+        if config is not None:
+            entry = self.profile.entry(config)
+            power += served * entry.dynamic_energy_uj(self.profile.idle_mw) / 1000.0
+        self.power_mw = power
+        self.temp_c += (1.0 - math.exp(-dt / self.tau_s)) * (
+            self.ambient_c + self.r_k_per_w * power / 1000.0 - self.temp_c
+        )
+        self.max_temp_c = max(self.max_temp_c, self.temp_c)
+        if self.temp_c > self.trip_c:
+            self.throttled_s += dt
+        self._write()
+
+    def _loop(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(self.tick_s):
+            now = time.monotonic()
+            self._advance(now - last)
+            last = now
+
+    def __enter__(self) -> SysfsPlant:
+        import threading
+
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="sysfs-plant", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_on_sysfs_plant(
+    plant: SysfsPlant,
+    budget_w: float,
+    duration_s: float,
+    *,
+    control_period_s: float = 0.05,
+    demand_per_s: float = 400.0,
+    **scheduler_kwargs,
+) -> dict:
+    """Closes the loop in real time: the real `Scheduler` reads the plant's fake tree through the
+    real hwmon and thermal-zone readers, and what it decides is what the plant runs.
+
+    Returns the scheduler's report, the plant's peak temperature, time above the trip, and a
+    per-period log (time, die temperature, power, the decision's target).
+    """
+    from .sensors import Sysfs, find_zone, hwmon_power_sensors
+
+    sysfs = Sysfs(plant.root)
+    sensor = hwmon_power_sensors(sysfs)[0]
+    zone = find_zone(sysfs, "cpu")
+    scheduler = Scheduler(
+        budget_w,
+        window_s=1.0,
+        profile=plant.profile,
+        sensor=sensor,
+        thermal=zone,
+        control_period_s=control_period_s,
+        **scheduler_kwargs,
+    )
+    trace = []
+    with plant:
+        start = time.monotonic()
+        next_step = start
+        last = None
+        while True:
+            now = time.monotonic()
+            if now - start >= duration_s:
+                break
+            if last is not None:
+                dt = now - last
+                served = plant._running[1] * dt
+                if served > 0:
+                    scheduler.record(plant.profile.entry(plant._running[0]).latency_ms / 1000.0, served)
+                scheduler.record_arrivals(demand_per_s * dt)
+            decision = scheduler.step(now)
+            plant.run(decision.config, decision.rate_per_s)
+            trace.append((now - start, plant.temp_c, plant.power_mw, decision.target_mw))
+            last = now
+            next_step += control_period_s
+            time.sleep(max(0.0, next_step - time.monotonic()))
+    return {
+        "report": scheduler.report().to_dict(),
+        "limit": {"trip_mc": scheduler.thermal_limit.trip_mc, "hold_mc": scheduler.thermal_limit.hold_mc},
+        "max_temp_c": plant.max_temp_c,
+        "throttled_s": plant.throttled_s,
+        "log": trace,
+    }

@@ -233,4 +233,3 @@ class ThermalModel:
         # readings; the fit's own ambient is the one consistent with the new ones.
         self._state[1] = gamma / (1.0 - alpha)
         self.fits += 1
-

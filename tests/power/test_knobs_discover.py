@@ -141,11 +141,11 @@ def test_no_cpufreq_is_an_empty_list(tmp_path):
     assert cpufreq_policies(tmp_path) == []
 
 
-def test_thermal_limit_ramp():
-    limit = ThermalLimit(limit_mc=85_000, margin_mc=10_000, floor=0.1)
-    assert [limit.factor(t) for t in (60_000, 75_000, 80_000, 85_000, 95_000)] == [1.0, 1.0, 0.5, 0.1, 0.1]
-    with pytest.raises(ValueError, match="margin_mc must be positive, got 0"):
-        ThermalLimit(margin_mc=0)
+def test_thermal_limit_holds_a_margin_below_the_trip():
+    assert ThermalLimit().hold_mc == 77_000
+    assert ThermalLimit(trip_mc=85_000, margin_mc=5_000).hold_mc == 80_000
+    with pytest.raises(ValueError, match="margin_mc must be >= 0, got -1"):
+        ThermalLimit(margin_mc=-1)
 
 
 def test_discover_prefers_the_board_total_over_parts_and_rapl(fake_sys):

@@ -11,6 +11,7 @@ from edgeinf.power.knobs import ThermalLimit
 from edgeinf.power.profiles import Config, ConfigProfile, Profile
 from edgeinf.power.scheduler import Request, Scheduler, lowest_power_config
 from edgeinf.power.sensors import PowerSample, TempSample
+from edgeinf.power.thermal import ThermalModel
 
 A = Config("full", "tflite", 1)
 B = Config("short", "tflite", 2)
@@ -189,25 +190,31 @@ class Thermometer:
         return TempSample(self.clock(), self.temp_mc, self.name)
 
 
-def test_thermal_back_off_scales_the_dynamic_budget():
+def test_thermal_limit_caps_the_target_by_the_model_and_fails_safe():
     clock = Clock()
     profile = two_config_profile()
     thermo = Thermometer(clock, 50_000)
-    limit = ThermalLimit(limit_mc=80_000, margin_mc=10_000)
-    scheduler = Scheduler(2.0, profile=profile, clock=clock, thermal=thermo, thermal_limit=limit)
-    assert scheduler.step().rate_per_s == pytest.approx(96.0)
-    thermo.temp_mc = 77_500  # 25 % of the ramp left: 25 % of the 960 mW dynamic budget
-    clock.t += 0.25
-    decision = scheduler.step()
-    assert decision.rate_per_s == pytest.approx(24.0)
-    assert "thermal" in decision.reason
-    thermo.temp_mc = 85_000
-    clock.t += 0.25
-    assert scheduler.step().rate_per_s == 0.0
+    limit = ThermalLimit(trip_mc=80_000, margin_mc=3_000)
+    model = ThermalModel(r_k_per_w=10.0, tau_s=30.0)
+    scheduler = Scheduler(2.0, profile=profile, clock=clock, thermal=thermo, thermal_limit=limit, thermal_model=model)
+    assert scheduler.step().rate_per_s == pytest.approx(96.0)  # cool: the budget binds
+    thermo.temp_mc = 77_000  # at the limit, the board at 50 °C + 27 K: the cap is the power held
+    for _ in range(400):
+        clock.t += 0.25
+        decision = scheduler.step()
+    assert model.temp_c == pytest.approx(77.0, abs=0.2)
+    assert "thermal limit binds" in decision.reason
+    # the model: ambient + R x idle power = 77 °C; holding 77 °C allows the idle power only
+    assert decision.target_mw == pytest.approx(profile.idle_mw, rel=0.05)
+    thermo.temp_mc = 85_000  # above the limit: nothing is admitted
+    for _ in range(8):
+        clock.t += 0.25
+        decision = scheduler.step()
+    assert decision.rate_per_s == 0.0
     thermo.fail = True
     clock.t += 0.25
     assert scheduler.step().fallback
-    assert scheduler.report().thermal_backoff_periods == 2
+    assert scheduler.report().thermal_backoff_periods > 400
 
 
 def test_lower_budget_discards_saved_energy_and_replans_at_once():
