@@ -52,6 +52,8 @@ class ThermalModel:
         reading_noise_c: the sensor's noise (standard deviation).
         ambient_drift_c: how fast the ambient may wander, as the standard deviation per
             square root of a second of its random walk.
+        model_error_c: how far the model's temperature may stray from the truth, per square root
+            of a second (larger trusts the readings more).
         min_power_spread_w: the power must vary at least this much (std) within the window
             for a fit, else ``R`` and the ambient cannot be told apart.
         min_temp_spread_c: likewise for the temperature (a few quantisation steps).
@@ -72,7 +74,8 @@ class ThermalModel:
         window_s: float = 600.0,
         reading_step_c: float = 1.0,
         reading_noise_c: float = 0.1,
-        ambient_drift_c: float = 0.1,
+        ambient_drift_c: float = 0.3,
+        model_error_c: float = 0.01,
         min_power_spread_w: float = 0.15,
         min_temp_spread_c: float = 3.0,
     ):
@@ -89,7 +92,7 @@ class ThermalModel:
         self.fits = 0  # accepted least-squares fits
         self._reading_var = reading_step_c**2 / 12.0 + reading_noise_c**2
         self._ambient_var_rate = ambient_drift_c**2
-        self._temp_var_rate = 0.01**2
+        self._temp_var_rate = model_error_c**2
         self._state: Optional[list[float]] = None  # [T, T_amb]
         self._cov = [[0.0, 0.0], [0.0, 0.0]]
         self._t: Optional[float] = None
