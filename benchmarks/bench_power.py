@@ -14,6 +14,15 @@ spawned stub vcgencmd), as the share of one core at 4 and 10 decisions per secon
 Part 3 (unless --no-real) profiles the two real face detectors and runs them under a
 budget with the power model as sensor (the same scenario as tests/power/test_real_run.py).
 
+Part 4 (unless --no-real) closes the thermal loop in real time: the simulator's plant
+(30x faster, tau = 3 s) drives a fake sysfs tree (a thermal zone with a passive trip point
+and an ina219 hwmon device) from a background thread, and the real scheduler reads it
+through the real hwmon and thermal-zone readers (tests/power/test_thermal.py). When this
+machine has a thermal zone, its reading is recorded beside it.
+
+The simulated traces run on the held-out seeds (`simulate.HELD_OUT_SEEDS`), never on the
+seeds controller settings were tuned on.
+
 With ``--json`` the document keeps the report contract of tools/bench_report.py: its
 ``rows`` are the printed simulation table (one line per trace and controller, over the
 seeds), plus one line for the decision cost and one for the real run; the detailed
@@ -40,7 +49,7 @@ from edgeinf.power.profiles import Config
 from edgeinf.power.scheduler import Scheduler
 from edgeinf.power.sensors import ModelSensor, PiPmicSensor, PowerModel, PowerSample, Sysfs, hwmon_power_sensors
 
-TRACES = ("steady", "bursty", "step_down", "wrong_profile")
+TRACES = ("steady", "bursty", "step_down", "wrong_profile", *sim.THERMAL_TRACES)
 CONTROLLERS = ("scheduler", "hysteresis", "static-max", "static-min", "best-static (hindsight)")
 STEP_S = 0.25  # one control period of the simulated traces
 
@@ -62,6 +71,8 @@ COLUMNS = (
     "latency_p99_ms",
     "energy_per_inference_mj",
     "controller_us_per_step",
+    "max_temp_c_worst",
+    "throttled_fraction_worst",
 )
 
 
@@ -71,15 +82,24 @@ def part_simulation(seeds: int, duration_s: float) -> dict:
         per_controller: dict[str, list[dict]] = {name: [] for name in CONTROLLERS}
         bounds = []
         wall = []
-        for seed in range(seeds):
+        for seed in held_out_seeds(seeds):
             started = time.perf_counter()
-            out = sim.compare(sim.make_trace(kind, seed=100 + seed, duration_s=duration_s, step_s=STEP_S))
+            out = sim.compare(sim.make_trace(kind, seed=seed, duration_s=duration_s, step_s=STEP_S))
             wall.append(time.perf_counter() - started)
             for row in out["rows"]:
                 per_controller[row["controller"]].append(row)
             bounds.append({"best_static": out["best_static"], "clairvoyant": out["clairvoyant"]})
         results[kind] = {"rows": per_controller, "bounds": bounds, "compare_wall_s": wall}
     return results
+
+
+def held_out_seeds(count: int) -> list[int]:
+    """The first ``count`` held-out seeds (more than the named ones continue upwards from them)."""
+    named = list(sim.HELD_OUT_SEEDS)
+    extra = range(max(named) + 1, max(named) + 1 + max(0, count - len(named)))
+    seeds = (named + list(extra))[:count]
+    assert not set(seeds) & set(sim.TUNING_SEEDS)
+    return seeds
 
 
 def report_row(**values) -> dict:
@@ -134,6 +154,8 @@ def simulation_rows(simulation: dict, steps_per_run: int) -> list[dict]:
                     latency_p99_ms=_median(runs, "latency_p99_ms"),
                     energy_per_inference_mj=_median(runs, "energy_per_inference_mj"),
                     controller_us_per_step=None if controller_s is None else controller_s / steps_per_run * 1e6,
+                    max_temp_c_worst=_worst(runs, "max_temp_c"),
+                    throttled_fraction_worst=_worst(runs, "throttled_fraction"),
                 )
             )
     return rows
@@ -178,7 +200,7 @@ def print_simulation(rows: list[dict], simulation: dict, seeds: int, duration_s:
     )
     header = (
         f"{'trace':<14}{'controller':<25}{'thr/s':>8}{'vs best':>9}{'vs clair':>9}{'viol>5%':>9}{'settle':>7}"
-        f"{'oversh':>8}{'drop':>7}{'p99 ms':>8}{'mJ/inf':>8}{'ctl us':>8}"
+        f"{'oversh':>8}{'drop':>7}{'p99 ms':>8}{'mJ/inf':>8}{'ctl us':>8}{'max °C':>8}{'thrott':>8}"
     )
     print(header)
     print("-" * len(header))
@@ -195,6 +217,7 @@ def print_simulation(rows: list[dict], simulation: dict, seeds: int, duration_s:
                 f"{text(row['overshoot_worst'], '.3f'):>8}{text(row['drop_fraction'], '.3f'):>7}"
                 f"{text(row['latency_p99_ms'], '.1f'):>8}{text(row['energy_per_inference_mj'], '.2f'):>8}"
                 f"{text(row['controller_us_per_step'], '.1f'):>8}"
+                f"{text(row['max_temp_c_worst'], '.2f'):>8}{text(row['throttled_fraction_worst'], '.4f'):>8}"
             )
         print(
             f"{'':<14}(ratios, violations, settling, overshoot: worst seed; the rest: median over seeds;"
@@ -364,11 +387,69 @@ def print_real(out: dict) -> None:
     )
 
 
+def part_thermal_real(duration_s: float) -> dict:
+    from edgeinf.power.sensors import Sysfs, thermal_zones
+    from edgeinf.power.thermal import ThermalModel
+
+    with tempfile.TemporaryDirectory() as root:
+        plant = sim.SysfsPlant(root, sim.synthetic_profile(), ambient_c=40.0, tau_s=3.0)
+        out = sim.run_on_sysfs_plant(
+            plant,
+            5.5,
+            duration_s,
+            thermal_model=ThermalModel(tau_s=1.5, block_s=0.25, window_s=10.0),
+            thermal_horizon_s=0.5,
+        )
+    log = out.pop("log")
+    out["periods"] = len(log)
+    out["temp_c_every_half_second"] = [
+        round(temp, 2) for t, temp, _, _ in log[:: max(1, len(log) // (2 * int(duration_s) or 1))]
+    ]
+    out["last_second_mean_temp_c"] = statistics.fmean(temp for t, temp, _, _ in log if t > duration_s - 1.0)
+    out["last_second_mean_power_w"] = statistics.fmean(p for t, _, p, _ in log if t > duration_s - 1.0) / 1000.0
+    out["this_machine_zones"] = []
+    for zone in thermal_zones(Sysfs("/")):
+        try:
+            out["this_machine_zones"].append(
+                {"type": zone.name, "temp_mc": zone.read().temp_mc, "trip_mc": zone.throttle_trip_mc()}
+            )
+        except Exception as exc:  # a zone that cannot be read is recorded, not fatal
+            out["this_machine_zones"].append({"type": zone.name, "error": str(exc)})
+    return out
+
+
+def print_thermal_real(out: dict) -> None:
+    report = out["report"]
+    print("\n== Real-time thermal loop: simulated plant (tau 3 s) behind a fake sysfs tree, real readers")
+    print(
+        f"  trip {out['limit']['trip_mc'] / 1000:.1f} °C (from the zone), hold {out['limit']['hold_mc'] / 1000:.1f} °C;"
+        f" peak {out['max_temp_c']:.2f} °C, {out['throttled_s']:.2f} s above the trip;"
+        f" last second {out['last_second_mean_temp_c']:.2f} °C at {out['last_second_mean_power_w']:.2f} W;"
+        f" thermal limit bound {report['thermal_backoff_periods']} of {out['periods']} periods"
+    )
+    print(f"  learnt model: {report['thermal_model']}")
+    print(f"  this machine's thermal zones: {out['this_machine_zones'] or 'none'}")
+
+
+def thermal_real_row(out: dict) -> dict:
+    report = out["report"]
+    return report_row(
+        trace="real time: thermal plant (tau 3 s) behind a fake sysfs tree, real readers, 5.5 W",
+        controller="scheduler",
+        throughput_per_s=report["served"] / report["duration_s"] if report["duration_s"] else None,
+        violation_fraction_worst=report["violation_fraction"],
+        mean_power_w=report["mean_power_w"],
+        max_temp_c_worst=out["max_temp_c"],
+        throttled_fraction_worst=out["throttled_s"] / report["duration_s"] if report["duration_s"] else None,
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=3600.0, help="seconds of trace per run (default one hour)")
     parser.add_argument("--real-seconds", type=float, default=4.0, help="seconds per budget phase of the real run")
+    parser.add_argument("--thermal-seconds", type=float, default=10.0, help="seconds of the real-time thermal loop")
     parser.add_argument("--no-real", action="store_true")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: 1 seed x 5 min, fewer overhead calls, 1 s real phases"
@@ -401,6 +482,9 @@ def main(argv=None) -> int:
         results["real"] = part_real(args.real_seconds)
         print_real(results["real"])
         rows.append(real_row(results["real"]))
+        results["thermal_real"] = part_thermal_real(args.thermal_seconds)
+        print_thermal_real(results["thermal_real"])
+        rows.append(thermal_real_row(results["thermal_real"]))
     results["rows"] = rows
     if args.json:
         args.json.write_text(
