@@ -14,6 +14,7 @@ from .knobs import CpuFreqPolicy, ThermalLimit, cpufreq_policies
 from .profiles import Config, ConfigProfile, Profile, profile
 from .scheduler import Decision, Request, Scheduler, SchedulerReport
 from .sensors import EnergyMeter, ModelSensor, PowerModel, PowerSample, TempSample, integrate_energy_uj
+from .thermal import ThermalModel, ThermalParams
 
 __all__ = [
     "Config",
@@ -31,6 +32,8 @@ __all__ = [
     "SchedulerReport",
     "TempSample",
     "ThermalLimit",
+    "ThermalModel",
+    "ThermalParams",
     "cpufreq_policies",
     "discover",
     "integrate_energy_uj",

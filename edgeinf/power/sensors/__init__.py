@@ -21,6 +21,7 @@ from .rpi import PiPmicSensor, ThrottleFlags, parse_pmic_read_adc, read_throttle
 from .serialmeter import LineMeter, UmMeter, decode_um_record, encode_um_record, parse_meter_line, um_record_valid
 from .tegrastats import TegrastatsSensor, parse_tegrastats
 from .thermal import ThermalZone, find_zone, thermal_zones
+from .throttle import CpufreqThrottleSensor, PiThrottleSensor, ThrottleSample, ThrottleSensor, ZoneThrottleSensor
 
 __all__ = [
     "BatterySensor",
@@ -44,7 +45,12 @@ __all__ = [
     "TempSample",
     "TempSensor",
     "ThermalZone",
+    "CpufreqThrottleSensor",
+    "PiThrottleSensor",
     "ThrottleFlags",
+    "ThrottleSample",
+    "ThrottleSensor",
+    "ZoneThrottleSensor",
     "TotalRule",
     "UmMeter",
     "batteries",
