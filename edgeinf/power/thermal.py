@@ -60,7 +60,7 @@ class ThermalModel:
 
     >>> model = ThermalModel()
     >>> for t in range(600):
-    ...     model.observe(t * 0.5, 40.0 + 0.0 * t, 2.0)
+    ...     model.observe(t * 0.5, 40.0, 2.0)
     >>> round(model.temp_c)
     40
     """
