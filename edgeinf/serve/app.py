@@ -141,8 +141,8 @@ class Service:
             raise HTTPError(408, f"the body did not arrive within {self.config.limits.body_timeout_s} s") from None
 
     async def predict(self, request: Request, name: str) -> Response:
+        identity = self.identify(request, PREDICT)  # before anything else: no model names to strangers
         entry = self.entry(name)
-        identity = self.identify(request, PREDICT)
         self.admit(identity)
         body = await self.read_body(request)
         call = self._decode(request, body, entry)
@@ -322,6 +322,8 @@ def build_app(config: ServeConfig | str, *, loader=None, seed: int | None = None
             response = await handler()
         except HTTPError as exc:
             response = _error(exc.status, str(exc), exc.headers)
+            if request.state.variant:  # routed before it failed: say where
+                response.headers[VARIANT_HEADER] = request.state.variant
         except ClientDisconnect:
             service.stats.observe(route, model, request.state.variant, CLIENT_CLOSED, None)
             return Response(status_code=400)  # nobody reads it
@@ -340,8 +342,8 @@ def build_app(config: ServeConfig | str, *, loader=None, seed: int | None = None
         return _error(404, f"unknown action {action!r}: POST /v1/models/{{name}}:predict or :reload")
 
     async def reload(request: Request, name: str) -> Response:
-        service.entry(name)
         service.identify(request, ADMIN)
+        service.entry(name)
         body = await service.read_body(request)
         try:
             overrides = json.loads(body) if body.strip() else {}
