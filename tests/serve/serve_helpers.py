@@ -169,18 +169,16 @@ def gated_loader(gate: Gate):
     return load
 
 
-def failing_after(calls: int, marker: str):
-    """A loader whose models from files named with ``marker`` fail every call after the first ``calls``."""
+def failing_when(armed: threading.Event, marker: str):
+    """A loader whose models from files named with ``marker`` fail every call while ``armed`` is set."""
 
     def load(path, config):
         model = default_loader(path, config)
         if marker not in Path(path).name:
             return model
-        count = [0]
 
         def before():
-            count[0] += 1
-            if count[0] > calls:
+            if armed.is_set():
                 raise edgeinf.RuntimeFailure("injected: the runtime failed")
 
         return Wrapped(model, before)
