@@ -187,7 +187,13 @@ def failing_when(armed: threading.Event, marker: str):
 
 
 def slow_loader(seconds: float):
+    """Models whose calls take ``seconds`` longer on the service's workers (the load probe is not slowed)."""
+
+    def before():
+        if threading.current_thread().name.startswith("edgeinf-serve"):
+            time.sleep(seconds)
+
     def load(path, config):
-        return Wrapped(default_loader(path, config), lambda: time.sleep(seconds))
+        return Wrapped(default_loader(path, config), before)
 
     return load
