@@ -145,7 +145,6 @@ class Service:
         entry = self.entry(name)
         self.admit(identity)
         body = await self.read_body(request)
-        call = self._decode(request, body, entry)
         try:
             variant_name = entry.pick(request.headers.get(VARIANT_HEADER))
         except KeyError as exc:
@@ -153,12 +152,15 @@ class Service:
                 404, f"model {name!r} has no variant {exc.args[0]!r}; it has {sorted(entry.variants)}"
             ) from None
         request.state.variant = variant_name
-        variant = entry.variants[variant_name]
-        pool = variant.pool
+        busy = HTTPError(503, f"{name}/{variant_name} is busy: its queue is full", {"Retry-After": "1"})
+        if entry.variants[variant_name].pool.full:
+            raise busy  # before decoding: a flood of images is refused cheaply
+        call = await asyncio.to_thread(self._decode, request, body, entry)  # JPEG decoding, base64: off the loop
+        pool = entry.variants[variant_name].pool  # the one serving now (a reload may have swapped it meanwhile)
         try:
             job = pool.submit(call)
         except Overloaded:
-            raise HTTPError(503, f"{name}/{variant_name} is busy: its queue is full", {"Retry-After": "1"}) from None
+            raise busy from None
         failed = True
         try:
             payload = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), pool.deadline_s)

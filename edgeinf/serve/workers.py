@@ -134,6 +134,10 @@ class Pool:
         self._release(job)
 
     @property
+    def full(self) -> bool:
+        return self._pending >= self.capacity
+
+    @property
     def pending(self) -> int:
         return self._pending
 

@@ -156,7 +156,7 @@ def test_metrics_count_requests_by_code_with_model_metrics(server, face_input):
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = response.text
     assert 'edgeinf_serve_requests_total{route="predict",model="face",variant="default",code="200"}' in text
-    assert 'edgeinf_serve_requests_total{route="predict",model="face",variant="",code="400"}' in text
+    assert 'edgeinf_serve_requests_total{route="predict",model="face",variant="default",code="400"}' in text
     assert 'edgeinf_serve_request_latency_seconds_bucket{model="face",variant="default",le="+Inf"}' in text
     assert "edgeinf_model_calls_total{" in text and 'model="face_detection_short_range.tflite"' in text
     prometheus = pytest.importorskip("prometheus_client.parser")
