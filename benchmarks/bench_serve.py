@@ -260,11 +260,15 @@ def main(argv=None) -> int:
                         saturation[(contender, body_name)] = (a + lat, b + codes, s + time.perf_counter() - start_s)
             rows = []
             for (contender, body_name), (lat, codes, seconds) in saturation.items():
+                print(contender, body_name, "answers:", {c: codes.count(c) for c in set(codes)}, file=sys.stderr)
                 rows.append(
                     {"server": contender, "body": body_name, "load": "saturation", **summary(lat, codes, seconds)}
                 )
             for body_name, body in requests.items():
                 rate = 0.8 * next(r["rps"] for r in rows if r["server"] == "edgeinf" and r["body"] == body_name)
+                if rate <= 0:
+                    print(f"edgeinf answered no {body_name} request at saturation: no open loop", file=sys.stderr)
+                    continue
                 lat, codes = asyncio.run(open_loop(servers["edgeinf"][1], body, rate, args.duration * args.rounds))
                 rows.append(
                     {

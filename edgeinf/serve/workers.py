@@ -3,8 +3,8 @@
 Each worker owns one loaded model. Requests wait in one queue per variant, bounded by
 ``capacity`` (waiting plus running): one more is `Overloaded` (503). A request carries its
 deadline: a worker skips a request whose deadline passed while it waited, and a call that
-runs past it is answered 504 by the server, which calls `Pool.expire`: the worker running
-it is retired (it exits, closing its model, whenever the call returns) and a new worker
+runs past it is answered 504 by the server, which calls `Pool.expire`: a worker stuck in a
+call is retired (it exits, closing its model, whenever the call returns) and a new worker
 with a freshly loaded model takes its place, so a hung model never holds the service.
 """
 
@@ -31,13 +31,12 @@ class DeadlineExceeded(Exception):
 class Job:
     """One call: ``call(model)`` runs on a worker; ``future`` gets its result."""
 
-    __slots__ = ("call", "deadline", "future", "worker", "released")
+    __slots__ = ("call", "deadline", "future", "released")
 
     def __init__(self, call: Callable, deadline: float):
         self.call = call
         self.deadline = deadline
         self.future: Future = Future()
-        self.worker: Worker | None = None
         self.released = False
 
 
@@ -47,6 +46,8 @@ class Worker(threading.Thread):
         self.pool = pool
         self.model = model
         self.retired = False
+        self.job: Job | None = None  # the call running now, and since when (monotonic)
+        self.call_started: float | None = None
 
     def run(self) -> None:
         pool = self.pool
@@ -67,13 +68,16 @@ class Worker(threading.Thread):
                 if time.monotonic() > job.deadline:
                     job.future.set_exception(DeadlineExceeded())
                     continue
-                job.worker = self
+                self.job = job
+                self.call_started = time.monotonic()
                 try:
                     result = pool.invoke(job.call, self.model)
                 except BaseException as exc:  # handed to the request, never raised in the thread
                     job.future.set_exception(exc)
                 else:
                     job.future.set_result(result)
+                finally:
+                    self.call_started = self.job = None
         finally:
             pool._lost(self)
             _close(self.model)
@@ -118,20 +122,32 @@ class Pool:
         return job
 
     def expire(self, job: Job) -> None:
-        """The request's deadline passed: free its place, and replace a worker stuck in it."""
-        if not job.future.cancel():  # already running (or just done)
-            worker = job.worker
-            if worker is not None and not job.future.done() and not worker.retired:
-                worker.retired = True
-                log.warning(
-                    "%s: a call ran past its %.3f s deadline; starting a new worker", self.name, self.deadline_s
-                )
-                with self._lock:
-                    closed = self._closed
-                    self.replaced += 1
-                if not closed:
-                    self._start(Worker(self))
+        """A request's deadline passed: free its place, and replace any worker stuck in a call.
+
+        A worker is stuck when this request's call has run for more than half the deadline, or
+        any call for more than a whole one. A call that started late (its request waited in
+        the queue) is left to finish, so an overloaded but healthy model keeps its workers.
+        """
+        job.future.cancel()  # still queued: the worker skips it
         self._release(job)
+        now = time.monotonic()
+        with self._lock:
+            stuck = [w for w in self._workers if not w.retired and self._stuck(w, job, now)]
+            for worker in stuck:
+                worker.retired = True
+                self.replaced += 1
+            closed = self._closed
+        for _ in stuck:
+            log.warning("%s: a call ran past the %.3f s deadline; starting a new worker", self.name, self.deadline_s)
+            if not closed:
+                self._start(Worker(self))
+
+    def _stuck(self, worker: Worker, job: Job, now: float) -> bool:
+        started = worker.call_started
+        if started is None:
+            return False
+        ran = now - started
+        return ran > self.deadline_s or (worker.job is job and ran > self.deadline_s / 2)
 
     @property
     def full(self) -> bool:
