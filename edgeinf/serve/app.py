@@ -260,10 +260,11 @@ class Service:
             if model is None or [v.name for v in model.variants] != [v.name for v in entry.config.variants]:
                 log.error("SIGHUP: model %s's variants changed in the file; restart to add or remove them", name)
                 continue
-            entry.config = model
+            previous, entry.config = entry.config, model
             try:
                 await self.reload(name, {})
             except HTTPError as exc:
+                entry.config = previous  # the running variants keep their settings
                 log.error("SIGHUP: %s", exc)
 
 

@@ -163,3 +163,31 @@ def test_metrics_count_requests_by_code_with_model_metrics(server, face_input):
     families = {f.name: f for f in prometheus.text_string_to_metric_families(text)}
     assert "edgeinf_serve_request_latency_seconds" in families
     assert families["edgeinf_serve_requests"].type == "counter"
+
+
+def test_cli_refuses_a_bad_config_or_a_public_address_without_keys(tmp_path):
+    import subprocess
+    import sys
+
+    from serve_helpers import REPO
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[limits]\nqeue = 3\n[models.face]\npath = "face_detection_short_range"\n')
+    good = tmp_path / "good.toml"
+    good.write_text('[models.face]\npath = "face_detection_short_range"\n')
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    for config, extra, message in (
+        (bad, [], "unknown key(s) ['qeue']"),
+        (good, ["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0 without API keys"),
+        (good, ["--port", "70000"], "--port must be from 0 to 65535"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "edgeinf", "serve", "--config", str(config), *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=120,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("edgeinf: error:") and message in done.stderr, done.stderr

@@ -6,7 +6,6 @@ import asyncio
 import base64
 import concurrent.futures
 
-import numpy as np
 import pytest
 
 pytest.importorskip("uvicorn")
@@ -161,17 +160,3 @@ def test_request_deadline_defaults_to_three_probe_medians_at_least_the_floor():
     del config["models"]["face"]["deadline_s"]
     with ThreadServer(config) as server:
         assert server.service.models["face"].variants["default"].pool.deadline_s == 30.0
-
-
-def test_config_errors_name_the_key():
-    with pytest.raises(InputError, match=r"unknown key\(s\) \['qeue'\]"):
-        load_config(face_config(limits={"qeue": 3}))
-    with pytest.raises(InputError, match="at least 16 characters"):
-        load_config(face_config(auth={"keys": ["short"]}))
-    with pytest.raises(InputError, match="no \\[models"):
-        load_config({"models": {}})
-    with pytest.raises(InputError, match="sha256 must be 64 hex"):
-        load_config(face_config(model={"sha256": "abc"}))
-    with pytest.raises(InputError, match="at least one variant needs a weight"):
-        load_config(face_config(model={"weight": 0.0}))
-    np.testing.assert_equal(load_config(face_config()).port, 8080)
