@@ -31,6 +31,9 @@ def run(config, *, host: str | None = None, port: int | None = None, **options) 
         config: a `ServeConfig` or the path of its TOML file.
         host, port: override the config's address (a non-loopback host needs API keys).
         **options: passed to `build_app` (``loader``, ``seed``).
+
+    Raises:
+        EdgeInfError: a model failed to load, verify or probe at startup (nothing was served).
     """
     import uvicorn
 
@@ -49,7 +52,18 @@ def run(config, *, host: str | None = None, port: int | None = None, **options) 
             lifespan="on",
         )
     )
-    server.run()
+    try:
+        server.run()
+    except SystemExit:  # uvicorn exits when the app's startup fails
+        if server.started:
+            raise
+    if not server.started:  # the models did not load (uvicorn logged the traceback): say why
+        error = app.state.service.startup_error
+        if error is None:
+            from ..errors import RuntimeFailure
+
+            error = RuntimeFailure(f"the service could not start on {config.host}:{config.port}")
+        raise error
 
 
 __all__ = ["ServeConfig", "build_app", "load_config", "run"]

@@ -63,6 +63,7 @@ class Service:
         self.models: dict[str, ModelEntry] = {}
         self.ready = False
         self.draining = False
+        self.startup_error: BaseException | None = None
         self._reload_locks: dict[str, asyncio.Lock] = {}
         self._background: set = set()
 
@@ -74,7 +75,8 @@ class Service:
             try:
                 for variant in model.variants:
                     variants[variant.name] = await asyncio.to_thread(open_variant, model, variant, limits, self.loader)
-            except BaseException:
+            except BaseException as exc:
+                self.startup_error = exc  # `run` raises it once uvicorn has given up
                 for v in variants.values():
                     v.pool.close()
                 await asyncio.to_thread(self.stop_models)

@@ -169,10 +169,13 @@ def test_cli_refuses_a_bad_config_or_a_public_address_without_keys(tmp_path):
     import subprocess
     import sys
 
-    from serve_helpers import REPO
+    from serve_helpers import REPO, free_port
 
     bad = tmp_path / "bad.toml"
     bad.write_text('[limits]\nqeue = 3\n[models.face]\npath = "face_detection_short_range"\n')
+    corrupt = tmp_path / "corrupt.toml"
+    (tmp_path / "corrupt.tflite").write_bytes(b"TFL3" + bytes(1000))
+    corrupt.write_text(f'[server]\nport = {free_port()}\n[models.face]\npath = "{tmp_path / "corrupt.tflite"}"\n')
     good = tmp_path / "good.toml"
     good.write_text('[models.face]\npath = "face_detection_short_range"\n')
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
@@ -180,6 +183,7 @@ def test_cli_refuses_a_bad_config_or_a_public_address_without_keys(tmp_path):
         (bad, [], "unknown key(s) ['qeue']"),
         (good, ["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0 without API keys"),
         (good, ["--port", "70000"], "--port must be from 0 to 65535"),
+        (corrupt, [], "corrupt.tflite"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "edgeinf", "serve", "--config", str(config), *extra],
@@ -190,4 +194,5 @@ def test_cli_refuses_a_bad_config_or_a_public_address_without_keys(tmp_path):
             timeout=120,
         )
         assert done.returncode == 2, done.stderr
-        assert done.stderr.startswith("edgeinf: error:") and message in done.stderr, done.stderr
+        last = done.stderr.strip().splitlines()[-1]  # after uvicorn's log, if it started
+        assert last.startswith("edgeinf: error:") and message in last, done.stderr
