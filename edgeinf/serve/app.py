@@ -164,8 +164,10 @@ class Service:
         except Overloaded:
             raise busy from None
         failed = True
+        answer = asyncio.wrap_future(job.future)
+        answer.add_done_callback(_retrieve)  # a call that ends after its 504 raises into nobody's hands
         try:
-            payload = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), pool.deadline_s)
+            payload = await asyncio.wait_for(asyncio.shield(answer), pool.deadline_s)
             failed = False
         except asyncio.TimeoutError:
             pool.expire(job)
@@ -270,6 +272,11 @@ class Service:
                 log.error("SIGHUP: %s", exc)
 
 
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 def _tensor_call(inputs, options):
     def call(target):
         outputs = target.run(inputs, dequantize=options["dequantize"])
@@ -322,6 +329,7 @@ def build_app(config: ServeConfig | str, *, loader=None, seed: int | None = None
         start = time.perf_counter()
         request.state.variant = ""
         model = request.path_params.get("target", "").rpartition(":")[0]
+        model = model if model in service.models else ""  # a client's made-up name is no metric label
         service.stats.in_flight += 1
         try:
             response = await handler()

@@ -343,6 +343,10 @@ def _model(name: str, table, base: Path, where: str) -> ModelConfig:
         variants.append(_variant(vname, vtable, base, vwhere))
     if not variants:
         raise InputError(f"{here}: give a path (or [models.{name}.variants.<name>] tables with paths)")
+    if variants[0].compare > 0:
+        raise InputError(f"{here}: compare belongs to a variant compared with the primary, not to the primary")
+    if sum(v.compare > 0 for v in variants) > 1:
+        raise InputError(f"{here}: only one variant may set compare (each call is shadowed on one candidate)")
     if not any(v.weight > 0 for v in variants):
         raise InputError(f"{here}: at least one variant needs a weight above 0")
     image = _table(table, "image", here)

@@ -102,7 +102,7 @@ def open_variant(model: ModelConfig, variant: VariantConfig, limits: Limits, loa
     if not path.is_file():
         raise ModelFileError(f"{model.name}/{variant.name}: no model file at {path}")
     digest = sha256_of(path)
-    if variant.sha256 is not None and digest != variant.sha256:
+    if variant.sha256 is not None and digest != variant.sha256.lower():
         raise ModelFileError(
             f"{model.name}/{variant.name}: {path} has sha256 {digest}, the config expects {variant.sha256}"
         )
@@ -175,14 +175,23 @@ class _CandidateArm:
 
     def __init__(self, entry: ModelEntry, variant: str):
         self.entry, self.variant = entry, variant
-        model = entry.variants[variant].pool.any_model()
-        self.inputs, self.outputs = model.inputs, model.outputs
+
+    def _model(self):
+        return self.entry.variants[self.variant].pool.any_model()
+
+    @property
+    def inputs(self):
+        return self._model().inputs
+
+    @property
+    def outputs(self):
+        return self._model().outputs
 
     def run(self, inputs, **kwargs):
-        return self.entry.variants[self.variant].pool.any_model().run(inputs, **kwargs)
+        return self._model().run(inputs, **kwargs)
 
     def __call__(self, frame, **kwargs):
-        return self.entry.variants[self.variant].pool.any_model().run_image(frame, **kwargs)
+        return self._model().run_image(frame, **kwargs)
 
 
 class RollbackGuard:
@@ -246,27 +255,27 @@ class ModelEntry:
         return old
 
     def _attach_ab(self) -> None:
-        compared = [v for v in self.config.variants[1:] if v.compare > 0]
+        """Route the primary variant's calls through the A/B test (one test for the entry's life)."""
         for variant in self.variants.values():
             variant.pool.ab = None
+        compared = [v for v in self.config.variants[1:] if v.compare > 0]
         if not compared:
             return
-        from ..ab import ABTest
-
-        target = compared[0]
         primary = self.variants[self.primary]
-        if self.ab is None or self.ab.primary_variant is not primary:
-            if self.ab is not None:
-                self.ab.close()
-            ab = ABTest(
-                _PrimaryArm(primary.pool.any_model()),
+        model = primary.pool.any_model()
+        if self.ab is None:
+            from ..ab import ABTest
+
+            target = compared[0]
+            self.ab = ABTest(
+                _PrimaryArm(model),
                 _CandidateArm(self, target.name),
                 fraction=target.compare,
                 background=True,
                 name=f"{self.config.name}/{target.name}",
             )
-            ab.primary_variant = primary
-            self.ab = ab
+        else:  # a reload: the arms call whatever serves now; the specs follow the new primary
+            self.ab.primary.inputs, self.ab.primary.outputs = model.inputs, model.outputs
         primary.pool.ab = self.ab
 
     def describe(self) -> dict:

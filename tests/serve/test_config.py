@@ -62,3 +62,8 @@ def test_config_errors_name_the_key():
         load_config(face_config(model={"weight": 0.0}))
     with pytest.raises(InputError, match="must be an integer from 0 to 65535"):
         load_config(face_config(server={"port": 70000}))
+    with pytest.raises(InputError, match="only one variant may set compare"):
+        variants = {"a": {"path": "a.tflite", "compare": 0.1}, "b": {"path": "b.tflite", "compare": 0.1}}
+        load_config(face_config(model={"variants": variants}))
+    with pytest.raises(InputError, match="not to the primary"):
+        load_config(face_config(model={"compare": 0.1}))

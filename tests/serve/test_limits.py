@@ -143,11 +143,19 @@ def test_compared_variant_exports_drift_per_variant(face_input):
         predict = f"{server.url}/v1/models/face:predict"
         for _ in range(5):
             assert httpx.post(predict, json=body(face_input)).headers["x-model-variant"] == "default"
-        service = server.service
-        wait_until(lambda: service.models["face"].ab.report().compared >= 1, "a compared call")
+        ab = server.service.models["face"].ab
+        wait_until(lambda: ab.report().compared >= 1, "a compared call")
+        compared = ab.report().compared
+        # A reload of both variants keeps the one A/B test: its figures go on, never twice in /metrics.
+        assert httpx.post(f"{server.url}/v1/models/face:reload", timeout=WAIT_S).status_code == 200
+        for _ in range(5):
+            assert httpx.post(predict, json=body(face_input)).status_code == 200
+        wait_until(lambda: ab.report().compared > compared, "a compared call after the reload")
+        assert server.service.models["face"].ab is ab
         text = httpx.get(f"{server.url}/metrics").text
     drift = [line for line in text.splitlines() if line.startswith('edgeinf_ab_drift{ab="face/canary"')]
-    assert any('figure="max_abs_error",stat="max"} 0.0' in line for line in drift), drift
+    worst = [line for line in drift if 'figure="max_abs_error",stat="max"}' in line]
+    assert worst == ['edgeinf_ab_drift{ab="face/canary",figure="max_abs_error",stat="max"} 0.0'], drift
 
 
 def test_request_deadline_defaults_to_three_probe_medians_at_least_the_floor():
