@@ -102,7 +102,16 @@ def test_full_queue_is_503_and_a_hung_model_is_504_and_replaced(face_input):
             assert busy.status_code == 503 and busy.headers["retry-after"] == "1"
             timed_out = hung.result()
         assert timed_out.status_code == 504 and "did not answer within 2.000 s" in timed_out.json()["error"]
-        # The stuck call still holds its thread; a new worker with its own model answers.
+        # The stuck call still holds its thread; a new worker loads its own model and answers.
+        pool = server.service.models["face"].variants["default"].pool
+
+        def replacement_ready():
+            try:
+                return pool.any_model() is not None
+            except RuntimeError:  # still loading
+                return False
+
+        wait_until(replacement_ready, "the new worker's model")
         answered = httpx.post(predict, json=body(face_input), timeout=WAIT_S)
         assert answered.status_code == 200, answered.text
         text = httpx.get(f"{server.url}/metrics").text
@@ -111,7 +120,7 @@ def test_full_queue_is_503_and_a_hung_model_is_504_and_replaced(face_input):
             0
         ].endswith(" 1")
         gate.release()
-        wait_until(lambda: server.service.models["face"].variants["default"].pool.live_workers == 1, "one worker")
+        wait_until(lambda: pool.live_workers == 1, "one worker")
 
 
 def two_variants(weights=(3.0, 1.0), compare=0.0) -> dict:
