@@ -190,7 +190,10 @@ class Service:
         try:
             if kind is not None:
                 frame, color = codecs.decode_image(body, kind, request.query_params, limits.max_image_pixels)
-                return _image_call(frame, color, entry)
+                encoding = request.query_params.get("encoding", "list")
+                if encoding not in ("list", "b64"):
+                    raise codecs.RequestError(f'encoding must be "list" or "b64", got {encoding!r}')
+                return _image_call(frame, color, entry, encoding)
             inputs, options = codecs.decode_json_request(body, max_elements=limits.max_body_bytes)
         except codecs.RequestError as exc:
             raise HTTPError(400, str(exc)) from None
@@ -285,7 +288,7 @@ def _tensor_call(inputs, options):
     return call
 
 
-def _image_call(frame, color, entry: ModelEntry):
+def _image_call(frame, color, entry: ModelEntry, encoding: str):
     image_options = dict(entry.config.image)
 
     def call(target):
@@ -293,7 +296,7 @@ def _image_call(frame, color, entry: ModelEntry):
             outputs = target.run_image(frame, color=color, **image_options)
         else:  # an ABTest: it calls its arms with the frame
             outputs = target(frame, color=color, **image_options)
-        answer = {"outputs": codecs.encode_outputs(outputs, "list")}
+        answer = {"outputs": codecs.encode_outputs(outputs, encoding)}
         letterbox = getattr(outputs, "letterbox", None)
         if letterbox is not None:
             answer["letterbox"] = {k: getattr(letterbox, k) for k in letterbox.__dataclass_fields__}

@@ -91,6 +91,11 @@ def test_predict_jpeg_and_png_images_match_run_image(server, face_model, photo_j
         f"{server.url}/v1/models/face:predict", content=png_bytes.getvalue(), headers={"Content-Type": "image/png"}
     )
     assert_same_outputs(outputs_of(png), expected)
+    compact = httpx.post(
+        f"{server.url}/v1/models/face:predict?encoding=b64", content=photo_jpeg, headers={"Content-Type": "image/jpeg"}
+    )
+    assert "b64" in compact.json()["outputs"]["regressors"]
+    assert_same_outputs(outputs_of(compact), expected)
 
 
 def test_predict_nv12_frame_matches_run_image(server, face_model, photo_rgb):
