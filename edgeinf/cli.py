@@ -335,6 +335,7 @@ def _optional_subcommands(sub) -> None:
         "edgeinf.bench_cli",
         "edgeinf.quantize.cli",
         "edgeinf.pipeline.cli",
+        "edgeinf.serve.cli",
     ):
         try:
             module = importlib.import_module(name)

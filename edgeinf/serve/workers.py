@@ -1,0 +1,215 @@
+"""Worker threads that run one variant's model calls off the event loop.
+
+Each worker owns one loaded model. Requests wait in one queue per variant, bounded by
+``capacity`` (waiting plus running): one more is `Overloaded` (503). A request carries its
+deadline: a worker skips a request whose deadline passed while it waited, and a call that
+runs past it is answered 504 by the server, which calls `Pool.expire`: a worker stuck in a
+call is retired (it exits, closing its model, whenever the call returns) and a new worker
+with a freshly loaded model takes its place, so a hung model never holds the service.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+
+log = logging.getLogger(__name__)
+
+
+class Overloaded(Exception):
+    """The variant's queue is full."""
+
+
+class DeadlineExceeded(Exception):
+    """The request's deadline passed before a worker reached it."""
+
+
+class Job:
+    """One call: ``call(model)`` runs on a worker; ``future`` gets its result."""
+
+    __slots__ = ("call", "deadline", "future", "released")
+
+    def __init__(self, call: Callable, deadline: float):
+        self.call = call
+        self.deadline = deadline
+        self.future: Future = Future()
+        self.released = False
+
+
+class Worker(threading.Thread):
+    def __init__(self, pool: Pool, model=None):
+        super().__init__(name=f"edgeinf-serve-{pool.name}", daemon=True)
+        self.pool = pool
+        self.model = model
+        self.retired = False
+        self.job: Job | None = None  # the call running now, and since when (monotonic)
+        self.call_started: float | None = None
+
+    def run(self) -> None:
+        pool = self.pool
+        if self.model is None:
+            try:
+                self.model = pool.loader()
+            except Exception:  # never let it escape the thread; the pool runs on its other workers
+                log.exception("%s: loading a replacement model failed", pool.name)
+                pool._lost(self)
+                return
+        try:
+            while not self.retired:
+                job = pool.queue.get()
+                if job is None:
+                    break
+                if not job.future.set_running_or_notify_cancel():
+                    continue  # expired while waiting: the server already answered
+                if time.monotonic() > job.deadline:
+                    job.future.set_exception(DeadlineExceeded())
+                    continue
+                self.job = job
+                self.call_started = time.monotonic()
+                try:
+                    result = pool.invoke(job.call, self.model)
+                except BaseException as exc:  # handed to the request, never raised in the thread
+                    job.future.set_exception(exc)
+                else:
+                    job.future.set_result(result)
+                finally:
+                    self.call_started = self.job = None
+        finally:
+            pool._lost(self)
+            _close(self.model)
+
+
+class Pool:
+    """The workers and the queue of one variant.
+
+    Args:
+        name: for thread names and logs (``model/variant``).
+        loader: loads one more model (a replacement worker's).
+        models: the loaded models, one worker each.
+        capacity: requests waiting or running at most.
+        deadline_s: a request's time once admitted.
+    """
+
+    def __init__(self, name: str, loader: Callable, models: list, capacity: int, deadline_s: float):
+        self.name = name
+        self.loader = loader
+        self.capacity = capacity
+        self.deadline_s = deadline_s
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.ab = None  # an ABTest whose primary is this variant (set by the registry)
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._workers: list[Worker] = []
+        self._closed = False
+        self.replaced = 0
+        for model in models:
+            self._start(Worker(self, model))
+
+    # -- the request side (event loop) --------------------------------------------------------
+    def submit(self, call: Callable) -> Job:
+        """Queue ``call(model)``. Raises `Overloaded` when the queue is full."""
+        with self._lock:
+            if self._closed or self._pending >= self.capacity:
+                raise Overloaded(self.name)
+            self._pending += 1
+        job = Job(call, time.monotonic() + self.deadline_s)
+        job.future.add_done_callback(lambda _f: self._release(job))
+        self.queue.put(job)
+        return job
+
+    def expire(self, job: Job) -> None:
+        """A request's deadline passed: free its place, and replace any worker stuck in a call.
+
+        A worker is stuck when this request's call has run for more than half the deadline, or
+        any call for more than a whole one. A call that started late (its request waited in
+        the queue) is left to finish, so an overloaded but healthy model keeps its workers.
+        """
+        job.future.cancel()  # still queued: the worker skips it
+        self._release(job)
+        now = time.monotonic()
+        with self._lock:
+            stuck = [w for w in self._workers if not w.retired and self._stuck(w, job, now)]
+            for worker in stuck:
+                worker.retired = True
+                self.replaced += 1
+            closed = self._closed
+        for _ in stuck:
+            log.warning("%s: a call ran past the %.3f s deadline; starting a new worker", self.name, self.deadline_s)
+            if not closed:
+                self._start(Worker(self))
+
+    def _stuck(self, worker: Worker, job: Job, now: float) -> bool:
+        started = worker.call_started
+        if started is None:
+            return False
+        ran = now - started
+        return ran > self.deadline_s or (worker.job is job and ran > self.deadline_s / 2)
+
+    @property
+    def full(self) -> bool:
+        return self._pending >= self.capacity
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    @property
+    def live_workers(self) -> int:
+        with self._lock:
+            return sum(1 for w in self._workers if not w.retired)
+
+    def any_model(self):
+        """A model of this variant (the A/B candidate runs on it: `Model` calls are thread-safe)."""
+        with self._lock:
+            for worker in self._workers:
+                if not worker.retired and worker.model is not None:
+                    return worker.model
+        raise RuntimeError(f"{self.name} has no live worker")
+
+    def invoke(self, call: Callable, model):
+        """Run one call on a worker (the A/B test runs it when this variant is its primary)."""
+        if self.ab is not None:
+            self.ab.primary.local.model = model
+            return call(self.ab)
+        return call(model)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Stop taking requests, let queued ones finish, stop the workers and close their models."""
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers)
+        for _ in workers:
+            self.queue.put(None)  # after everything already queued
+        deadline = time.monotonic() + timeout_s
+        for worker in workers:
+            if not worker.retired:
+                worker.join(max(0.0, deadline - time.monotonic()))
+
+    # -- internals --------------------------------------------------------------------------
+    def _start(self, worker: Worker) -> None:
+        with self._lock:
+            self._workers.append(worker)
+        worker.start()
+
+    def _lost(self, worker: Worker) -> None:
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+
+    def _release(self, job: Job) -> None:
+        with self._lock:
+            if not job.released:
+                job.released = True
+                self._pending -= 1
+
+
+def _close(model) -> None:
+    if model is not None and hasattr(model, "close"):
+        try:
+            model.close()
+        except Exception:
+            log.exception("closing a model failed")

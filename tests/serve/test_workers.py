@@ -1,0 +1,73 @@
+"""The worker pool's rules, with a model stand-in (no web framework, no model file)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from edgeinf.serve.workers import Overloaded, Pool
+
+WAIT_S = 120.0
+
+
+class Held:
+    """A model whose calls wait until released; ``entered`` counts calls that began."""
+
+    def __init__(self):
+        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
+        self.closed = False
+
+    def run(self):
+        self.entered.release()
+        self.release.wait(WAIT_S)
+        return "done"
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_late_call_keeps_its_worker_a_stuck_one_is_replaced():
+    held, fresh = Held(), Held()
+    fresh.release.set()
+    pool = Pool("m/v", loader=lambda: fresh, models=[held], capacity=3, deadline_s=10.0)
+    running = pool.submit(lambda model: model.run())
+    assert held.entered.acquire(timeout=WAIT_S)
+    queued = pool.submit(lambda model: model.run())
+    pool.submit(lambda model: model.run())  # capacity 3: the third fits...
+    with pytest.raises(Overloaded):  # ...a fourth does not
+        pool.submit(lambda model: model.run())
+    (worker,) = pool._workers
+
+    pool.expire(queued)  # waited in the queue; the running call is young: nobody is stuck
+    assert pool.replaced == 0 and queued.future.cancelled()
+    pool.expire(running)  # its request waited before its call began: a late call, not a stuck one
+    assert pool.replaced == 0 and not worker.retired
+    worker.call_started -= 6.0  # the running call has now used over half of its own deadline
+    pool.expire(running)
+    assert pool.replaced == 1 and worker.retired
+    assert pool.submit(lambda model: model.run()).future.result(WAIT_S) == "done"  # the new worker's model
+
+    held.release.set()  # the stuck call returns: its worker exits and closes its model
+    assert running.future.result(WAIT_S) == "done"
+    worker.join(WAIT_S)
+    assert held.closed and pool.live_workers == 1
+    pool.close()
+    assert fresh.closed
+
+
+def test_any_call_over_a_whole_deadline_is_stuck_whichever_request_expires():
+    held = Held()
+    pool = Pool("m/v", loader=Held, models=[held], capacity=4, deadline_s=10.0)
+    pool.submit(lambda model: model.run())
+    assert held.entered.acquire(timeout=WAIT_S)
+    (worker,) = pool._workers
+    worker.call_started -= 11.0
+    pool.expire(pool.submit(lambda model: model.run()))  # another request's deadline finds it
+    assert pool.replaced == 1 and worker.retired
+    held.release.set()
+    worker.join(WAIT_S)
+    for replacement in list(pool._workers):
+        replacement.model.release.set()
+    pool.close()
