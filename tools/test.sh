@@ -2,7 +2,7 @@
 # Install everything the project needs on a fresh Debian/Ubuntu machine and run the tests.
 # This is the README's test command; .ci/run calls it unchanged.
 #   - system packages (root only): a C++ compiler, and the aarch64 cross compiler and qemu
-#     that the emulated Raspberry Pi runs need
+#     that the emulated Raspberry Pi runs need, nginx for the test of several `edgeinf serve` devices
 #   - .venv: edgeinf in editable mode with every extra (tflite, ncnn, onnx, serial, test, dev)
 #   - .venv-legacy: tflite-runtime 2.14, which needs numpy<2 and so cannot share .venv
 #   - ruff (lint + format check), pytest, the sanitizer build, the fuzzers, the emulated Pi
@@ -12,7 +12,7 @@ PY=${PYTHON:-python3}
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   need=()
-  for pkg in g++ qemu-user g++-aarch64-linux-gnu; do
+  for pkg in g++ qemu-user g++-aarch64-linux-gnu nginx; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   if [ ${#need[@]} -gt 0 ]; then
