@@ -209,7 +209,6 @@ class Pipeline:
         # work between camera frames) counts: see docs/preprocess.md.
         self._whole_frame: dict[tuple, tuple[Any, Letterbox, Any]] = {}
         self._lock = threading.Lock()
-        self.last_letterbox: Letterbox | None = None  # of the latest call on any thread: use the return value
 
     @classmethod
     def for_input(
@@ -365,7 +364,6 @@ class Pipeline:
                 if fast is not None:
                     _, letterbox, capsule = fast
                     _run_plan(capsule, frame, out)
-                    self.last_letterbox = letterbox
                     return letterbox
             _, letterbox, capsule = self._entry(frame, roi)
             _run_plan(capsule, frame, out)
@@ -373,8 +371,6 @@ class Pipeline:
             raise
         except (ValueError, TypeError) as exc:  # the native checks: expected and given, in the message
             raise InputError(str(exc)) from None
-        # The last conversion, for single-threaded callers; the returned value is this call's own.
-        self.last_letterbox = letterbox
         return letterbox
 
 
@@ -410,6 +406,12 @@ class ImageOutputs(dict):
     """A model's outputs by name, and the `Letterbox` of the frame that produced them."""
 
     letterbox: Letterbox | None = None
+
+    @property
+    def roi(self) -> tuple[int, int, int, int] | None:
+        """``(x, y, width, height)``: the source rectangle that was converted."""
+        lb = self.letterbox
+        return None if lb is None else (lb.roi_x, lb.roi_y, lb.roi_w, lb.roi_h)
 
 
 def stated_normalization(model: Any, input_index: int = 0):
@@ -478,48 +480,12 @@ def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index:
 def run_image(
     model: Any, frame: np.ndarray, color: str = "bgr", roi: Sequence[int] | None = None, **options: Any
 ) -> ImageOutputs:
-    """Convert ``frame`` straight into the model's input buffer and run the model.
-
-    Works for any model with ``inputs``, ``input_buffer(i)`` and ``invoke()`` (TFLite
-    and NCNN backends alike). Called on an `edgeinf.Model` (``model.run_image``), the
-    model is held from the conversion to the outputs, so threads may share it.
-
-    Args:
-        model: an :class:`edgeinf.Model`.
-        frame: uint8 image in format ``color``.
-        color: see :meth:`Pipeline.for_input`.
-        roi: optional ``(x, y, width, height)`` source rectangle.
-        **options: the other :meth:`Pipeline.for_input` options (resize, letterbox,
-            mean, std, pad, channel_order, yuv_range, size, threads). A float input
-            needs ``mean`` and ``std`` unless the model's metadata states them.
-
-    Returns:
-        The model's outputs, as ``Model.invoke()`` returns them, with ``.letterbox``:
-        where this frame landed in the input, to map results back to the frame.
-
-    Raises:
-        InputError: a bad frame or option, naming what was expected and what came.
+    """``model.run_image(frame, color, roi, **options)``: see `edgeinf.Model.run_image`.
 
     >>> outputs = run_image(model, frame, color="bgr", mean=127.5, std=127.5)  # doctest: +SKIP
     >>> boxes = outputs.letterbox.to_source(raw_boxes)                          # doctest: +SKIP
     """
-    pipe = pipeline_for(model, frame, color, **options)
-    shape = tuple(model.inputs[0].shape)
-    if shape != pipe.output_shape and shape != pipe.output_shape[1:]:
-        model.resize_input(0, pipe.output_shape)  # a dynamic input takes this frame's size (else: InputError)
-    buf = model.input_buffer(0)
-    if tuple(buf.shape) == pipe.output_shape or buf.shape == pipe.output_shape[1:]:
-        letterbox = pipe(frame, buf, roi)
-        del buf  # TFLite refuses to invoke while a view of its input memory is alive
-        outputs = ImageOutputs(model.invoke())
-    else:
-        # The runtime's buffer does not have the pipeline's shape: convert, then run.
-        del buf
-        out = pipe.new_output()
-        letterbox = pipe(frame, out, roi)
-        outputs = ImageOutputs(model.run(out))
-    outputs.letterbox = letterbox
-    return outputs
+    return model.run_image(frame, color, roi, **options)
 
 
 def _freeze(v: Any) -> Any:

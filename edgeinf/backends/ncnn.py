@@ -80,6 +80,7 @@ class NCNNBackend(OwnedInputsBackend):
     """
 
     name = "ncnn"
+    takes_unbatched = True  # ncnn.Mat is CHW: a caller may leave out the batch of one
 
     def __init__(
         self,
