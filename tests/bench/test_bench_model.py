@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgeinf import bench, cli
-from edgeinf.bench_cli import CSV_COLUMNS, ProgressBar
+from edgeinf.bench.cli import CSV_COLUMNS, ProgressBar
 
 FACE = "face_detection_short_range"
 
