@@ -469,14 +469,14 @@ class Model:
         Raises:
             InputError: a frame or option the conversion cannot take, naming what it expected.
         """
-        from .preprocess import ImageOutputs, pipeline_for
+        from .preprocess import ImageOutputs, Pipeline
 
         try:
             index = self._index(options.pop("input", 0))
             with self._lock:
                 start = _clock()
                 backend = self._backend or self._live()
-                pipe = pipeline_for(self, frame, color, input_index=index, **options)
+                pipe = Pipeline.for_model(self, frame, color, input_index=index, **options)
                 letterbox = self._convert_image(backend, index, pipe, frame, roi)
                 outputs = ImageOutputs(self._invoke_and_record(backend, start, False))
         except BaseException:

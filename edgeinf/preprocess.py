@@ -287,6 +287,38 @@ class Pipeline:
             threads=threads,
         )
 
+    @classmethod
+    def for_model(
+        cls, model: Any, frame: np.ndarray, color: str = "bgr", input_index: int = 0, **options: Any
+    ) -> Pipeline:
+        """The cached pipeline feeding ``model``'s input ``input_index`` from frames like ``frame``.
+
+        Cached per (model, input spec, frame shape, options). Float inputs take ``mean`` and
+        ``std`` from the options, else from the model's metadata, else raise `InputError`.
+
+        Raises:
+            InputError: an unknown option, a frame that is not an array, or a float input
+                whose normalization nobody stated.
+        """
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise InputError(f"unknown image option(s) {unknown}: expected color, roi or {', '.join(_OPTIONS)}")
+        if not isinstance(frame, np.ndarray):
+            raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
+        spec = model.inputs[input_index]
+        key = (input_index, spec, frame.shape, color, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
+        with _model_lock:
+            try:
+                per_model = _model_pipelines.setdefault(model, {})
+            except TypeError:  # a model that cannot be weakly referenced: no cache
+                per_model = {}
+            pipe = per_model.get(key)
+        if pipe is None:
+            pipe = cls.for_input(spec, color=color, **_with_normalization(model, spec, input_index, options))
+            with _model_lock:
+                per_model[key] = pipe
+        return pipe
+
     @property
     def output_shape(self) -> tuple[int, ...]:
         """``(1, H, W, C)`` or ``(1, C, H, W)``."""
@@ -445,36 +477,6 @@ def _with_normalization(model: Any, spec: TensorSpec, input_index: int, options:
             "for raw 0..255 levels"
         )
     return options  # int8/uint8: the quantized image convention (see Pipeline.for_input)
-
-
-def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index: int = 0, **options: Any) -> Pipeline:
-    """The cached :class:`Pipeline` feeding ``model``'s input from frames like ``frame``.
-
-    Cached per (model, input spec, frame shape, options). Float inputs take ``mean`` and
-    ``std`` from the options, else from the model's metadata, else raise `InputError`.
-
-    Raises:
-        InputError: an unknown option, a frame that is not an array, or a float input
-            whose normalization nobody stated.
-    """
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise InputError(f"unknown image option(s) {unknown}: expected color, roi or {', '.join(_OPTIONS)}")
-    if not isinstance(frame, np.ndarray):
-        raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
-    spec = model.inputs[input_index]
-    key = (input_index, spec, frame.shape, color, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
-    with _model_lock:
-        try:
-            per_model = _model_pipelines.setdefault(model, {})
-        except TypeError:  # a model that cannot be weakly referenced: no cache
-            per_model = {}
-        pipe = per_model.get(key)
-    if pipe is None:
-        pipe = Pipeline.for_input(spec, color=color, **_with_normalization(model, spec, input_index, options))
-        with _model_lock:
-            per_model[key] = pipe
-    return pipe
 
 
 def run_image(

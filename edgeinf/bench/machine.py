@@ -52,7 +52,7 @@ def environment() -> dict:
     from ..model import default_threads
 
     try:
-        from ..kernels import active_isa
+        from ..isa import active_isa
 
         isa = active_isa()
     except Exception:  # the native module is not built: report it rather than fail

@@ -24,7 +24,7 @@ def test_tflite_run_image_equals_run_on_the_converted_tensor(model_path, photo):
     with edgeinf.load(model_path("face_detection_short_range"), backend="tflite") as model:
         options = dict(mean=127.5, std=127.5, letterbox=True)
         got = preprocess.run_image(model, photo, color="bgr", **options)
-        pipe = preprocess.pipeline_for(model, photo, "bgr", **options)
+        pipe = preprocess.Pipeline.for_model(model, photo, "bgr", **options)
         tensor = pipe.new_output()
         pipe(photo, tensor)
         want = model.run(tensor)
@@ -44,13 +44,13 @@ def test_tflite_model_method_and_pipeline_cache(model_path, photo):
     pytest.importorskip("ai_edge_litert")
     with edgeinf.load(model_path("face_detection_short_range"), backend="tflite") as model:
         a = model.run_image(photo, color="bgr", mean=127.5, std=127.5)
-        first = preprocess.pipeline_for(model, photo, "bgr", mean=127.5, std=127.5)
+        first = preprocess.Pipeline.for_model(model, photo, "bgr", mean=127.5, std=127.5)
         b = model.run_image(photo, color="bgr", mean=127.5, std=127.5)
-        assert preprocess.pipeline_for(model, photo, "bgr", mean=127.5, std=127.5) is first
+        assert preprocess.Pipeline.for_model(model, photo, "bgr", mean=127.5, std=127.5) is first
         np.testing.assert_array_equal(a["regressors"], b["regressors"])
         small = np.ascontiguousarray(photo[:300, :256])
         model.run_image(small, color="bgr", mean=127.5, std=127.5)
-        assert preprocess.pipeline_for(model, small, "bgr", mean=127.5, std=127.5) is not first
+        assert preprocess.Pipeline.for_model(model, small, "bgr", mean=127.5, std=127.5) is not first
 
 
 def test_ncnn_dynamic_input_run_image(model_path, photo):
@@ -111,6 +111,6 @@ def test_a_float_input_without_stated_normalization_needs_mean_and_std(model_pat
         with pytest.raises(edgeinf.InputError, match=r"float32 .* states no normalization: pass mean= and std="):
             model.run_image(photo, color="bgr")
         with pytest.raises(edgeinf.InputError, match="mean= and std="):
-            preprocess.pipeline_for(model, photo, "bgr", letterbox=True)
+            preprocess.Pipeline.for_model(model, photo, "bgr", letterbox=True)
         raw = model.run_image(photo, color="bgr", mean=0.0, std=1.0)  # raw 0..255 levels, asked for explicitly
         assert raw["classificators"].shape == (1, 896, 1)
