@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # face_reference
 
 import edgeinf  # noqa: E402
-from edgeinf import _C, kernels, quant  # noqa: E402
+from edgeinf import _C, isa, quant  # noqa: E402
 from edgeinf.bench import Evictor, cpu_model  # noqa: E402
 
 THREADS = 1
@@ -450,8 +450,8 @@ def versions() -> dict:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpu": cpu_model(),
-        "kernel_path": kernels.active_isa(),
-        "cpu_features": {k: v for k, v in kernels.cpu_features().items() if v},
+        "kernel_path": isa.active_isa(),
+        "cpu_features": {k: v for k, v in isa.cpu_features().items() if v},
         "threads": THREADS,
     }
     for mod in ("ai_edge_litert", "onnxruntime"):
