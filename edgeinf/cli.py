@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from . import __version__, config
 from .errors import (
@@ -96,7 +97,7 @@ def _info(args) -> int:
             ops = len(parsed.nodes)
         else:
             ops = len(parsed.layers)
-        facts = {
+        facts: dict[str, Any] = {
             "model": str(model.path),
             "size_bytes": model.path.stat().st_size,
             "sha256": zoo.sha256_of(model.path),

@@ -137,10 +137,8 @@ class FaceDetector:
         found = self._decoder(regressors, logits, **quantization)
         faces = []
         for box, kps, score in zip(found.boxes, found.keypoints, found.scores):
-            corners = letterbox.to_source(box, normalized=True)
-            faces.append(
-                Face(tuple(float(v) for v in corners), float(score), letterbox.to_source(kps, normalized=True))
-            )
+            x0, y0, x1, y1 = (float(v) for v in letterbox.to_source(box, normalized=True))
+            faces.append(Face((x0, y0, x1, y1), float(score), letterbox.to_source(kps, normalized=True)))
         return faces
 
     def _split(self, outputs: dict[str, np.ndarray]):

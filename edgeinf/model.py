@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -101,7 +101,9 @@ def model_kind(path: Path) -> str:
         )
     if kind == "ncnn" and sniffed is None:
         raise ModelFileError(f"{path.name} is not an NCNN .param: expected the magic 7767517 first, got {head[:8]!r}")
-    return kind or sniffed
+    found = kind or sniffed
+    assert found is not None  # both None was refused above
+    return found
 
 
 def _resolve_backend(backend, kind: str) -> str:
@@ -359,8 +361,10 @@ class Model:
         """
         try:
             # One array for a one-input model is the common case: skip the general arrangement.
-            fast = self._fast_input
-            single = fast is not None and inputs.__class__ is np.ndarray
+            # (Any: the checks below narrow what the type checker cannot follow at no cost.)
+            fast: Any = self._fast_input
+            x: Any = inputs
+            single = fast is not None and x.__class__ is np.ndarray
             arrays = (inputs,) if single else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
@@ -368,11 +372,11 @@ class Model:
                 self._inputs_writer = _thread_id()
                 if (
                     single
-                    and inputs.shape == fast[0]
-                    and (inputs.dtype is fast[1] or inputs.dtype == fast[1])
-                    and inputs.strides == fast[2]  # the C-contiguous strides of that shape
+                    and x.shape == fast[0]
+                    and (x.dtype is fast[1] or x.dtype == fast[1])
+                    and x.strides == fast[2]  # the C-contiguous strides of that shape
                 ):
-                    backend.set_input(0, inputs)  # what _validate accepts first, checked inline
+                    backend.set_input(0, x)  # what _validate accepts first, checked inline
                 else:
                     # Every input is checked (and a dynamic one resized) before any is written:
                     # a resize reallocates the runtime's tensors, losing inputs set before it.

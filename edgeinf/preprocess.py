@@ -336,7 +336,7 @@ class Pipeline:
 
     def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox, Any]:
         roi_key = None if roi is None else _roi_tuple(roi)
-        key = (getattr(frame, "shape", None), roi_key)
+        key: tuple[Any, Any] = (getattr(frame, "shape", None), roi_key)
         entry = self._plans.get(key)
         if entry is not None:
             return entry

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -189,7 +190,7 @@ def bench_model(
             total_calls = runs * concurrency
             rss_after = rss_bytes()
         peak = peak_rss_bytes()
-        record = {
+        record: dict[str, Any] = {
             "model": str(path),
             "model_name": Path(path).name,
             "variant": variant,
@@ -217,7 +218,8 @@ def bench_model(
                 "peak_is_per_run": peak_resettable,
             },
         }
-        record["latency_us"]["samples"] = [float(t) for t in stats.samples_us]
+        samples = stats.samples_us if stats.samples_us is not None else ()  # measure() always keeps them
+        record["latency_us"]["samples"] = [float(t) for t in samples]
         return record
     finally:
         for model in models:
