@@ -29,6 +29,7 @@ _spec.loader.exec_module(emulated)
 EMULATOR = emulated.Emulator()
 if EMULATOR.missing():
     pytest.skip(EMULATOR.missing(), allow_module_level=True)
+pytest.importorskip("pybind11", reason="the cross build of edgeinf._C needs pybind11 (pip install pybind11)")
 
 SIGILL_PROBE = r"""
 #include <arm_neon.h>

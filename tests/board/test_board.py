@@ -207,6 +207,7 @@ def test_identify_describes_this_machine_for_info_and_records():
 
 
 def test_edgeinf_info_reports_the_board(model_path, capsys):
+    pytest.importorskip("ai_edge_litert")
     from edgeinf.cli import main
 
     assert main(["info", str(model_path("face_detection_short_range")), "--json"]) == 0
