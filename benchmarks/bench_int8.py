@@ -50,9 +50,10 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # face_reference
 
 import edgeinf  # noqa: E402
-from edgeinf import _C, kernels, quant  # noqa: E402
+from edgeinf import _C, isa, quant  # noqa: E402
 from edgeinf.bench import Evictor, cpu_model  # noqa: E402
 
 THREADS = 1
@@ -305,9 +306,11 @@ def conv_case(rng, name, hw, cin, cout, k, stride, depthwise=False):
 
 def post_case(rng):
     """The real face model's raw outputs on the real photo, decoded + weighted NMS."""
+    import face_reference as face
     from PIL import Image
 
-    from edgeinf import face, postprocess, zoo
+    from edgeinf import postprocess, zoo
+    from edgeinf.face import SHORT_RANGE
     from edgeinf.model import load
 
     image = np.asarray(Image.open(zoo.path("grace_hopper")).convert("RGB"))
@@ -323,16 +326,16 @@ def post_case(rng):
     qreg = np.clip(np.round(reg / box_scale), -128, 127).astype(np.int8)
     qlog = np.clip(np.round(logits / score_scale) + score_zp, -128, 127).astype(np.int8)
     decoder = postprocess.BlazeFaceDecoder()
-    anchors = face.ssd_anchors(face.SHORT_RANGE)
+    anchors = face.anchor_centres(SHORT_RANGE)
 
     def numpy_float():
-        boxes, kps, scores = face.decode(reg, logits, anchors, face.SHORT_RANGE)
+        boxes, kps, scores = face.decode(reg, logits, anchors, SHORT_RANGE)
         return face.weighted_nms(boxes, kps, scores, 0.3)
 
     def numpy_int8():  # dequantize everything, then the float pipeline
         r = qreg.astype(np.float32) * np.float32(box_scale)
         lg = (qlog.astype(np.float32) - score_zp) * np.float32(score_scale)
-        boxes, kps, scores = face.decode(r, lg, anchors, face.SHORT_RANGE)
+        boxes, kps, scores = face.decode(r, lg, anchors, SHORT_RANGE)
         return face.weighted_nms(boxes, kps, scores, 0.3)
 
     case = Case("face post-processing, 896 anchors (decode + weighted NMS)", "post", 0)
@@ -447,8 +450,8 @@ def versions() -> dict:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpu": cpu_model(),
-        "kernel_path": kernels.active_isa(),
-        "cpu_features": {k: v for k, v in kernels.cpu_features().items() if v},
+        "kernel_path": isa.active_isa(),
+        "cpu_features": {k: v for k, v in isa.cpu_features().items() if v},
         "threads": THREADS,
     }
     for mod in ("ai_edge_litert", "onnxruntime"):

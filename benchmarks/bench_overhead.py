@@ -9,8 +9,9 @@
    target is judged on it (that overhead over the face call); the face model's direct
    difference is reported beside it with its range, which on a shared machine is wider
    than the 2 % looked for.
-2. The metrics hook alone (the lines of `Model._record`, which `Model.run` inlines: stage
-   times and a bucket increment), against an empty call.
+2. The metrics hook alone (`Model._invoke_and_record`, where every call books its stage
+   times and a bucket increment, around a runtime that does nothing), against a call that
+   only invokes that runtime and names its outputs.
 3. ``import edgeinf`` on top of numpy's own import (target: under 30 ms), in fresh
    interpreters, the two kinds of process interleaved.
 
@@ -95,14 +96,21 @@ def call_overhead(path: Path, runs: int, batch: int | None, rounds: int, repeats
         stats = bench.compare({"raw": raw, "run": run}, warmup=20, runs=runs, batch=batch, rounds=rounds)
         raw_us, run_us = stats["raw"].median_us, stats["run"].median_us
         each.append({"raw_us": raw_us, "run_us": run_us, "overhead_us": run_us - raw_us, "batch": stats["run"].batch})
-    # The hook alone: Model._record (the lines Model.run inlines) against an empty call of the same shape.
-    record = model._record
+    # The hook alone: Model._invoke_and_record around a runtime that does nothing, against
+    # the same runtime call and output naming without the clocks and counters.
+    record = model._invoke_and_record
 
-    def empty(start, t_in, t_out):
-        return None
+    class NoRuntime:
+        def invoke(self):
+            return ()
+
+    nothing = NoRuntime()
+
+    def empty(backend, start, dequantize):
+        return dict(zip((), backend.invoke()))
 
     hooked = bench.compare(
-        {"hook": lambda: record(0.0, 0.0, 0.0), "empty": lambda: empty(0.0, 0.0, 0.0)},
+        {"hook": lambda: record(nothing, None, False), "empty": lambda: empty(nothing, None, False)},
         warmup=20,
         runs=runs,
         batch=None,

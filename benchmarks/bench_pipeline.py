@@ -4,7 +4,7 @@ Contenders, interleaved round by round on the same frames (a pan and zoom over t
 manifest's real photo, 1280x720 BGR):
 
 - plain loop: OpenCV letterbox + normalization, the detector, decoding and weighted NMS
-  (edgeinf.face's numpy reference), an OpenCV rotated crop, the mesh model; one frame at a
+  (the numpy reference in tests/face_reference.py), an OpenCV rotated crop, the mesh model; one frame at a
   time on one thread.
 - pipeline, 1 process: `edgeinf.pipeline.face.face_mesh_pipeline()`: the detector and the
   mesh on their own threads, frames overlapping (the runtimes release the GIL).
@@ -28,16 +28,22 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import face_reference  # noqa: E402
+
 import edgeinf  # noqa: E402
 from edgeinf import face, zoo  # noqa: E402
 from edgeinf.bench import environment  # noqa: E402
 from edgeinf.pipeline.face import FaceLandmarks, crop, face_crop_rect, face_mesh_pipeline  # noqa: E402
+from edgeinf.preprocess import Letterbox  # noqa: E402
 
 W, H = 1280, 720
 
@@ -65,7 +71,7 @@ class PlainLoop:
         self.detector = edgeinf.load("face_detection_short_range", num_threads=1)
         self.mesh = edgeinf.load("face_landmark", num_threads=1)
         self.config = face.SHORT_RANGE
-        self.anchors = face.ssd_anchors(self.config)
+        self.anchors = face_reference.anchor_centres(self.config)
         self.canvas = np.zeros((1, 128, 128, 3), np.float32)
 
     def __call__(self, bgr: np.ndarray):
@@ -79,12 +85,13 @@ class PlainLoop:
         self.canvas[0, pad_y : pad_y + nh, pad_x : pad_x + nw] = rgb / 127.5 - 1.0
         outputs = self.detector.run(self.canvas)
         by_width = {v.shape[-1]: v for v in outputs.values()}
-        boxes, keypoints, scores = face.decode(by_width[16], by_width[1], self.anchors, self.config)
-        letterbox = face.Letterbox(scale, pad_x, pad_y, size)
+        boxes, keypoints, scores = face_reference.decode(by_width[16], by_width[1], self.anchors, self.config)
+        h, w = bgr.shape[:2]
+        letterbox = Letterbox(scale, scale, pad_x, pad_y, nw, nh, 0, 0, w, h, size, size)
         meshes = []
-        for box, kps, score in face.weighted_nms(boxes, keypoints, scores, self.config.iou_threshold):
-            corners = letterbox.to_image(box.reshape(2, 2)).reshape(-1)
-            detected = face.Face(tuple(float(v) for v in corners), score, letterbox.to_image(kps))
+        for box, kps, score in face_reference.weighted_nms(boxes, keypoints, scores, self.config.iou_threshold):
+            corners = letterbox.to_source(box, normalized=True)
+            detected = face.Face(tuple(float(v) for v in corners), score, letterbox.to_source(kps, normalized=True))
             rect = face_crop_rect(detected)
             patch = cv2.cvtColor(crop(bgr, rect, 192), cv2.COLOR_BGR2RGB).astype(np.float32) / 255.0
             out = self.mesh.run(patch[None])

@@ -41,7 +41,7 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import edgeinf  # noqa: E402
-from edgeinf import _C, kernels, zoo  # noqa: E402
+from edgeinf import _C, isa, zoo  # noqa: E402
 from edgeinf.bench import Evictor, environment  # noqa: E402
 from edgeinf.preprocess import Pipeline  # noqa: E402
 from edgeinf.types import Layout, Quantization, TensorSpec  # noqa: E402
@@ -357,15 +357,15 @@ def main() -> int:
         "benchmark": "preprocess",
         "title": "1280x720 frame to tensor: edgeinf's fused pass vs OpenCV, Pillow, numpy, the bandwidth floor (1 thread)",
         **environment(),
-        "cpu_isa": kernels.active_isa(),
-        "cpu_features": kernels.cpu_features(),
+        "cpu_isa": isa.active_isa(),
+        "cpu_features": isa.cpu_features(),
         "threads": 1,
         "cases": {},
         "rows": [],
     }
     report["versions"].update(opencv=cv2.__version__, pillow=Image.__version__)
     print(
-        f"edgeinf {edgeinf.__version__} ({kernels.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
+        f"edgeinf {edgeinf.__version__} ({isa.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
         f"Pillow {Image.__version__}; 1 thread; {args.runs} interleaved runs per mode; {report['date']}"
     )
     for make in (bgr_f32_case, bgr_i8_case, nv12_i8_case):

@@ -16,6 +16,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from . import __version__, config
 from .errors import (
@@ -96,7 +97,7 @@ def _info(args) -> int:
             ops = len(parsed.nodes)
         else:
             ops = len(parsed.layers)
-        facts = {
+        facts: dict[str, Any] = {
             "model": str(model.path),
             "size_bytes": model.path.stat().st_size,
             "sha256": zoo.sha256_of(model.path),
@@ -324,25 +325,23 @@ def _list_models(chosen: list[str]) -> None:
         print(f"{name:36s} {shown:>9}  {state:9s} {zoo.entry(name)['package']}")
 
 
-def _optional_subcommands(sub) -> None:
-    # Areas that bring their own subcommand expose add_parser(subparsers) / run(args).
+_AREA_COMMANDS = (
+    "edgeinf.compat.cli",
+    "edgeinf.convert.cli",
+    "edgeinf.power.cli",
+    "edgeinf.bench.cli",
+    "edgeinf.quantize.cli",
+    "edgeinf.pipeline.cli",
+    "edgeinf.serve.cli",
+)
+"""The package's areas that bring their own subcommands: add_parser(subparsers) / run(args)."""
+
+
+def _area_subcommands(sub) -> None:
     import importlib
 
-    for name in (
-        "edgeinf.compat.cli",
-        "edgeinf.convert.cli",
-        "edgeinf.power.cli",
-        "edgeinf.bench_cli",
-        "edgeinf.quantize.cli",
-        "edgeinf.pipeline.cli",
-        "edgeinf.serve.cli",
-    ):
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if not name.startswith(exc.name or "\0"):  # a missing area is fine, a broken import is not
-                raise
-            continue
+    for name in _AREA_COMMANDS:
+        module = importlib.import_module(name)
         before = set(sub.choices)
         module.add_parser(sub)
         for command in set(sub.choices) - before:
@@ -366,7 +365,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_info(sub)
     _add_demo(sub)
     _add_fetch(sub)
-    _optional_subcommands(sub)
+    _area_subcommands(sub)
     for command in sub.choices.values():  # --debug also after the subcommand
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     return parser

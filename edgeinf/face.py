@@ -1,10 +1,10 @@
-"""Face detection with MediaPipe's BlazeFace models: anchors, decoding and weighted NMS.
+"""Face detection with MediaPipe's BlazeFace models.
 
 The models predict, for each of a fixed set of SSD anchors, one score logit and 16
 numbers: box centre offset, box size and six keypoints (eyes, nose, mouth, ears), all
 in input pixels relative to the anchor. Anchors follow MediaPipe's SSD anchor rules
 with fixed anchor size; detections that overlap are blended by score (weighted NMS),
-as MediaPipe does for faces.
+as MediaPipe does for faces. Decoding and NMS run natively (`edgeinf.postprocess`).
 """
 
 from __future__ import annotations
@@ -27,34 +27,25 @@ class BlazeFaceConfig:
     min_score: float
     iou_threshold: float = 0.3
 
+    def anchor_options(self):
+        """The variant's anchors as `edgeinf.postprocess.AnchorOptions`."""
+        from . import postprocess
+
+        return postprocess.AnchorOptions(
+            input_size=(self.input_size, self.input_size),
+            strides=self.strides,
+            interpolated_scale_aspect_ratio=1.0 if self.interpolated_anchor else 0.0,
+        )
+
     def num_anchors(self) -> int:
-        return len(ssd_anchors(self))
+        from . import postprocess
+
+        return len(postprocess.ssd_anchors(self.anchor_options()))
 
 
 SHORT_RANGE = BlazeFaceConfig(input_size=128, strides=(8, 16, 16, 16), interpolated_anchor=True, min_score=0.5)
 FULL_RANGE = BlazeFaceConfig(input_size=192, strides=(4,), interpolated_anchor=False, min_score=0.6)
 VARIANTS = {"face_detection_short_range": SHORT_RANGE, "face_detection_full_range": FULL_RANGE}
-
-
-def ssd_anchors(config: BlazeFaceConfig) -> np.ndarray:
-    """Anchor centres as an (N, 2) float32 array of normalized (x, y).
-
-    Consecutive layers with the same stride share one grid; each contributes one
-    anchor per cell, plus the interpolated one when configured.
-    """
-    centres = []
-    layer = 0
-    while layer < len(config.strides):
-        stride = config.strides[layer]
-        per_cell = 0
-        while layer < len(config.strides) and config.strides[layer] == stride:
-            per_cell += 2 if config.interpolated_anchor else 1
-            layer += 1
-        cells = -(-config.input_size // stride)  # ceil
-        ys, xs = np.meshgrid(np.arange(cells), np.arange(cells), indexing="ij")
-        grid = np.stack([(xs + 0.5) / cells, (ys + 0.5) / cells], axis=-1).reshape(-1, 1, 2)
-        centres.append(np.repeat(grid, per_cell, axis=1).reshape(-1, 2))
-    return np.concatenate(centres).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -72,102 +63,12 @@ class Face:
     keypoints: np.ndarray
 
 
-def decode(regressors: np.ndarray, logits: np.ndarray, anchors: np.ndarray, config: BlazeFaceConfig):
-    """Boxes (N, 4) as normalized (xmin, ymin, xmax, ymax), keypoints (N, 6, 2) and scores (N,).
-
-    Only anchors whose score passes ``config.min_score`` are decoded.
-    """
-    raw = regressors.reshape(-1, 16)
-    logit = logits.reshape(-1)
-    # Compare in the logit domain: sigmoid(x) > t  <=>  x > log(t / (1 - t)); no exp for rejected anchors.
-    threshold = np.log(config.min_score / (1.0 - config.min_score))
-    keep = np.nonzero(logit > threshold)[0]
-    raw, logit, anchor = raw[keep], logit[keep], anchors[keep]
-    scores = 1.0 / (1.0 + np.exp(-np.clip(logit, -100.0, 100.0)))
-    scale = float(config.input_size)
-    centre = raw[:, 0:2] / scale + anchor
-    half = raw[:, 2:4] / scale / 2.0
-    boxes = np.concatenate([centre - half, centre + half], axis=1)
-    keypoints = raw[:, 4:16].reshape(-1, 6, 2) / scale + anchor[:, None, :]
-    return boxes.astype(np.float32), keypoints.astype(np.float32), scores.astype(np.float32)
-
-
-def iou_one_to_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    x0 = np.maximum(box[0], boxes[:, 0])
-    y0 = np.maximum(box[1], boxes[:, 1])
-    x1 = np.minimum(box[2], boxes[:, 2])
-    y1 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
-
-
-def weighted_nms(boxes, keypoints, scores, iou_threshold: float):
-    """Blend each cluster of overlapping detections by score; keep the best score of each."""
-    order = np.argsort(-scores, kind="stable")
-    boxes, keypoints, scores = boxes[order], keypoints[order], scores[order]
-    alive = np.ones(len(scores), bool)
-    out = []
-    for i in range(len(scores)):
-        if not alive[i]:
-            continue
-        overlap = alive & (iou_one_to_many(boxes[i], boxes) > iou_threshold)
-        overlap[i] = True
-        w = scores[overlap][:, None]
-        box = (boxes[overlap] * w).sum(0) / w.sum()
-        kps = (keypoints[overlap] * w[:, :, None]).sum(0) / w.sum()
-        out.append((box, kps, float(scores[i])))
-        alive &= ~overlap
-    return out
-
-
-@dataclass(frozen=True)
-class Letterbox:
-    """How an image was fitted into the square model input: scale and padding, in input pixels."""
-
-    scale: float
-    pad_x: float
-    pad_y: float
-    size: int
-
-    def to_image(self, xy_normalized: np.ndarray) -> np.ndarray:
-        """Map normalized model-input coordinates (..., 2) back to original image pixels."""
-        xy = xy_normalized * self.size
-        return (xy - np.array([self.pad_x, self.pad_y], np.float32)) / self.scale
-
-
-def letterbox_rgb(image: np.ndarray, size: int) -> tuple[np.ndarray, Letterbox]:
-    """Fit an RGB uint8 image into size x size keeping its aspect ratio; float32 in [-1, 1].
-
-    The plain Pillow + numpy way, kept as the reference the native path is compared with.
-    """
-    from PIL import Image
-
-    h, w = image.shape[:2]
-    scale = size / max(h, w)
-    nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
-    resized = np.asarray(Image.fromarray(image).resize((nw, nh), Image.BILINEAR), dtype=np.float32)
-    pad_x, pad_y = (size - nw) // 2, (size - nh) // 2
-    canvas = np.zeros((size, size, 3), np.float32)
-    canvas[pad_y : pad_y + nh, pad_x : pad_x + nw] = resized
-    # Padding is black, as MediaPipe pads: it becomes -1 after normalization.
-    return canvas / 127.5 - 1.0, Letterbox(scale, pad_x, pad_y, size)
-
-
 def _native_decoder(config: BlazeFaceConfig):
-    """The C++ decoder (edgeinf.postprocess) for a variant; same anchors as `ssd_anchors`."""
+    """The C++ decoder (edgeinf.postprocess) for a variant."""
     from . import postprocess
 
-    size = config.input_size
-    anchors = postprocess.AnchorOptions(
-        input_size=(size, size),
-        strides=config.strides,
-        interpolated_scale_aspect_ratio=1.0 if config.interpolated_anchor else 0.0,
-    )
     return postprocess.BlazeFaceDecoder(
-        anchors, score_threshold=config.min_score, iou_threshold=config.iou_threshold, weighted=True
+        config.anchor_options(), score_threshold=config.min_score, iou_threshold=config.iou_threshold, weighted=True
     )
 
 
@@ -195,8 +96,8 @@ class FaceDetector:
             model = load(Path(model), num_threads=num_threads)
         self.model = model
         self.config = config or VARIANTS.get(Path(model.path).stem, SHORT_RANGE)
-        self.anchors = ssd_anchors(self.config)
         self._decoder = _native_decoder(self.config)
+        self.anchors = self._decoder.anchors[:, :2]  # normalized centres (x, y), one per model output row
         self._quantization = {}
         for spec in model.outputs:
             if spec.quantization is not None and not spec.quantization.per_channel:
@@ -236,10 +137,8 @@ class FaceDetector:
         found = self._decoder(regressors, logits, **quantization)
         faces = []
         for box, kps, score in zip(found.boxes, found.keypoints, found.scores):
-            corners = letterbox.to_source(box, normalized=True)
-            faces.append(
-                Face(tuple(float(v) for v in corners), float(score), letterbox.to_source(kps, normalized=True))
-            )
+            x0, y0, x1, y1 = (float(v) for v in letterbox.to_source(box, normalized=True))
+            faces.append(Face((x0, y0, x1, y1), float(score), letterbox.to_source(kps, normalized=True)))
         return faces
 
     def _split(self, outputs: dict[str, np.ndarray]):

@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -38,6 +38,8 @@ from .types import TensorSpec
 
 if TYPE_CHECKING:  # asyncio and concurrent.futures load only for an app that submits calls
     from concurrent.futures import Future, ThreadPoolExecutor
+
+    from .preprocess import ImageOutputs, Letterbox
 
 log = logging.getLogger(__name__)
 _clock = time.perf_counter
@@ -99,7 +101,9 @@ def model_kind(path: Path) -> str:
         )
     if kind == "ncnn" and sniffed is None:
         raise ModelFileError(f"{path.name} is not an NCNN .param: expected the magic 7767517 first, got {head[:8]!r}")
-    return kind or sniffed
+    found = kind or sniffed
+    assert found is not None  # both None was refused above
+    return found
 
 
 def _resolve_backend(backend, kind: str) -> str:
@@ -241,13 +245,12 @@ def load(
     if check:
         from .compat import check as compat_check
 
-        # Check against the runtime that will really run it (a forced TFLite package included).
-        target = options.get("package") if name == "tflite" else None
-        checked = "tflite" if name == "edgeinf" else name  # what the engine cannot run goes to LiteRT
+        # Check against the runtime that will really run it (a forced package included).
+        checked, target = backends.checked_as(name, options)
         report = compat_check(path, backend=checked, target=target, model=parsed)
         if not report.runnable(checked):
             raise UnsupportedOperatorError(f"{path.name} cannot run on {name}:\n{report.to_text()}", report=report)
-    if backend in (None, "auto") and name == "tflite" and backends.measures_auto(options):
+    if backend in (None, "auto") and backends.measures_auto(name, options):
         name = "auto"  # the int8 engine or LiteRT, whichever a timed probe finds faster
     if data is not None:
         options["model_content"] = data
@@ -292,7 +295,6 @@ class Model:
         self._inputs_writer: int | None = None  # the thread that last wrote the inputs
         self.metrics = ModelMetrics(path.name, backend.name)
         self._call = _CallState()
-        self._images_active = 0  # run_image calls in progress, counted under the lock
 
     def _refresh_specs(self) -> None:
         self.inputs: tuple[TensorSpec, ...] = self._backend.inputs
@@ -359,44 +361,31 @@ class Model:
         """
         try:
             # One array for a one-input model is the common case: skip the general arrangement.
-            fast = self._fast_input
-            single = fast is not None and inputs.__class__ is np.ndarray
+            # (Any: the checks below narrow what the type checker cannot follow at no cost.)
+            fast: Any = self._fast_input
+            x: Any = inputs
+            single = fast is not None and x.__class__ is np.ndarray
             arrays = (inputs,) if single else self._arrange(inputs)
             with self._lock:
                 start = _clock()  # time holding the model: waiting for the lock is not the model's latency
-                if self._images_active:  # a run_image in progress (run() serves dynamic-shape inputs)
-                    start = self._image_start(start)
                 backend = self._backend or self._live()
                 self._inputs_writer = _thread_id()
                 if (
                     single
-                    and inputs.shape == fast[0]
-                    and (inputs.dtype is fast[1] or inputs.dtype == fast[1])
-                    and inputs.strides == fast[2]  # the C-contiguous strides of that shape
+                    and x.shape == fast[0]
+                    and (x.dtype is fast[1] or x.dtype == fast[1])
+                    and x.strides == fast[2]  # the C-contiguous strides of that shape
                 ):
-                    backend.set_input(0, inputs)  # what _validate accepts first, checked inline
+                    backend.set_input(0, x)  # what _validate accepts first, checked inline
                 else:
                     # Every input is checked (and a dynamic one resized) before any is written:
                     # a resize reallocates the runtime's tensors, losing inputs set before it.
                     for i, array in enumerate([self._validate(i, array) for i, array in enumerate(arrays)]):
                         backend.set_input(i, array)
-                t_in = _clock()
-                results = backend.invoke()
-                t_out = _clock()
-                named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
-                end = _clock()  # the metrics hook, as in _record
-                m = self.metrics
-                s = m.stage_s
-                s[0] += t_in - start
-                s[1] += t_out - t_in
-                s[2] += end - t_out
-                m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
+                return self._invoke_and_record(backend, start, dequantize)
         except BaseException:
-            if self._images_active:
-                self._call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
-        return named
 
     def input_buffer(self, i: int | str = 0) -> np.ndarray:
         """A writable array of input ``i`` that the next `invoke` reads.
@@ -424,8 +413,6 @@ class Model:
         call = self._call
         try:
             with self._lock:
-                t_in = _clock()
-                start = self._image_start(t_in) if self._images_active else t_in
                 backend = self._live()
                 if call.filling:
                     call.filling = False
@@ -434,16 +421,10 @@ class Model:
                             "another thread wrote this model's inputs between this thread's input_buffer() and "
                             "invoke(): hold `with model.exclusive():` around the fill and the invoke"
                         )
-                results = backend.invoke()
-                t_out = _clock()
-                named = self._name_outputs(results, dequantize)
-                self._record(start, t_in, t_out)
+                return self._invoke_and_record(backend, None, dequantize)  # nothing filled: no preprocessing
         except BaseException:
-            if self._images_active:
-                call.image_start = None  # counted here, not again by run_image
             self.metrics.errors += 1
             raise
-        return named
 
     @contextmanager
     def exclusive(self) -> Iterator[Model]:
@@ -466,32 +447,66 @@ class Model:
             self._check_resize(index, shape)
             self._resize(index, shape)
 
-    def run_image(self, frame: np.ndarray, color: str = "bgr", **options) -> dict[str, np.ndarray]:
+    def run_image(
+        self, frame: np.ndarray, color: str = "bgr", roi: Sequence[int] | None = None, **options
+    ) -> ImageOutputs:
         """Convert a camera frame into the input tensor in one native pass, then run.
 
         The model is held from the conversion to the outputs, so threads sharing it each
         get the result of their own frame. Float inputs need their normalization (``mean``
-        and ``std``) unless the model's metadata states it; see `edgeinf.preprocess.run_image`
-        for the options.
+        and ``std``) unless the model's metadata states it; the options are those of
+        `edgeinf.preprocess.Pipeline.for_input`. An input with dynamic dimensions is first
+        resized to the converted frame's shape.
+
+        Args:
+            frame: uint8 image in format ``color``.
+            color: rgb, bgr, rgba, bgra, gray, nv12, nv21, i420 or yuyv.
+            roi: optional ``(x, y, width, height)`` source rectangle.
+            **options: the other `Pipeline.for_input` options (resize, letterbox, mean, std,
+                pad, channel_order, yuv_range, size, threads), and ``input``: the input to
+                fill (index or name; the first by default).
+
+        Returns:
+            The outputs by name, with ``.letterbox`` (where this frame landed in the input,
+            to map results back to the frame) and ``.roi`` (the source rectangle converted).
 
         Raises:
             InputError: a frame or option the conversion cannot take, naming what it expected.
         """
-        from .preprocess import run_image
+        from .preprocess import ImageOutputs, Pipeline
 
-        call = self._call
-        with self._lock:
-            self._images_active += 1
-            call.image_start = _clock()  # the call that runs the model books the time until then as preprocessing
-            try:
-                return run_image(self, frame, color=color, **options)
-            except BaseException:
-                if call.image_start is not None:  # failed before invoke() or run() counted the call
-                    self.metrics.errors += 1
-                raise
-            finally:
-                call.image_start = None
-                self._images_active -= 1
+        try:
+            index = self._index(options.pop("input", 0))
+            with self._lock:
+                start = _clock()
+                backend = self._backend or self._live()
+                pipe = Pipeline.for_model(self, frame, color, input_index=index, **options)
+                letterbox = self._convert_image(backend, index, pipe, frame, roi)
+                outputs = ImageOutputs(self._invoke_and_record(backend, start, False))
+        except BaseException:
+            self.metrics.errors += 1
+            raise
+        outputs.letterbox = letterbox
+        return outputs
+
+    def _convert_image(self, backend, index: int, pipe, frame: np.ndarray, roi) -> Letterbox:
+        """Convert ``frame`` into input ``index`` (under the lock); the letterbox of the conversion."""
+        shape = pipe.output_shape
+        if self.inputs[index].shape not in (shape, shape[1:]):
+            self._check_resize(index, shape)  # a dynamic input takes this frame's size (else InputError)
+            self._resize(index, shape)
+        self._inputs_writer = _thread_id()
+        buffer = backend.input_buffer(index)
+        if buffer.shape in (shape, shape[1:]):
+            letterbox = pipe(frame, buffer, roi)
+            del buffer  # TFLite refuses to invoke while a view of its input memory is alive
+            return letterbox
+        # The runtime's buffer does not have the pipeline's shape: convert, then copy in.
+        del buffer
+        converted = pipe.new_output()
+        letterbox = pipe(frame, converted, roi)
+        backend.set_input(index, self._validate(index, converted))
+        return letterbox
 
     # -- futures -------------------------------------------------------------------
     def submit(self, inputs: Inputs, **options) -> Future:
@@ -549,8 +564,20 @@ class Model:
         self.close()
 
     # -- helpers -------------------------------------------------------------------
-    def _record(self, start: float, t_in: float, t_out: float) -> None:
-        # The metrics hook: called under self._lock, so plain list updates are race-free.
+    def _invoke_and_record(self, backend, start: float | None, dequantize: bool) -> dict[str, np.ndarray]:
+        """Invoke on the inputs in place and book the call in ``self.metrics``.
+
+        The one place a call's time is counted: ``start`` is when the caller began filling
+        the inputs (checks and copy-in, or a frame's conversion; None for none), so stage 0
+        is that, stage 1 the runtime and stage 2 naming (and dequantizing) the outputs. Called under
+        ``self._lock``, so the plain list updates are race-free.
+        """
+        t_in = _clock()
+        if start is None:
+            start = t_in
+        results = backend.invoke()
+        t_out = _clock()
+        named = self._name_outputs(results, True) if dequantize else dict(zip(self._output_names, results))
         end = _clock()
         m = self.metrics
         s = m.stage_s
@@ -558,14 +585,7 @@ class Model:
         s[1] += t_out - t_in
         s[2] += end - t_out
         m.buckets[bisect_left(LATENCY_BUCKETS_S, end - start)] += 1
-
-    def _image_start(self, now: float) -> float:
-        # When run_image on this thread is converting a frame, the call started then: one frame, one call.
-        image_start = self._call.image_start
-        if image_start is None:
-            return now
-        self._call.image_start = None
-        return image_start
+        return named
 
     def _live(self):
         if self._backend is None:
@@ -614,8 +634,8 @@ class Model:
             raise InputError(f"input {spec.name!r} expects dtype {spec.dtype.name}, got {array.dtype.name}")
         accepted = self._accepted_shapes[i]
         shape = array.shape
-        if self.backend == "ncnn" and len(shape) == len(accepted) - 1 and accepted[0] == 1:
-            shape = (1, *shape)  # NCNN also takes a CHW image without the batch axis
+        if self._backend.takes_unbatched and len(shape) == len(accepted) - 1 and accepted[0] == 1:
+            shape = (1, *shape)  # e.g. NCNN: a CHW image without the batch axis
             array = array.reshape(shape)
         if shape != spec.shape:
             self._check_resize(i, shape)
@@ -660,9 +680,8 @@ class Model:
 
 
 class _CallState(threading.local):
-    """Per-thread state of a call in progress (run_image hands its start time to invoke)."""
+    """Per-thread state between `Model.input_buffer` and `Model.invoke`."""
 
-    image_start: float | None = None
     filling: bool = False  # input_buffer() was called and invoke() has not run yet
 
 

@@ -209,7 +209,6 @@ class Pipeline:
         # work between camera frames) counts: see docs/preprocess.md.
         self._whole_frame: dict[tuple, tuple[Any, Letterbox, Any]] = {}
         self._lock = threading.Lock()
-        self.last_letterbox: Letterbox | None = None  # of the latest call on any thread: use the return value
 
     @classmethod
     def for_input(
@@ -288,6 +287,38 @@ class Pipeline:
             threads=threads,
         )
 
+    @classmethod
+    def for_model(
+        cls, model: Any, frame: np.ndarray, color: str = "bgr", input_index: int = 0, **options: Any
+    ) -> Pipeline:
+        """The cached pipeline feeding ``model``'s input ``input_index`` from frames like ``frame``.
+
+        Cached per (model, input spec, frame shape, options). Float inputs take ``mean`` and
+        ``std`` from the options, else from the model's metadata, else raise `InputError`.
+
+        Raises:
+            InputError: an unknown option, a frame that is not an array, or a float input
+                whose normalization nobody stated.
+        """
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise InputError(f"unknown image option(s) {unknown}: expected color, roi or {', '.join(_OPTIONS)}")
+        if not isinstance(frame, np.ndarray):
+            raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
+        spec = model.inputs[input_index]
+        key = (input_index, spec, frame.shape, color, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
+        with _model_lock:
+            try:
+                per_model = _model_pipelines.setdefault(model, {})
+            except TypeError:  # a model that cannot be weakly referenced: no cache
+                per_model = {}
+            pipe = per_model.get(key)
+        if pipe is None:
+            pipe = cls.for_input(spec, color=color, **_with_normalization(model, spec, input_index, options))
+            with _model_lock:
+                per_model[key] = pipe
+        return pipe
+
     @property
     def output_shape(self) -> tuple[int, ...]:
         """``(1, H, W, C)`` or ``(1, C, H, W)``."""
@@ -305,7 +336,7 @@ class Pipeline:
 
     def _entry(self, frame: np.ndarray, roi: Sequence[int] | None) -> tuple[Any, Letterbox, Any]:
         roi_key = None if roi is None else _roi_tuple(roi)
-        key = (getattr(frame, "shape", None), roi_key)
+        key: tuple[Any, Any] = (getattr(frame, "shape", None), roi_key)
         entry = self._plans.get(key)
         if entry is not None:
             return entry
@@ -365,7 +396,6 @@ class Pipeline:
                 if fast is not None:
                     _, letterbox, capsule = fast
                     _run_plan(capsule, frame, out)
-                    self.last_letterbox = letterbox
                     return letterbox
             _, letterbox, capsule = self._entry(frame, roi)
             _run_plan(capsule, frame, out)
@@ -373,8 +403,6 @@ class Pipeline:
             raise
         except (ValueError, TypeError) as exc:  # the native checks: expected and given, in the message
             raise InputError(str(exc)) from None
-        # The last conversion, for single-threaded callers; the returned value is this call's own.
-        self.last_letterbox = letterbox
         return letterbox
 
 
@@ -411,6 +439,12 @@ class ImageOutputs(dict):
 
     letterbox: Letterbox | None = None
 
+    @property
+    def roi(self) -> tuple[int, int, int, int] | None:
+        """``(x, y, width, height)``: the source rectangle that was converted."""
+        lb = self.letterbox
+        return None if lb is None else (lb.roi_x, lb.roi_y, lb.roi_w, lb.roi_h)
+
 
 def stated_normalization(model: Any, input_index: int = 0):
     """The normalization the model's own metadata states for an input, or None.
@@ -445,81 +479,15 @@ def _with_normalization(model: Any, spec: TensorSpec, input_index: int, options:
     return options  # int8/uint8: the quantized image convention (see Pipeline.for_input)
 
 
-def pipeline_for(model: Any, frame: np.ndarray, color: str = "bgr", input_index: int = 0, **options: Any) -> Pipeline:
-    """The cached :class:`Pipeline` feeding ``model``'s input from frames like ``frame``.
-
-    Cached per (model, input spec, frame shape, options). Float inputs take ``mean`` and
-    ``std`` from the options, else from the model's metadata, else raise `InputError`.
-
-    Raises:
-        InputError: an unknown option, a frame that is not an array, or a float input
-            whose normalization nobody stated.
-    """
-    unknown = sorted(set(options) - set(_OPTIONS))
-    if unknown:
-        raise InputError(f"unknown image option(s) {unknown}: expected color, roi or {', '.join(_OPTIONS)}")
-    if not isinstance(frame, np.ndarray):
-        raise InputError(f"frame must be a numpy array, got {type(frame).__name__}")
-    spec = model.inputs[input_index]
-    key = (input_index, spec, frame.shape, color, tuple(sorted((k, _freeze(v)) for k, v in options.items())))
-    with _model_lock:
-        try:
-            per_model = _model_pipelines.setdefault(model, {})
-        except TypeError:  # a model that cannot be weakly referenced: no cache
-            per_model = {}
-        pipe = per_model.get(key)
-    if pipe is None:
-        pipe = Pipeline.for_input(spec, color=color, **_with_normalization(model, spec, input_index, options))
-        with _model_lock:
-            per_model[key] = pipe
-    return pipe
-
-
 def run_image(
     model: Any, frame: np.ndarray, color: str = "bgr", roi: Sequence[int] | None = None, **options: Any
 ) -> ImageOutputs:
-    """Convert ``frame`` straight into the model's input buffer and run the model.
-
-    Works for any model with ``inputs``, ``input_buffer(i)`` and ``invoke()`` (TFLite
-    and NCNN backends alike). Called on an `edgeinf.Model` (``model.run_image``), the
-    model is held from the conversion to the outputs, so threads may share it.
-
-    Args:
-        model: an :class:`edgeinf.Model`.
-        frame: uint8 image in format ``color``.
-        color: see :meth:`Pipeline.for_input`.
-        roi: optional ``(x, y, width, height)`` source rectangle.
-        **options: the other :meth:`Pipeline.for_input` options (resize, letterbox,
-            mean, std, pad, channel_order, yuv_range, size, threads). A float input
-            needs ``mean`` and ``std`` unless the model's metadata states them.
-
-    Returns:
-        The model's outputs, as ``Model.invoke()`` returns them, with ``.letterbox``:
-        where this frame landed in the input, to map results back to the frame.
-
-    Raises:
-        InputError: a bad frame or option, naming what was expected and what came.
+    """``model.run_image(frame, color, roi, **options)``: see `edgeinf.Model.run_image`.
 
     >>> outputs = run_image(model, frame, color="bgr", mean=127.5, std=127.5)  # doctest: +SKIP
     >>> boxes = outputs.letterbox.to_source(raw_boxes)                          # doctest: +SKIP
     """
-    pipe = pipeline_for(model, frame, color, **options)
-    shape = tuple(model.inputs[0].shape)
-    if shape != pipe.output_shape and shape != pipe.output_shape[1:]:
-        model.resize_input(0, pipe.output_shape)  # a dynamic input takes this frame's size (else: InputError)
-    buf = model.input_buffer(0)
-    if tuple(buf.shape) == pipe.output_shape or buf.shape == pipe.output_shape[1:]:
-        letterbox = pipe(frame, buf, roi)
-        del buf  # TFLite refuses to invoke while a view of its input memory is alive
-        outputs = ImageOutputs(model.invoke())
-    else:
-        # The runtime's buffer does not have the pipeline's shape: convert, then run.
-        del buf
-        out = pipe.new_output()
-        letterbox = pipe(frame, out, roi)
-        outputs = ImageOutputs(model.run(out))
-    outputs.letterbox = letterbox
-    return outputs
+    return model.run_image(frame, color, roi, **options)
 
 
 def _freeze(v: Any) -> Any:

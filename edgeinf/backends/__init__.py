@@ -62,11 +62,28 @@ def automatic() -> tuple[str, ...]:
     return tuple(dict.fromkeys(preferred + default))
 
 
-def measures_auto(options) -> bool:
-    """Whether ``backend="auto"`` on a .tflite model measures the int8 engine against
-    LiteRT: yes unless the call passes LiteRT options or ``EDGEINF_BACKENDS`` sets a
-    preference, and only where the engine's package is installed."""
-    return not options and not os.environ.get("EDGEINF_BACKENDS", "").strip() and bool(installed_package("edgeinf"))
+def measures_auto(backend: str, options) -> bool:
+    """Whether ``backend="auto"``, having resolved to ``backend``, measures the int8 engine
+    against LiteRT: for LiteRT only, unless the call passes LiteRT options or
+    ``EDGEINF_BACKENDS`` sets a preference, and only where the engine's package is installed."""
+    return (
+        backend == "tflite"
+        and not options
+        and not os.environ.get("EDGEINF_BACKENDS", "").strip()
+        and bool(installed_package("edgeinf"))
+    )
+
+
+def checked_as(backend: str, options) -> tuple[str, str | None]:
+    """The backend whose support a model is checked against before it loads on ``backend``,
+    and the runtime package the check targets (None: the installed one).
+
+    The int8 engine is checked as LiteRT: what the engine cannot run goes to LiteRT.
+    A forced TFLite ``package`` option is the package checked.
+    """
+    if backend == "edgeinf":
+        return "tflite", None
+    return backend, (options.get("package") if backend == "tflite" else None)
 
 
 def kinds_of(backend: str) -> tuple[str, ...]:

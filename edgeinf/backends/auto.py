@@ -70,11 +70,11 @@ def _litert_version() -> str:
 
 
 def _cache_file(data: bytes, num_threads: int) -> Path:
-    from .. import __version__, board, kernels
+    from .. import __version__, board, isa
     from ..config import cache_dir
 
     key = json.dumps(
-        [hashlib.sha256(data).hexdigest(), board.identify().summary(), kernels.active_isa(), num_threads,
+        [hashlib.sha256(data).hexdigest(), board.identify().summary(), isa.active_isa(), num_threads,
          __version__, _litert_version()]
     )  # fmt: skip
     return cache_dir() / "auto" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")

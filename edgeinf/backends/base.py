@@ -22,6 +22,8 @@ class Backend(abc.ABC):
         num_threads: threads the runtime was configured with.
         inputs, outputs: tensor specs in the model's order.
         details: backend facts worth reporting (delegated partitions, options).
+        takes_unbatched: whether an input of shape ``(1, *rest)`` also takes an array of
+            shape ``rest`` (NCNN's CHW images); `Model` adds the batch axis for it.
     """
 
     name: str = ""
@@ -30,6 +32,7 @@ class Backend(abc.ABC):
     num_threads: int = 1
     inputs: tuple[TensorSpec, ...] = ()
     outputs: tuple[TensorSpec, ...] = ()
+    takes_unbatched: bool = False
 
     def __init__(self) -> None:
         self.details: dict[str, object] = {}

@@ -56,8 +56,9 @@ class EngineBackend(Backend):
 
     def __init__(self, parsed, *, num_threads: int):
         super().__init__()
-        from .. import __version__, kernels
+        from .. import __version__
         from ..engine import build_program, plan_model
+        from ..isa import active_isa
 
         plan = plan_model(parsed)
         self._program = build_program(plan, num_threads)
@@ -70,7 +71,7 @@ class EngineBackend(Backend):
         self._input_views = [view(plan.offsets[s.index], s.shape, s.dtype) for s in self.inputs]
         self._output_views = [view(plan.offsets[s.index], s.shape, s.dtype) for s in self.outputs]
         self.details.update(
-            isa=kernels.active_isa(),
+            isa=active_isa(),
             plan=plan.summary(),
         )
         log.info("engine plan of %s: %s", parsed.path or "model", plan.summary())

@@ -47,7 +47,7 @@ def _consumed_channels(layer, blob: str) -> int | None:
 
 def _input_channels(param, blob: str) -> int | None:
     """Channels the layers reading ``blob`` (through Splits) require, if they all agree."""
-    consumers = {}
+    consumers: dict[str, list] = {}
     for layer in param.layers:
         for b in layer.inputs:
             consumers.setdefault(b, []).append(layer)
@@ -80,6 +80,7 @@ class NCNNBackend(OwnedInputsBackend):
     """
 
     name = "ncnn"
+    takes_unbatched = True  # ncnn.Mat is CHW: a caller may leave out the batch of one
 
     def __init__(
         self,

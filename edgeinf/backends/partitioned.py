@@ -75,7 +75,8 @@ class PartitionedBackend(Backend):
 
     def __init__(self, path, data: bytes, parsed, support, segments, *, num_threads: int, **options):
         super().__init__()
-        from .. import __version__, kernels
+        from .. import __version__
+        from ..isa import active_isa
 
         sg = parsed.main
         self._segments = segments
@@ -104,7 +105,7 @@ class PartitionedBackend(Backend):
         fallback = {n.index: n.reason or "native, but in a LiteRT segment (data movement only)" for n in support
                     if not any(n.index in s.operators for s in segments if s.native)}  # fmt: skip
         self.details.update(
-            isa=kernels.active_isa(),
+            isa=active_isa(),
             segments=[
                 {"runtime": "edgeinf" if s.native else "tflite", "operators": list(s.operators)} for s in segments
             ],

@@ -1,14 +1,13 @@
 """Runs real models for profiling and for the scheduler's loop.
 
 `load_runner` returns an object with ``invoke()`` and ``close()`` whose input is
-filled once with fixed data. It uses ``edgeinf.load`` when the model API is present
-and otherwise the LiteRT interpreter directly; the rest of `edgeinf.power` only sees
-the small `InferenceRunner` protocol, so the two are interchangeable.
+filled once with fixed data: a model loaded with ``edgeinf.load`` on any backend. The
+rest of `edgeinf.power` only sees the small `InferenceRunner` protocol, so tests and
+simulations pass their own.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 from collections.abc import Mapping
@@ -17,10 +16,7 @@ from typing import Callable, Optional, Protocol
 
 import numpy as np
 
-from ..errors import BackendUnavailableError
 from .profiles import Config
-
-log = logging.getLogger(__name__)
 
 
 class InferenceRunner(Protocol):
@@ -50,53 +46,16 @@ class _ModelRunner:
         self.model.close()
 
 
-class _LiteRtRunner:
-    def __init__(self, path: Path, threads: int):
-        try:
-            from ai_edge_litert.interpreter import Interpreter
-        except ImportError:
-            raise BackendUnavailableError(
-                "profiling TFLite models needs ai-edge-litert: pip install 'edgeinf[tflite]'",
-                requested=("tflite",),
-            ) from None
-        self.interpreter = Interpreter(model_path=str(path), num_threads=threads)
-        self.interpreter.allocate_tensors()
-        for i, detail in enumerate(self.interpreter.get_input_details()):
-            data = np.empty(detail["shape"], dtype=detail["dtype"])
-            _fill(data, seed=7 + i)
-            self.interpreter.set_tensor(detail["index"], data)
-
-    def invoke(self) -> None:
-        self.interpreter.invoke()
-
-    def close(self) -> None:
-        self.interpreter = None
-
-
 def load_runner(path: str | Path, backend: str = "tflite", threads: int = 1) -> InferenceRunner:
     """A runner for ``path`` on ``backend`` with ``threads`` threads, input filled with fixed data.
 
     Raises:
         BackendUnavailableError: the backend's runtime is not installed.
     """
-    try:
-        from .. import model as model_api
-    except ImportError:
-        model_api = None
-    if model_api is not None and hasattr(model_api, "load"):
-        try:
-            # check=False: profiling and scheduling run models the caller already chose to run.
-            return _ModelRunner(model_api.load(path, backend=backend, num_threads=threads, check=False))
-        except ModuleNotFoundError as exc:
-            if not (exc.name or "").startswith("edgeinf."):
-                raise
-            # a part of edgeinf.load that is not installed in this build: run LiteRT directly
-            log.debug("edgeinf.load unavailable (%s); using the LiteRT interpreter directly", exc)
-    if backend != "tflite":
-        raise BackendUnavailableError(
-            f"backend {backend!r} needs edgeinf.load; only 'tflite' is available here", (backend,), ("tflite",)
-        )
-    return _LiteRtRunner(Path(path), threads)
+    from ..model import load
+
+    # check=False: profiling and scheduling run models the caller already chose to run.
+    return _ModelRunner(load(path, backend=backend, num_threads=threads, check=False))
 
 
 def run_loop(

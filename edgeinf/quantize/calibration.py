@@ -118,10 +118,10 @@ def flip(rgb: np.ndarray) -> np.ndarray:
 
 def tensors(model, frames: Iterable[tuple[str, np.ndarray, tuple | None]], options: dict) -> Iterator[Sample]:
     """Preprocess ``(source, rgb frame, roi or None)`` triples for input 0 of a loaded model."""
-    from ..preprocess import pipeline_for
+    from ..preprocess import Pipeline
 
     for source, rgb, roi in frames:
-        pipe = pipeline_for(model, rgb, "rgb", **options)
+        pipe = Pipeline.for_model(model, rgb, "rgb", **options)
         out = pipe.new_output()
         pipe(rgb, out, roi)
         yield Sample(source, out)

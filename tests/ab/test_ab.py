@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from face_reference import iou_one_to_many
 from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -13,7 +14,7 @@ import edgeinf
 from edgeinf import metrics
 from edgeinf.ab import ABTest, box_iou, compare_boxes, compare_tensors
 from edgeinf.errors import RuntimeFailure
-from edgeinf.face import FaceDetector, iou_one_to_many
+from edgeinf.face import FaceDetector
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
 
 IN_SCALE, OUT_SCALE = 1 / 64, 1 / 32

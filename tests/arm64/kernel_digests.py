@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from edgeinf import kernels
+from edgeinf.isa import supported_isas, use_isa
 
 SEED = 20261130
 CASES: dict[str, Callable[[np.random.Generator], object]] = {}
@@ -245,12 +245,12 @@ def digest_of(value) -> str:
 
 def run_case(name: str, isa: str):
     """The outputs of one case on one kernel path."""
-    with kernels.use_isa(isa):
+    with use_isa(isa):
         return CASES[name](np.random.default_rng(SEED))
 
 
 def digests(isas: list[str] | None = None) -> dict:
-    isas = isas or kernels.supported_isas()
+    isas = isas or supported_isas()
     return {
         "machine": platform.machine(),
         "isas": isas,

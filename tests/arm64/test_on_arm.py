@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(
     platform.machine() != "aarch64", reason=f"aarch64 only; this is {platform.machine()} (see test_emulated.py)"
 )
 
-kernels = pytest.importorskip("edgeinf.kernels", reason="native module not built")
+native_isa = pytest.importorskip("edgeinf.isa", reason="native module not built")
 import kernel_digests  # noqa: E402  (tests/arm64 is on sys.path: pytest inserts a test's folder)
 
 # What tools/arm64/setup.sh's profiles emulate, and what dispatch must pick there.
@@ -34,16 +34,16 @@ def expected_isa(here: board.Board) -> str:
 
 
 def test_aarch64_build_carries_neon_and_neondot_but_not_avx2():
-    assert kernels.built_isas() == ["scalar", "neon", "neondot"]
+    assert native_isa.built_isas() == ["scalar", "neon", "neondot"]
 
 
 @pytest.mark.skipif(bool(os.environ.get("EDGEINF_ISA")), reason="EDGEINF_ISA forces the path")
 def test_dispatch_picks_the_best_path_this_cpu_has():
     here = board.detect()
-    assert kernels.cpu_features()["neon"]
-    assert kernels.cpu_features()["dotprod"] == here.dotprod, (kernels.cpu_features(), sorted(here.features))
-    assert kernels.active_isa() == expected_isa(here), here.summary()
-    assert kernels.supported_isas() == (["scalar", "neon", "neondot"] if here.dotprod else ["scalar", "neon"])
+    assert native_isa.cpu_features()["neon"]
+    assert native_isa.cpu_features()["dotprod"] == here.dotprod, (native_isa.cpu_features(), sorted(here.features))
+    assert native_isa.active_isa() == expected_isa(here), here.summary()
+    assert native_isa.supported_isas() == (["scalar", "neon", "neondot"] if here.dotprod else ["scalar", "neon"])
 
 
 @pytest.mark.skipif("PI" not in os.environ, reason="not on an emulated board profile (PI unset)")
@@ -52,24 +52,24 @@ def test_emulated_profile_is_the_board_it_claims():
     here = board.detect()
     assert here.emulated
     assert (here.key, here.family, here.cores) == (profile, "raspberry-pi", (PROFILE_CORE[profile],)), here.summary()
-    assert kernels.active_isa() == PROFILE_ISA[profile]
+    assert native_isa.active_isa() == PROFILE_ISA[profile]
 
 
 def test_dot_product_path_is_refused_where_the_cpu_lacks_it():
     if board.detect().dotprod:
-        with kernels.use_isa("neondot"):
-            assert kernels.active_isa() == "neondot"
+        with native_isa.use_isa("neondot"):
+            assert native_isa.active_isa() == "neondot"
     else:
-        before = kernels.active_isa()
+        before = native_isa.active_isa()
         with pytest.raises(ValueError, match=r"'neondot' is not usable here \(best available: 'neon'\)"):
-            kernels.set_isa("neondot")
-        assert kernels.active_isa() == before
+            native_isa.set_isa("neondot")
+        assert native_isa.active_isa() == before
 
 
 @pytest.mark.parametrize("name", sorted(kernel_digests.CASES))
 def test_every_supported_path_matches_scalar_bit_for_bit(name):
     reference = kernel_digests.as_outputs(kernel_digests.run_case(name, "scalar"))
-    for isa in kernels.supported_isas()[1:]:
+    for isa in native_isa.supported_isas()[1:]:
         got = kernel_digests.as_outputs(kernel_digests.run_case(name, isa))
         assert len(got) == len(reference)
         for index, (want, have) in enumerate(zip(reference, got)):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from edgeinf import bench, cli
-from edgeinf.bench_cli import CSV_COLUMNS, ProgressBar
+from edgeinf.bench.cli import CSV_COLUMNS, ProgressBar
 
 FACE = "face_detection_short_range"
 
@@ -198,6 +198,8 @@ def check_schema(doc: dict) -> None:
 
 
 def test_json_sweep_of_threads_and_backends(capsys, model_path):
+    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("ncnn")
     code = cli.main(
         [
             "bench",
@@ -263,6 +265,7 @@ def test_float_and_int8_variants_side_by_side(tmp_path, capsys):
 
 
 def test_ncnn_variants_on_a_dynamic_input_with_a_given_shape(capsys):
+    pytest.importorskip("ncnn")
     code = cli.main(
         ["bench", "realesr_animevideov3_x2", "--runs", "3", "--warmup", "1", "--backend", "ncnn,ncnn-fp32"]
         + ["--shape", "1,3,32,32", "--no-check", "--json"]
@@ -280,6 +283,7 @@ def test_ncnn_variants_on_a_dynamic_input_with_a_given_shape(capsys):
 
 
 def test_csv_file_and_table(capsys, tmp_path, model_path):
+    pytest.importorskip("ai_edge_litert")
     target = tmp_path / "out.csv"
     code = cli.main(
         ["bench", str(model_path(FACE)), "--runs", "4", "--warmup", "0", "--no-check", "--csv", str(target)]
@@ -295,6 +299,7 @@ def test_csv_file_and_table(capsys, tmp_path, model_path):
 
 
 def test_plot_writes_a_png(tmp_path, model_path, capsys):
+    pytest.importorskip("ai_edge_litert")
     pytest.importorskip("matplotlib", reason="the plot extra")
     target = tmp_path / "bench.png"
     code = cli.main(
@@ -326,6 +331,7 @@ def test_bad_arguments_are_refused(capsys):
 
 
 def test_a_model_that_fails_to_load_is_reported_not_fatal(tmp_path, capsys):
+    pytest.importorskip("ai_edge_litert")
     broken = tmp_path / "broken.tflite"
     broken.write_bytes(b"\0\0\0\0TFL3" + b"\0" * 8)
     code = cli.main(["bench", str(broken), "--runs", "2", "--no-check", "--json"])

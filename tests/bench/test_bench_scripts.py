@@ -49,6 +49,7 @@ def quick_run(tmp_path, name: str, *options: str) -> tuple[dict, str]:
 
 @pytest.mark.slow
 def test_overhead_benchmark_quick_run_keeps_the_contract(tmp_path):
+    pytest.importorskip("ai_edge_litert")
     doc, printed = quick_run(tmp_path, "overhead")
     cases = [row["case"] for row in doc["rows"]]
     assert any("one ADD" in c for c in cases) and any("face_detection_short_range" in c for c in cases)

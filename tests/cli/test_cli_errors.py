@@ -82,6 +82,7 @@ def test_demo_output_in_a_format_pillow_cannot_write(tmp_path, photo):
 
 
 def test_demo_with_a_model_of_another_input_size(tmp_path, model_path, photo):
+    pytest.importorskip("ai_edge_litert")
     model_path("face_landmark")
     line = error_line(edgeinf_cli("demo", "--model", "face_landmark", "--image", photo, cwd=tmp_path), 2)
     assert "1x128x128x3 input was expected, got (1, 192, 192, 3)" in line
@@ -100,6 +101,7 @@ def test_check_without_a_model_says_what_is_missing():
 
 
 def test_info_and_check_take_manifest_names(model_path):
+    pytest.importorskip("ai_edge_litert")
     model_path(FACE)
     proc = edgeinf_cli("info", FACE, "--threads", "1")
     assert proc.returncode == 0 and f"{FACE}.tflite" in proc.stdout, proc.stderr

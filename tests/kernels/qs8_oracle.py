@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinf import kernels
+from edgeinf.isa import supported_isas, use_isa
 
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is the oracle of the int8 tests")
 from edgeinf.formats.tflite_schema import schema  # noqa: E402
@@ -37,14 +37,14 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 def isa_paths() -> list[str]:
     """Every kernel path this CPU can run (scalar first)."""
-    return kernels.supported_isas()
+    return supported_isas()
 
 
 def run_each_isa(fn) -> dict[str, np.ndarray]:
     """fn() under every supported kernel path."""
     results = {}
     for isa in isa_paths():
-        with kernels.use_isa(isa):
+        with use_isa(isa):
             results[isa] = fn()
     return results
 

@@ -7,50 +7,48 @@ import sys
 
 import pytest
 
-from edgeinf import kernels
+from edgeinf.isa import active_isa, built_isas, cpu_features, set_isa, supported_isas, use_isa
 
 
 def test_best_path_is_active_and_supported():
-    supported = kernels.supported_isas()
+    supported = supported_isas()
     assert supported[0] == "scalar"
-    assert kernels.active_isa() == supported[-1] or "EDGEINF_ISA" in os.environ
-    assert set(supported) <= set(kernels.built_isas())
+    assert active_isa() == supported[-1] or "EDGEINF_ISA" in os.environ
+    assert set(supported) <= set(built_isas())
 
 
 def test_built_paths_follow_the_architecture():
-    built = set(kernels.built_isas())
+    built = set(built_isas())
     if platform.machine() == "x86_64":
         assert built == {"scalar", "avx2"}
-        assert ("avx2" in kernels.supported_isas()) == (
-            kernels.cpu_features()["avx2"] and kernels.cpu_features()["fma"]
-        )
+        assert ("avx2" in supported_isas()) == (cpu_features()["avx2"] and cpu_features()["fma"])
     elif platform.machine() == "aarch64":
         assert built == {"scalar", "neon", "neondot"}
-        assert ("neondot" in kernels.supported_isas()) == kernels.cpu_features()["dotprod"]
+        assert ("neondot" in supported_isas()) == cpu_features()["dotprod"]
 
 
 def test_use_isa_switches_and_restores():
-    before = kernels.active_isa()
-    with kernels.use_isa("scalar"):
-        assert kernels.active_isa() == "scalar"
-    assert kernels.active_isa() == before
+    before = active_isa()
+    with use_isa("scalar"):
+        assert active_isa() == "scalar"
+    assert active_isa() == before
 
 
 @pytest.mark.parametrize("name", ["sse9", ""])
 def test_unknown_path_is_a_value_error(name):
     with pytest.raises(ValueError, match="unknown kernel path"):
-        kernels.set_isa(name)
+        set_isa(name)
 
 
 def test_unusable_path_is_a_value_error():
-    missing = [isa for isa in ("avx2", "neon", "neondot") if isa not in kernels.supported_isas()]
+    missing = [isa for isa in ("avx2", "neon", "neondot") if isa not in supported_isas()]
     with pytest.raises(ValueError, match="not usable here"):
-        kernels.set_isa(missing[0])
+        set_isa(missing[0])
 
 
 def run_with_env(value):
     env = dict(os.environ, EDGEINF_ISA=value)
-    code = "import edgeinf.kernels as k; print(k.active_isa())"
+    code = "import edgeinf.isa as k; print(k.active_isa())"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 
 
@@ -80,3 +78,10 @@ def test_environment_with_a_bad_path_fails_on_any_import():
     proc = subprocess.run([sys.executable, "-c", "import edgeinf.quant"], capture_output=True, text=True, env=env)
     assert proc.returncode != 0
     assert "EDGEINF_ISA='avx512': unknown kernel path 'avx512'" in proc.stderr
+
+
+def test_edgeinf_kernels_is_the_former_name_of_edgeinf_isa():
+    import edgeinf.kernels as former
+
+    for name in former.__all__:
+        assert getattr(former, name) is globals()[name], name

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinf import _C, InputError, kernels, postprocess, quant
+from edgeinf import _C, InputError, postprocess, quant
+from edgeinf.isa import supported_isas, use_isa
 
 Q = dict(input_scale=0.5, input_zero_point=0, weight_scale=0.25, output_scale=0.125, output_zero_point=0)
 BINARY = dict(a_scale=0.1, a_zero_point=0, b_scale=0.1, b_zero_point=0, output_scale=0.2, output_zero_point=0)
@@ -191,9 +192,9 @@ EMPTY_BATCH = {
 }
 
 
-@pytest.mark.parametrize("isa", kernels.supported_isas())
+@pytest.mark.parametrize("isa", supported_isas())
 @pytest.mark.parametrize("case", EMPTY_BATCH.values(), ids=EMPTY_BATCH.keys())
 def test_zero_rows_give_zero_rows(case, isa):
     call, shape = case
-    with kernels.use_isa(isa):
+    with use_isa(isa):
         assert call().shape == shape

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import face_reference
 import numpy as np
 import pytest
 
@@ -52,8 +53,8 @@ def test_anchors_match_mediapipe_layouts():
     np.testing.assert_allclose(short[512:518, :2], [[0.5 / 8, 0.5 / 8]] * 6)
     np.testing.assert_allclose(short[-1, :2], [7.5 / 8, 7.5 / 8])
     assert np.all(short[:, 2:] == 1.0)  # fixed anchor size
-    np.testing.assert_array_equal(short[:, :2], face.ssd_anchors(face.SHORT_RANGE))
-    np.testing.assert_array_equal(full[:, :2], face.ssd_anchors(face.FULL_RANGE))
+    np.testing.assert_array_equal(short[:, :2], face_reference.anchor_centres(face.SHORT_RANGE))
+    np.testing.assert_array_equal(full[:, :2], face_reference.anchor_centres(face.FULL_RANGE))
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def face_outputs(model_path):
     from edgeinf.model import load
 
     image = np.asarray(Image.open(model_path("grace_hopper")).convert("RGB"))
-    tensor, _ = face.letterbox_rgb(image, 128)
+    tensor, _ = face_reference.letterbox_rgb(image, 128)
     with load(model_path("face_detection_short_range")) as model:
         outputs = model.run(tensor[np.newaxis].astype(np.float32))
     by_width = {v.shape[-1]: v for v in outputs.values()}
@@ -73,10 +74,10 @@ def face_outputs(model_path):
 
 
 def _numpy_pipeline(regressors, logits):
-    """The straightforward float numpy implementation (edgeinf.face)."""
-    anchors = face.ssd_anchors(face.SHORT_RANGE)
-    boxes, keypoints, scores = face.decode(regressors, logits, anchors, face.SHORT_RANGE)
-    return face.weighted_nms(boxes, keypoints, scores, face.SHORT_RANGE.iou_threshold)
+    """The straightforward float numpy implementation (tests/face_reference.py)."""
+    anchors = face_reference.anchor_centres(face.SHORT_RANGE)
+    boxes, keypoints, scores = face_reference.decode(regressors, logits, anchors, face.SHORT_RANGE)
+    return face_reference.weighted_nms(boxes, keypoints, scores, face.SHORT_RANGE.iou_threshold)
 
 
 def test_face_model_float_outputs_give_the_numpy_detections(face_outputs):
@@ -148,7 +149,7 @@ def _numpy_hard_nms(boxes, scores, iou_threshold):
         if not alive[i]:
             continue
         keep.append(i)
-        alive &= ~(face.iou_one_to_many(boxes[i], boxes) > iou_threshold)
+        alive &= ~(face_reference.iou_one_to_many(boxes[i], boxes) > iou_threshold)
         alive[i] = False
     return keep
 
@@ -159,7 +160,7 @@ def test_synthetic_clusters_hard_and_weighted_nms_match_numpy(seed):
     reg, logits = _synthetic(rng)
     anchors = postprocess.ssd_anchors(postprocess.FACE_SHORT_RANGE_ANCHORS)
     dec = postprocess.decode_ssd(reg, logits, anchors)
-    boxes, kps, scores = face.decode(reg, logits, anchors[:, :2], face.SHORT_RANGE)
+    boxes, kps, scores = face_reference.decode(reg, logits, anchors[:, :2], face.SHORT_RANGE)
     assert len(dec) == len(scores) > 10
     np.testing.assert_allclose(dec.boxes, boxes, atol=1e-6)
     np.testing.assert_allclose(dec.scores, scores, atol=1e-6)
@@ -167,7 +168,7 @@ def test_synthetic_clusters_hard_and_weighted_nms_match_numpy(seed):
     keep = _numpy_hard_nms(boxes, scores, 0.3)
     np.testing.assert_array_equal(hard.anchors, dec.anchors[keep])
     weighted = postprocess.non_max_suppression(dec, 0.3, weighted=True)
-    want = face.weighted_nms(boxes, kps, scores, 0.3)
+    want = face_reference.weighted_nms(boxes, kps, scores, 0.3)
     assert len(weighted) == len(want)
     for i, (box, kp, score) in enumerate(want):
         np.testing.assert_allclose(weighted.boxes[i], box, atol=1e-5)

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from preprocess_helpers import first_mismatch, make_frame, pipeline
 
-from edgeinf import kernels
+from edgeinf.isa import supported_isas, use_isa
 
-SIMD = [isa for isa in kernels.supported_isas() if isa != "scalar"]
+SIMD = [isa for isa in supported_isas() if isa != "scalar"]
 EXAMPLES = 40 if platform.machine() == "aarch64" else 300
 COLORS = ["rgb", "bgr", "rgba", "bgra", "gray", "nv12", "nv21", "i420", "yuyv"]
 # widths around the vector widths, and plain odd ones
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not SIMD, reason="no SIMD path is built and supp
 def run_on(isa, pipe, frame, roi=None):
     out = pipe.new_output()
     out.fill(0x5A if out.dtype != np.float32 else np.nan)  # stale values must not survive
-    with kernels.use_isa(isa):
+    with use_isa(isa):
         pipe(frame, out, roi)
     return out
 

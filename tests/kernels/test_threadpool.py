@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from preprocess_helpers import first_mismatch, make_frame, pipeline
 
-from edgeinf import _C, InputError, kernels
+from edgeinf import _C, InputError
+from edgeinf.isa import supported_isas, use_isa
 
 
 @pytest.mark.parametrize("count, max_threads", [(1, 4), (7, 1), (1000, 2), (1000, 64), (3, 300)])
@@ -44,12 +45,12 @@ def test_callers_on_several_threads_share_the_pool():
     assert results == [[1] * 500] * 8
 
 
-@pytest.mark.parametrize("isa", kernels.supported_isas())
+@pytest.mark.parametrize("isa", supported_isas())
 @pytest.mark.parametrize("color, resize", [("bgr", "bilinear"), ("nv12", "area"), ("gray", "nearest")])
 def test_threaded_pipeline_equals_one_thread(rng, isa, color, resize):
     frame = make_frame(rng, color, 96, 80)
     outputs = {}
-    with kernels.use_isa(isa):
+    with use_isa(isa):
         for threads in (1, 3, 256):
             pipe = pipeline(40, 72, 3, "int8", "NHWC", color=color, resize=resize, threads=threads)
             outputs[threads] = pipe.new_output()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
-import types
 
 import numpy as np
 import pytest
@@ -125,54 +123,42 @@ def test_invoke_counts_a_call_with_no_preprocessing(face, rng):
 
 
 def test_run_image_books_the_conversion_as_preprocessing(face, monkeypatch):
-    # A stand-in conversion that takes a known 20 ms, then invokes as the native one does.
-    def slow_run_image(model, frame, color="bgr", **options):
+    # The native conversion, slowed by a known 20 ms.
+    from edgeinf.preprocess import Pipeline
+
+    convert = Pipeline.__call__
+
+    def slow_convert(pipe, frame, out, roi=None):
         time.sleep(0.02)
-        buf = model.input_buffer()
-        buf[...] = 0.0
-        del buf
-        return model.invoke()
+        return convert(pipe, frame, out, roi)
 
-    def failing_run_image(model, frame, color="bgr", **options):
-        raise ValueError("expected an HxWx3 frame")
+    def failing_convert(pipe, frame, out, roi=None):
+        raise edgeinf.InputError("expected an HxWx3 frame")
 
-    fake = types.ModuleType("edgeinf.preprocess")
-    fake.run_image = slow_run_image
-    monkeypatch.setitem(sys.modules, "edgeinf.preprocess", fake)
+    monkeypatch.setattr(Pipeline, "__call__", slow_convert)
     face.metrics.reset()
-    face.run_image(np.zeros((4, 4, 3), np.uint8))
+    face.run_image(np.zeros((4, 4, 3), np.uint8), mean=127.5, std=127.5)
     snap = face.metrics.snapshot()
     assert snap.calls == 1 and snap.errors == 0
     assert snap.stage_s["preprocess"] >= 0.02
     assert snap.sum_s >= 0.02 + snap.stage_s["inference"] - 1e-9
-    fake.run_image = failing_run_image
-    with pytest.raises(ValueError):
-        face.run_image(np.zeros((4, 4), np.uint8))
+    monkeypatch.setattr(Pipeline, "__call__", failing_convert)
+    with pytest.raises(edgeinf.InputError):
+        face.run_image(np.zeros((4, 4, 3), np.uint8), mean=127.5, std=127.5)
     assert face.metrics.snapshot().errors == 1
     face.invoke()  # a plain invoke afterwards books no stale preprocessing
     assert face.metrics.snapshot().stage_s["preprocess"] == pytest.approx(snap.stage_s["preprocess"])
 
 
-def test_run_image_through_run_books_the_conversion_too(face, monkeypatch):
-    # For inputs with dynamic dimensions the conversion writes a new array and calls run().
-    def convert_then_run(model, frame, color="bgr", **options):
-        time.sleep(0.02)
-        return model.run(np.zeros(model.inputs[0].shape, np.float32))
-
-    def convert_wrongly_then_run(model, frame, color="bgr", **options):
-        return model.run(np.zeros((1, 8, 8, 3), np.float32))
-
-    fake = types.ModuleType("edgeinf.preprocess")
-    fake.run_image = convert_then_run
-    monkeypatch.setitem(sys.modules, "edgeinf.preprocess", fake)
+def test_a_failed_run_image_counts_one_error_and_leaves_no_start_time_behind(face):
     face.metrics.reset()
-    face.run_image(np.zeros((4, 4, 3), np.uint8))
+    face.run_image(np.zeros((4, 4, 3), np.uint8), mean=127.5, std=127.5)
     snap = face.metrics.snapshot()
-    assert snap.calls == 1 and snap.stage_s["preprocess"] >= 0.02
-    fake.run_image = convert_wrongly_then_run
     with pytest.raises(edgeinf.InputError):
-        face.run_image(np.zeros((4, 4, 3), np.uint8))
-    assert face.metrics.snapshot().errors == 1  # counted once, by run(), not again by run_image
+        face.run_image(np.zeros((4, 4, 3), np.float32), mean=127.5, std=127.5)  # not a uint8 frame
+    with pytest.raises(edgeinf.InputError):
+        face.run_image(np.zeros((4, 4, 3), np.uint8), mean=127.5, std=127.5, input=1)  # the model has one input
+    assert face.metrics.snapshot().errors == 2
     time.sleep(0.05)  # a stale start time would add at least this much to the next call's preprocessing
     face.run(np.zeros((1, 128, 128, 3), np.float32))
     after = face.metrics.snapshot()

@@ -68,6 +68,7 @@ def test_landmarks_on_the_real_photo_fall_on_the_face():
 
 
 def test_edgeinf_run_prints_one_json_line_per_frame_matching_the_direct_models(small_clip, capsys, tmp_path):
+    pytest.importorskip("ai_edge_litert")
     # the example's deadlines raised far above any frame's time (an emulated Pi runs the
     # models 20-50x slower): this test is about the answers, the deadlines have their own tests
     relaxed = tmp_path / "face_mesh.toml"

@@ -181,6 +181,7 @@ def test_discover_on_an_empty_tree_is_empty_not_an_error(tmp_path):
 
 
 def test_discover_lists_an_unreadable_serial_meter_with_its_reason(tmp_path):
+    pytest.importorskip("serial")
     found = discover(tmp_path, vcgencmd=None, serial_ports=[str(tmp_path / "rfcomm0")])
     assert found.total is None
     assert "cannot open serial port" in found.unavailable[0][1]

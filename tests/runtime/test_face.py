@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from face_reference import anchor_centres, iou_one_to_many, weighted_nms
 
-from edgeinf.face import FULL_RANGE, SHORT_RANGE, FaceDetector, iou_one_to_many, ssd_anchors, weighted_nms
+from edgeinf.face import FULL_RANGE, SHORT_RANGE, FaceDetector
 
 PIL = pytest.importorskip("PIL.Image")
 
@@ -20,9 +21,9 @@ def photo(model_path):
 
 
 def test_anchor_counts_match_the_models():
-    assert len(ssd_anchors(SHORT_RANGE)) == 896
-    assert len(ssd_anchors(FULL_RANGE)) == 2304
-    a = ssd_anchors(SHORT_RANGE)
+    assert SHORT_RANGE.num_anchors() == len(anchor_centres(SHORT_RANGE)) == 896
+    assert FULL_RANGE.num_anchors() == len(anchor_centres(FULL_RANGE)) == 2304
+    a = anchor_centres(SHORT_RANGE)
     np.testing.assert_allclose(a[0], [0.5 / 16, 0.5 / 16])  # first cell of the 16x16 grid
     np.testing.assert_allclose(a[512], [0.5 / 8, 0.5 / 8])  # first cell of the 8x8 grid
 

@@ -29,6 +29,7 @@ def edgeinf_cli(*args, cwd=None):
 
 
 def test_info_json_describes_the_model(model_path):
+    pytest.importorskip("ai_edge_litert")
     path = model_path("face_detection_short_range")
     proc = edgeinf_cli("info", path, "--json", "--threads", "1")
     assert proc.returncode == 0, proc.stderr
@@ -49,6 +50,7 @@ def test_info_json_describes_the_model(model_path):
 
 
 def test_info_on_the_ncnn_model(model_path):
+    pytest.importorskip("ncnn")
     proc = edgeinf_cli("info", model_path("realesr_animevideov3_x2"), "--json")
     assert proc.returncode == 0, proc.stderr
     facts = json.loads(proc.stdout)
@@ -65,6 +67,7 @@ def test_info_on_a_bad_file_exits_2_with_the_reason(tmp_path):
 
 
 def test_demo_detects_the_face_and_writes_an_annotated_image(tmp_path, model_path):
+    pytest.importorskip("ai_edge_litert")
     PIL = pytest.importorskip("PIL.Image")
     model_path("grace_hopper")
     proc = edgeinf_cli("demo", "--out", tmp_path / "out.png", "--threads", "1", cwd=tmp_path)

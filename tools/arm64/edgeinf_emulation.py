@@ -37,9 +37,9 @@ def pytest_report_header(config):
     except Exception as exc:  # the header must never stop the run
         lines.append(f"board: unknown ({exc})")
     try:
-        from edgeinf import kernels
+        from edgeinf import isa
 
-        lines.append(f"kernel path: {kernels.active_isa()} (supported: {', '.join(kernels.supported_isas())})")
+        lines.append(f"kernel path: {isa.active_isa()} (supported: {', '.join(isa.supported_isas())})")
     except Exception as exc:
         lines.append(f"kernel path: native module not importable ({exc})")
     lines.append("emulated (qemu-user): correctness only; no timing from this run describes ARM performance")

@@ -19,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import bench
-from .errors import EdgeInfError
-from .model import MAX_THREADS
+from .. import bench
+from ..errors import EdgeInfError
+from ..model import MAX_THREADS
 
 CSV_COLUMNS = (
     "model_name",
@@ -179,8 +179,8 @@ class ProgressBar:
 
 
 def _resolve(model: str) -> Path:
-    from . import zoo
-    from .cli import UsageError
+    from .. import zoo
+    from ..cli import UsageError
 
     if model in zoo.names():
         return zoo.path(model)
@@ -212,7 +212,7 @@ def configurations(models, variants, threads, concurrency):
 
 
 def run(args) -> int:
-    from .cli import UsageError, check_output_file
+    from ..cli import UsageError, check_output_file
 
     if args.json == "-" and args.csv == "-":
         raise UsageError("--json and --csv cannot both go to stdout; give one of them a FILE")

@@ -1,0 +1,63 @@
+"""Which native kernel path runs, and a way to force one.
+
+The native module picks the best path the CPU supports (cpuid on x86, HWCAP on
+aarch64). ``EDGEINF_ISA`` forces a path for the whole process: the native module reads
+it once when it loads, whichever edgeinf module imports it first, and an unknown or
+unusable value fails that import with an ImportError naming the variable. ``use_isa``
+forces a path for a block, which is how tests compare every variant with the scalar
+reference.
+
+>>> from edgeinf.isa import active_isa, supported_isas
+>>> active_isa() in supported_isas()
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+
+from . import _C
+
+_switch_lock = threading.Lock()
+
+
+def active_isa() -> str:
+    """The kernel path in use: ``scalar``, ``avx2``, ``neon`` or ``neondot``."""
+    return _C.active_isa()
+
+
+def supported_isas() -> list[str]:
+    """Paths built into this package that this CPU can run, scalar first."""
+    return list(_C.supported_isas())
+
+
+def built_isas() -> list[str]:
+    """Paths compiled into this package for its target architecture."""
+    return list(_C.built_isas())
+
+
+def cpu_features() -> dict[str, bool]:
+    """CPU features that matter to the kernels (avx2, fma, neon, dotprod, ...)."""
+    return dict(_C.cpu_features())
+
+
+def set_isa(name: str) -> str:
+    """Force a kernel path for the whole process; returns the previous one.
+
+    Raises:
+        InputError: if ``name`` is unknown or not usable on this CPU.
+    """
+    return _C.set_isa(name)
+
+
+@contextlib.contextmanager
+def use_isa(name: str) -> Iterator[str]:
+    """Run a block on one kernel path, then restore the previous one."""
+    with _switch_lock:
+        previous = _C.set_isa(name)
+        try:
+            yield name
+        finally:
+            _C.set_isa(previous)
