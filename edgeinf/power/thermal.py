@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Optional
 
 DEFAULT_TRIP_C = 80.0  # the Raspberry Pi firmware's throttle point; boards with a passive trip use theirs
 DEFAULT_MARGIN_C = 3.0
@@ -93,9 +92,9 @@ class ThermalModel:
         self._reading_var = reading_step_c**2 / 12.0 + reading_noise_c**2
         self._ambient_var_rate = ambient_drift_c**2
         self._temp_var_rate = model_error_c**2
-        self._state: Optional[list[float]] = None  # [T, T_amb]
+        self._state: list[float] = []  # [T, T_amb] once a reading came
         self._cov = [[0.0, 0.0], [0.0, 0.0]]
-        self._t: Optional[float] = None
+        self._t = 0.0
         self._blocks: deque[tuple[float, float]] = deque(maxlen=max(10, int(window_s / block_s)))
         self._block = [0.0, 0.0, 0.0, 0.0]  # start time, time, sum of T readings x dt, sum of P x dt
         self._block_readings = 0
@@ -105,7 +104,7 @@ class ThermalModel:
     @property
     def ready(self) -> bool:
         """True once the model has seen a reading."""
-        return self._state is not None
+        return bool(self._state)
 
     @property
     def temp_c(self) -> float:
@@ -148,7 +147,7 @@ class ThermalModel:
         """One reading: ``temp_c`` at ``t_s``, after a period whose mean power was ``power_w``."""
         if not (math.isfinite(temp_c) and math.isfinite(power_w)):
             raise ValueError(f"thermal model needs finite readings, got {temp_c!r} °C and {power_w!r} W")
-        if self._state is None:
+        if not self._state:
             self._state = [temp_c, temp_c]  # a board first seen is taken to be at ambient
             self._cov = [[self._reading_var, 0.0], [0.0, 25.0]]
             self._t = t_s
@@ -165,7 +164,7 @@ class ThermalModel:
     def saw_throttling(self, trip_c: float) -> None:
         """The board throttles: the die is at least at ``trip_c``. Raise the estimate (and the
         ambient, which is what the model got wrong) to match, at once."""
-        if self._state is None or self._state[0] >= trip_c:
+        if not self._state or self._state[0] >= trip_c:
             return
         shortfall = trip_c - self._state[0]
         self._state[0] = trip_c

@@ -60,6 +60,7 @@ def decode_json_request(body: bytes, max_elements: int) -> tuple[object, dict]:
         raise RequestError(f"dequantize must be true or false, got {dequantize!r}")
     budget = [max_elements]
     raw = request["inputs"]
+    inputs: dict[str, np.ndarray] | list[np.ndarray] | np.ndarray
     if isinstance(raw, dict) and "shape" not in raw:
         inputs = {str(name): decode_tensor(t, f"inputs.{name}", budget) for name, t in raw.items()}
     elif isinstance(raw, list):

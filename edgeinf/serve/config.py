@@ -218,7 +218,7 @@ def _toml(text: str, path: Path) -> dict:
         import tomllib
     except ImportError:  # Python < 3.11
         try:
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[no-redef]
         except ImportError:
             raise InputError("reading a serve config on Python < 3.11 needs tomli: pip install tomli") from None
     try:
@@ -269,7 +269,7 @@ def _number(table: dict, key: str, default: float, low: float, where: str, high:
 def _dataclass(cls, table: dict, where: str):
     defaults = cls()
     _known(table, set(vars(defaults)), where)
-    values = {}
+    values: dict[str, float] = {}
     for key, default in vars(defaults).items():
         if isinstance(default, int):
             values[key] = _int(table, key, default, 0, 1 << 40, where)

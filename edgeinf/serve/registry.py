@@ -18,12 +18,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import InputError, ModelFileError
 from .config import Limits, ModelConfig, Rollback, VariantConfig
 from .workers import Pool
+
+if TYPE_CHECKING:
+    from ..ab import ABTest
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +236,7 @@ class ModelEntry:
         self.reloads = 0
         self.rollbacks = 0
         self._random = random.Random(seed)
-        self.ab = None
+        self.ab: ABTest | None = None
         self._attach_ab()
 
     @property

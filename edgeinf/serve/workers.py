@@ -16,6 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..ab import ABTest
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +104,7 @@ class Pool:
         self.capacity = capacity
         self.deadline_s = deadline_s
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.ab = None  # an ABTest whose primary is this variant (set by the registry)
+        self.ab: ABTest | None = None  # an ABTest whose primary is this variant (set by the registry)
         self._lock = threading.Lock()
         self._pending = 0
         self._workers: list[Worker] = []

@@ -104,8 +104,8 @@ class ZoneThrottleSensor:
     name = "thermal-trips"
 
     def __init__(self, zones: Sequence[ThermalZone], clock: Clock = time.monotonic):
-        self.zones = [(zone, zone.throttle_trip_mc()) for zone in zones]
-        self.zones = [(zone, trip) for zone, trip in self.zones if trip is not None]
+        trips = [(zone, zone.throttle_trip_mc()) for zone in zones]
+        self.zones = [(zone, trip) for zone, trip in trips if trip is not None]
         if not self.zones:
             raise SensorError(f"no thermal zone reports a trip point among {[z.name for z in zones] or 'none'}")
         self.clock = clock
