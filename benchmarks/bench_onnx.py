@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from edgeinf import bench, zoo  # noqa: E402
 from edgeinf.convert import convert  # noqa: E402
-from edgeinf.errors import BackendUnavailableError  # noqa: E402
+from edgeinf.errors import BackendUnavailableError, RuntimeFailure  # noqa: E402
 
 MODELS = {  # manifest name: the input shape its dynamic dimensions are fixed to
     "ppocr_cls_mobile": (1, 3, 48, 192),
@@ -54,6 +54,8 @@ def contenders(name: str, shape, scratch: Path) -> tuple[list[tuple[str, Path, s
         tflite = convert(source, "tflite", scratch / name / "tflite", input_shapes=[shape_text])
     except BackendUnavailableError as exc:
         missing.append({"runtime": "litert", "why": str(exc).split(":")[0]})
+    except RuntimeFailure as exc:  # onnx2tf itself failed on this model: a row that says so
+        missing.append({"runtime": "litert", "why": str(exc)})
     else:
         if tflite.passed:
             found.append(("litert xnnpack", Path(tflite.files[0]), "tflite", max(o.max_abs for o in tflite.outputs)))

@@ -1,8 +1,11 @@
 """Face detection on a camera loop under a power budget (Raspberry Pi first, any Linux box after).
 
-Frames come from the Pi camera (picamera2) when it is there, else from an OpenCV camera,
-else from a folder of images (or one image), looped: ``--source auto`` tries them in that
-order, so the same script runs on a Pi, a laptop and a CI machine.
+Frames come from `edgeinf.sources`: the Pi camera's lores stream (picamera2) when it is
+there, else an OpenCV camera, else a folder of images (or one image), looped: ``--source
+auto`` tries them in that order, so the same script runs on a Pi, a laptop and a CI machine.
+A camera source keeps only the newest frame (a slow detector never works on a stale one;
+the frames it never saw are counted as dropped), and each frame goes to the detector in
+the camera's own format (I420 from the Pi camera) through ``Model.run_image``.
 
 The power budget (``--budget-mw``) is held by one of two policies:
 
@@ -32,64 +35,13 @@ import logging
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 log = logging.getLogger("pi_camera_loop")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
-# -- frame sources: each yields HxWx3 uint8 RGB frames ------------------------------------------
-
-
-def picamera_frames(size=(640, 480)) -> Iterator[np.ndarray]:
-    from picamera2 import Picamera2  # only on a Pi
-
-    camera = Picamera2()
-    # picamera2's "RGB888" is stored B, G, R in memory (libcamera's naming), hence the flip.
-    camera.configure(camera.create_preview_configuration(main={"format": "RGB888", "size": size}))
-    camera.start()
-    try:
-        while True:
-            yield np.ascontiguousarray(camera.capture_array()[:, :, ::-1])
-    finally:
-        camera.stop()
-
-
-def opencv_frames(index: int = 0) -> Iterator[np.ndarray]:
-    import cv2
-
-    capture = cv2.VideoCapture(index)
-    try:
-        while True:
-            ok, bgr = capture.read()
-            if not ok:
-                return
-            yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
-    finally:
-        capture.release()
-
-
-def folder_frames(path: Path) -> Iterator[np.ndarray]:
-    """Every image of a folder (or one image), in name order, looped forever.
-
-    Raises:
-        FileNotFoundError: no image there (at once, not at the first frame).
-    """
-    from PIL import Image
-
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-    if not files:
-        raise FileNotFoundError(f"no images ({', '.join(IMAGE_SUFFIXES)}) in {path}")
-    images = [np.asarray(Image.open(f).convert("RGB")) for f in files]
-
-    def loop():
-        while True:
-            yield from images
-
-    return loop()
+# -- frame sources: edgeinf.sources, frames in the device's own format ---------------------------
 
 
 def _opencv_camera_works(index: int) -> bool:
@@ -104,23 +56,36 @@ def _opencv_camera_works(index: int) -> bool:
         capture.release()
 
 
-def open_source(kind: str, folder: Path | None, camera: int) -> tuple[str, Iterator[np.ndarray]]:
-    """The frame source by name, or the first that works for ``auto``."""
+def open_source(kind: str, folder: Path | None, camera: int):
+    """The frame source by name, or the first that works for ``auto``: an `edgeinf.sources.Source`.
+
+    The Pi camera gives its lores stream as I420 and an OpenCV camera BGR: the detector
+    takes either as it comes (``run_image`` converts while it resizes), no copy on the way.
+    A folder (or one image) is read in name order, looped, every image in turn: the loop
+    paces it at ``--fps`` as a camera would.
+
+    Raises:
+        SourceError: the source asked for is missing (no picamera2, no images in the folder).
+    """
+    import edgeinf.sources as sources
+
     if kind in ("auto", "picamera"):
         try:
-            import picamera2  # noqa: F401
-
-            return "picamera2", picamera_frames()
+            import picamera2  # noqa: F401 - only on a Pi
         except ImportError:
             if kind == "picamera":
-                raise
+                raise sources.SourceError(
+                    "picamera2 is not installed: on a Raspberry Pi, `sudo apt install python3-picamera2`"
+                ) from None
+        else:
+            return "picamera2", sources.Picamera2Source(size=(640, 480)).start()
     if kind in ("auto", "opencv") and (kind == "opencv" or _opencv_camera_works(camera)):
-        return f"opencv camera {camera}", opencv_frames(camera)
+        return f"opencv camera {camera}", sources.OpenCVSource(camera).start()
     if folder is None:
         from edgeinf import zoo
 
         folder = zoo.path("grace_hopper")  # a real photo, fetched once from the package registry
-    return f"images in {folder}", folder_frames(folder)
+    return f"images in {folder}", sources.ImageFolder(folder, loop=True).start()
 
 
 # -- the power budget -----------------------------------------------------------------------------
@@ -320,9 +285,9 @@ def main(argv=None) -> int:
     import edgeinf.metrics
     from edgeinf import zoo
     from edgeinf.face import FaceDetector
+    from edgeinf.sources import SourceEnded
 
     paths = {v: (zoo.path(v) if v in zoo.names() else Path(v)) for v in args.variants.split(",")}
-    name, frames = open_source(args.source, args.folder, args.camera)
     sensor, sensor_name = power_sensor(args.power_root)
     policy_name = args.policy if args.policy != "auto" else ("scheduler" if scheduler_available() else "duty")
     if policy_name == "scheduler":
@@ -334,24 +299,30 @@ def main(argv=None) -> int:
         policy = DutyCyclePolicy(first, budget)
         paths = {first: paths[first]}
     detectors = {v: FaceDetector(p, num_threads=args.threads) for v, p in paths.items()}
+    name, source = open_source(args.source, args.folder, args.camera)
     exporter = edgeinf.metrics.serve(args.metrics_port) if args.metrics_port is not None else None
     processed: list[tuple[str, int]] = []
     taken = 0
     paced = name.startswith("images")
     start = time.monotonic()
     try:
-        for n, rgb in enumerate(frames):
-            if args.frames and n >= args.frames:
-                break
+        while not args.frames or taken < args.frames:
             if paced:  # a folder stands in for a camera: frames arrive at --fps
-                time.sleep(max(0.0, start + n / args.fps - time.monotonic()))
+                time.sleep(max(0.0, start + taken / args.fps - time.monotonic()))
+            try:
+                frame = source.read()
+            except SourceEnded:
+                break
+            n = taken
             taken += 1
             variant = policy.choose(time.monotonic())
             if variant is None:
                 policy.skipped()
                 continue
             t0 = time.perf_counter()
-            faces = detectors[variant].detect(rgb)
+            # FaceDetector.detect is Model.run_image (letterbox, resize and colour conversion in
+            # one native pass from the frame's own format) followed by the native decoder.
+            faces = detectors[variant].detect(frame.data, frame.format)
             busy = time.perf_counter() - t0
             rest = policy.done(variant, busy)
             processed.append((variant, len(faces)))
@@ -364,6 +335,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        source.close()
         if exporter is not None:
             exporter.close()
     wall = time.monotonic() - start
@@ -376,6 +348,7 @@ def main(argv=None) -> int:
         "frames": taken,
         "processed": len(processed),
         "dropped": taken - len(processed),
+        "dropped_by_source": source.stats.dropped,  # frames the camera replaced before the loop read them
         "frames_with_faces": sum(1 for _, f in processed if f),
         "variants_used": {v: sum(1 for u, _ in processed if u == v) for v in detectors},
         "fps_processed": len(processed) / wall if wall > 0 else 0.0,

@@ -11,6 +11,7 @@ run on the same real inputs, and the errors per output decide whether it passed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
@@ -106,6 +107,12 @@ class ConversionReport:
                     f"(outputs up to {e.reference_max_abs:.3g}), cosine {e.cosine:.6f}{top1}"
                     + ("" if e.alignment == "same" else f"  [{e.alignment}]")
                 )
+                d = e.detections
+                if d is not None:
+                    lines.append(
+                        f"      detections: {d.matched} matched of {d.reference} (original) and {d.converted} "
+                        f"(converted), mean IoU {d.mean_iou:.3f}, max score difference {d.max_score_delta:.3g}"
+                    )
         for failure in self.failures:
             lines.append(f"  FAILED: {failure}")
         return "\n".join(lines)
@@ -232,7 +239,7 @@ def convert(
     else:
         from . import onnx2tf as tool
 
-        converted, command = tool.to_tflite(path, out, shapes, fp16=fp16)
+        converted, command = tool.to_tflite(path, out, shapes, fp16=fp16, external=parsed.external_data)
         report.files = [str(converted)]
         options = {}
         report.converter = {"tool": "onnx2tf", "version": tool.version(), "command": command}
@@ -255,6 +262,7 @@ def convert(
     if not verify:
         return report
 
+    from . import detections
     from . import samples as sampling
 
     tolerance = tolerance or Tolerance.default(fp16)
@@ -265,6 +273,8 @@ def convert(
     ):
         dtypes = {spec.name: spec.dtype for spec in original.inputs}
         made = sampling.make(shapes, dtypes, [Path(p) for p in images])
+        image_sizes = [(s[2], s[3]) for s in shapes.values() if len(s) == 4 and s[1] in (1, 3)]
+        detecting = importlib.util.find_spec("cv2") is not None  # it finds a score map's regions
         errors: list[OutputError | None] = [None] * len(original.outputs)
         for sample in made:
             reference = original.run(sample.arrays)
@@ -285,7 +295,12 @@ def convert(
                     return report
                 if errors[i] is None:
                     errors[i] = OutputError(spec.name, ref.shape, value.shape, lined[1])
+                    if detecting and detections.is_score_map(ref.shape, image_sizes):
+                        errors[i].detections = detections.DetectionAgreement()
                 errors[i].add(ref, lined[0])
+                if errors[i].detections is not None:
+                    for one, other in zip(ref[:, 0], lined[0][:, 0]):
+                        errors[i].detections.add(detections.from_score_map(one), detections.from_score_map(other))
             report.samples.append(sample.description)
     report.outputs = [e for e in errors if e is not None]
     report.verified = True

@@ -6,7 +6,9 @@ is lined up with the original before comparing, and the report says how. Errors 
 output: the largest and the mean absolute difference, the original's largest magnitude
 (to judge them), and the cosine similarity of the flattened outputs. Where an output is
 a score per class (``[batch, classes]``, or ``[batch, steps, classes]`` as a CTC text
-recognizer gives), the share of rows whose top class agrees is the task metric.
+recognizer gives), the share of rows whose top class agrees is the task metric; where it
+is a detector's score map, the detections of both models matched by IoU
+(`edgeinf.convert.detections`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .detections import DetectionAgreement
 
 
 @dataclass
@@ -29,6 +33,7 @@ class OutputError:
     reference_max_abs: float = 0.0
     cosine: float = 1.0
     top1_agreement: float | None = None
+    detections: DetectionAgreement | None = None
     _sum_abs: float = field(default=0.0, repr=False)
     _count: int = field(default=0, repr=False)
     _top1_same: int = field(default=0, repr=False)
@@ -63,6 +68,7 @@ class OutputError:
             "reference_max_abs": self.reference_max_abs,
             "cosine": self.cosine,
             "top1_agreement": self.top1_agreement,
+            "detections": None if self.detections is None else self.detections.as_dict(),
         }
 
 

@@ -1,8 +1,11 @@
 """Any GStreamer pipeline (V4L2, RTSP, files, test sources) through an appsink.
 
 The appsink keeps one buffer and drops older ones (``drop=true max-buffers=1``), so a
-slow reader never sees a queue of stale frames. Uses PyGObject (``python3-gi`` and
-``gir1.2-gst-plugins-base-1.0`` on Debian), imported when the source opens.
+slow reader never sees a queue of stale frames. Uses PyGObject (``python3-gi``,
+``gir1.2-gstreamer-1.0`` and ``gir1.2-gst-plugins-base-1.0`` on Debian), imported when the
+source opens. Buffers are read through their video layout (GstVideo's strides and plane
+offsets): GStreamer pads rows to 4 bytes, so a 90-pixel-wide I420 frame has 92-byte luma
+rows and 48-byte chroma rows.
 """
 
 from __future__ import annotations
@@ -40,12 +43,15 @@ class GStreamerSource(Source):
             import gi
 
             gi.require_version("Gst", "1.0")
-            from gi.repository import Gst
+            gi.require_version("GstVideo", "1.0")
+            from gi.repository import Gst, GstVideo
         except (ImportError, ValueError):
             raise SourceError(
                 "GStreamer sources need PyGObject and GStreamer: apt install python3-gi gir1.2-gstreamer-1.0 "
-                "gstreamer1.0-plugins-base gstreamer1.0-plugins-good"
+                "gir1.2-gst-plugins-base-1.0 gstreamer1.0-plugins-base gstreamer1.0-plugins-good "
+                "(a venv: tools/install_gstreamer.sh links or builds PyGObject into it)"
             ) from None
+        self._GstVideo = GstVideo
         Gst.init(None)
         caps = f"video/x-raw,format={_CAPS_FORMAT[self.format]}"
         text = f"{self.description} ! videoconvert ! {caps} ! appsink name={_SINK} drop=true max-buffers=1 sync=false"
@@ -56,8 +62,10 @@ class GStreamerSource(Source):
         self._Gst = Gst
         self._sink = pipeline.get_by_name(_SINK)
         if pipeline.set_state(Gst.State.PLAYING) == Gst.StateChangeReturn.FAILURE:
+            message = pipeline.get_bus().pop_filtered(Gst.MessageType.ERROR)
             pipeline.set_state(Gst.State.NULL)
-            raise SourceError(f"GStreamer could not start {self.description!r} (missing device or plugin?)")
+            why = f"{message.parse_error()[0].message}" if message is not None else "missing device or plugin?"
+            raise SourceError(f"GStreamer could not start {self.description!r}: {why}")
         self._pipeline = pipeline
 
     def _grab(self) -> np.ndarray | None:
@@ -69,8 +77,9 @@ class GStreamerSource(Source):
                     return None
                 self._check_bus()
                 continue
-            structure = sample.get_caps().get_structure(0)
-            width, height = structure.get_value("width"), structure.get_value("height")
+            layout = self._GstVideo.VideoInfo.new_from_caps(sample.get_caps())
+            if layout is None:
+                raise SourceError(f"{self.name}: the sink's caps are not raw video: {sample.get_caps().to_string()}")
             buffer = sample.get_buffer()
             ok, info = buffer.map(Gst.MapFlags.READ)
             if not ok:
@@ -80,7 +89,8 @@ class GStreamerSource(Source):
                 data = np.frombuffer(info.data, np.uint8).copy()
             finally:
                 buffer.unmap(info)
-            return _shape(data, self.format, width, height)
+            planes = [(int(layout.offset[i]), int(layout.stride[i])) for i in range(layout.finfo.n_planes)]
+            return _frame(data, self.format, int(layout.width), int(layout.height), planes)
         return None
 
     def _check_bus(self) -> None:
@@ -95,17 +105,37 @@ class GStreamerSource(Source):
             self._pipeline = None
 
 
-def _shape(data: np.ndarray, format: str, width: int, height: int) -> np.ndarray:
-    """A frame array from a tightly packed buffer (GStreamer pads rows to 4 bytes: strided views)."""
+def _frame(data: np.ndarray, format: str, width: int, height: int, planes: list[tuple[int, int]]) -> np.ndarray:
+    """A frame array from a buffer whose planes start at ``offset`` with rows ``stride`` bytes apart.
+
+    Packed formats keep their padded rows (a strided view); YUV 4:2:0 planes are packed
+    into the (H * 3 / 2, W) layout unless they already are.
+    """
     if format in ("nv12", "i420"):
-        if data.size < width * height * 3 // 2:
-            raise SourceError(
-                f"a {width}x{height} {format} buffer needs {width * height * 3 // 2} bytes, got {data.size}"
-            )
-        return data[: width * height * 3 // 2].reshape(height * 3 // 2, width)
+        if width % 2 or height % 2:
+            raise SourceError(f"a {format} frame needs an even width and height, got {width}x{height}")
+        chroma = [(height // 2, width)] if format == "nv12" else [(height // 2, width // 2)] * 2
+        rows = [_plane(data, planes[0], height, width)]
+        rows += [_plane(data, plane, h, w) for plane, (h, w) in zip(planes[1:], chroma)]
+        tight = np.empty((height * 3 // 2, width), np.uint8)
+        tight[:height] = rows[0]
+        flat = tight[height:].reshape(-1)
+        start = 0
+        for plane in rows[1:]:
+            flat[start : start + plane.size] = plane.reshape(-1)
+            start += plane.size
+        return tight
     channels = {"bgr": 3, "rgb": 3, "gray": 1, "yuyv": 2}[format]
-    stride = data.size // height
-    if stride < width * channels:
-        raise SourceError(f"a {width}x{height} {format} buffer of {data.size} bytes is too small")
-    rows = data[: stride * height].reshape(height, stride)[:, : width * channels]
+    rows = _plane(data, planes[0], height, width * channels)
     return rows.reshape(height, width, channels) if channels > 1 else rows
+
+
+def _plane(data: np.ndarray, plane: tuple[int, int], height: int, row_bytes: int) -> np.ndarray:
+    """``height`` rows of ``row_bytes`` from ``data``, the rows ``stride`` bytes apart from ``offset``."""
+    offset, stride = plane
+    if stride < row_bytes or offset < 0 or offset + stride * (height - 1) + row_bytes > data.size:
+        raise SourceError(
+            f"a video buffer of {data.size} bytes cannot hold {height} rows of {row_bytes} bytes "
+            f"{stride} bytes apart from byte {offset}"
+        )
+    return np.lib.stride_tricks.as_strided(data[offset:], (height, row_bytes), (stride, 1))

@@ -7,8 +7,10 @@ import json
 import os
 import subprocess
 import sys
+import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import edgeinf
@@ -107,8 +109,69 @@ def test_camera_loop_serves_metrics(pi_loop, capsys):
 
 
 def test_camera_loop_refuses_an_empty_folder(pi_loop, tmp_path):
-    with pytest.raises(FileNotFoundError, match="no images"):
+    from edgeinf.sources import SourceError
+
+    with pytest.raises(SourceError, match="no images"):
         pi_loop.main(["--source", "folder", "--folder", str(tmp_path), "--frames", "1"])
+
+
+class _FakePicamera2:
+    """picamera2 at its package boundary: the calls the lores source makes, with real I420 frames
+    of the manifest's portrait (at 640x480, padded rows as the Pi's ISP gives them)."""
+
+    frame: np.ndarray  # the tight I420 frame, set by the test
+    padding = 64
+    configured: dict = {}
+
+    def __init__(self, camera_num=0):
+        self.config = None
+
+    def create_video_configuration(self, main, lores):
+        return {"main": main, "lores": lores}
+
+    def configure(self, config):
+        self.config = config
+        _FakePicamera2.configured = config
+
+    def stream_configuration(self, name):
+        return {"stride": self.config[name]["size"][0] + self.padding}
+
+    def start(self):
+        pass
+
+    def capture_array(self, name):
+        import time
+
+        time.sleep(0.005)  # the camera's pace
+        width, height = self.config[name]["size"]
+        stride = width + self.padding
+        flat = np.zeros(height * 3 // 2 * stride, np.uint8)
+        flat[: height * stride].reshape(height, stride)[:, :width] = self.frame[:height]
+        chroma = self.frame[height:].reshape(height, width // 2)
+        flat[height * stride :].reshape(height, stride // 2)[:, : width // 2] = chroma
+        return flat.reshape(height * 3 // 2, stride)
+
+    def stop(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def test_camera_loop_on_the_pi_camera_lores_stream(pi_loop, capsys, tmp_path, monkeypatch, model_path):
+    cv2 = pytest.importorskip("cv2")
+    from PIL import Image
+
+    with Image.open(model_path("grace_hopper")) as photo:
+        rgb = np.asarray(photo.convert("RGB").resize((640, 480)))
+    monkeypatch.setattr(_FakePicamera2, "frame", cv2.cvtColor(rgb, cv2.COLOR_RGB2YUV_I420), raising=False)
+    monkeypatch.setitem(sys.modules, "picamera2", types.SimpleNamespace(Picamera2=_FakePicamera2))
+    args = ["--source", "auto", "--frames", "3", "--json", "--power-root", str(tmp_path)]
+    code = pi_loop.main([*args, "--policy", "duty", "--budget-mw", "5000", "--variants", "face_detection_short_range"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["source"] == "picamera2"  # auto picks the Pi camera when picamera2 imports
+    assert _FakePicamera2.configured["lores"] == {"size": (640, 480), "format": "YUV420"}
+    assert summary["processed"] == 3 and summary["frames_with_faces"] == 3  # the face, found in I420 frames
 
 
 def test_duty_cycle_budget_holds_the_average(pi_loop):
