@@ -1,7 +1,7 @@
 // AVX2 add / mul: 16 values per step in int32 lanes.
 #include <immintrin.h>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "../../quant/avx2_inl.h"
 #include "binary.h"
 
 namespace edgeinf::qs8 {

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
 
 namespace edgeinf::qs8 {
 

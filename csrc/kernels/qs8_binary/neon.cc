@@ -1,7 +1,7 @@
 // NEON add / mul: 8 values per step in int32 lanes.
 #include <arm_neon.h>
 
-#include "../qs8_requantize/neon_inl.h"
+#include "../../quant/neon_inl.h"
 #include "binary.h"
 
 namespace edgeinf::qs8 {

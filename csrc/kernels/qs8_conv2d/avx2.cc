@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "conv2d.h"
-#include "rq_avx2_inl.h"
+#include "../../quant/rq_avx2_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {

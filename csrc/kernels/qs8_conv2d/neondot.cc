@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "conv2d.h"
-#include "rq_neon_inl.h"
+#include "../../quant/rq_neon_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "conv2d.h"
-#include "rq_params.h"
+#include "../../quant/rq_params.h"
 
 namespace edgeinf::qs8 {
 

@@ -1,5 +1,4 @@
 // Scalar reference conv2d: TFLite's reference_integer_ops::ConvPerChannel loop order.
-#include "../../dispatch.h"
 #include "conv2d.h"
 
 namespace edgeinf::qs8 {
@@ -36,30 +35,6 @@ void qs8_conv2d__scalar(const ConvWeights& cw, const ConvGeometry& g, const int8
       }
     }
   }
-}
-
-namespace {
-
-void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  qs8_conv2d__gemm(w.gemm(), g, in, out);
-}
-
-}  // namespace
-
-void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
-  if (w.direct()) {
-    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
-               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
-    return;
-  }
-  // Every other SIMD path goes through the GEMM, which dispatches to its own variant.
-  const Fn simd = &conv2d_gemm;
-  if (w.avx2_direct()) {
-    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd)(w, g, in, out);
-    return;
-  }
-  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

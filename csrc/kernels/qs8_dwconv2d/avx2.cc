@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../qs8_conv2d/rq_avx2_inl.h"
+#include "../../quant/rq_avx2_inl.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "../qs8_conv2d/rq_params.h"
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
+#include "../../quant/rq_params.h"
 
 namespace edgeinf::qs8 {
 

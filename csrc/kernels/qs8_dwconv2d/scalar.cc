@@ -1,8 +1,7 @@
-// Scalar reference depthwise conv2d, weight preparation and dispatch.
+// Scalar reference depthwise conv2d and its weight preparation.
 #include <stdexcept>
 #include <string>
 
-#include "../../dispatch.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
@@ -154,12 +153,6 @@ void qs8_dwconv2d__scalar(const DwWeights& w, const DwGeometry& g, const int8_t*
       }
     }
   }
-}
-
-void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const DwWeights&, const DwGeometry&, const int8_t*, int8_t*);
-  select<Fn>(&qs8_dwconv2d__scalar, EDGEINF_AVX2(qs8_dwconv2d__avx2), EDGEINF_NEON(qs8_dwconv2d__neon),
-             EDGEINF_NEON(qs8_dwconv2d__neon))(w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../qs8_conv2d/rq_avx2_inl.h"
-#include "../qs8_requantize/avx2_inl.h"
+#include "../../quant/avx2_inl.h"
+#include "../../quant/rq_avx2_inl.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8 {

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "../../quant/avx2_inl.h"
 #include "pool.h"
 
 namespace edgeinf::qs8 {

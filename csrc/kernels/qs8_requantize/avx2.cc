@@ -1,5 +1,5 @@
 // AVX2 requantization: 16 channels per step; the tail goes through the scalar helper.
-#include "avx2_inl.h"
+#include "../../quant/avx2_inl.h"
 #include "requantize.h"
 
 namespace edgeinf::qs8 {

@@ -233,6 +233,8 @@ struct Kernels {
 const Kernels& kernels__scalar();
 const Kernels& kernels__avx2();
 const Kernels& kernels__neon();
+// The primitives of the active path (kernels/dispatch.cc).
+const Kernels& active_kernels();
 
 // The scalar primitives, also used by SIMD files for tails and unvectorized cases.
 void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,

@@ -3,29 +3,11 @@
 #include <cstring>
 #include <vector>
 
-#include "../../dispatch.h"
 #include "../../threadpool.h"
 #include "image_to_tensor.h"
 
 namespace edgeinf::preprocess {
 namespace {
-
-const Kernels& active_kernels() {
-  const Kernels* (*pick)() =
-      select<const Kernels* (*)()>([] { return &kernels__scalar(); },
-#if defined(EDGEINF_BUILD_AVX2)
-                                   [] { return &kernels__avx2(); },
-#else
-                                   nullptr,
-#endif
-#if defined(EDGEINF_BUILD_NEON)
-                                   [] { return &kernels__neon(); },
-#else
-                                   nullptr,
-#endif
-                                   nullptr);
-  return *pick();
-}
 
 int element_size(OutType t) { return t == OutType::kFloat32 ? 4 : 1; }
 

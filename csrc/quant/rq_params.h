@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../../dispatch.h"
-#include "../qs8_requantize/requantize.h"
+#include "../dispatch.h"
+#include "requantization.h"
 
 namespace edgeinf::qs8 {
 

@@ -5,8 +5,8 @@
 
 #include <arm_neon.h>
 
-#include "../qs8_requantize/neon_inl.h"
-#include "../qs8_requantize/requantize.h"
+#include "neon_inl.h"
+#include "requantization.h"
 
 namespace edgeinf::qs8::neon_rq {
 

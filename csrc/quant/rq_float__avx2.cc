@@ -20,7 +20,7 @@
 #include <cmath>
 #include <limits>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "avx2_inl.h"
 #include "rq_avx2_inl.h"
 #include "rq_params.h"
 
