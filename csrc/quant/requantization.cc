@@ -2,9 +2,8 @@
 // the per-channel parameter set and the activation clamp.
 #include "requantization.h"
 
+#include <cassert>
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 namespace edgeinf::qs8 {
 
@@ -30,28 +29,11 @@ QuantizedMultiplier quantize_multiplier(double real_multiplier) {
 
 Requantization::Requantization(std::vector<int32_t> m, std::vector<int32_t> s, int32_t zp, int32_t lo, int32_t hi)
     : multiplier(std::move(m)), shift(std::move(s)), output_zero_point(zp), act_min(lo), act_max(hi) {
-  if (multiplier.size() != shift.size() || multiplier.empty()) {
-    throw std::invalid_argument("requantization: expected as many shifts as multipliers (>= 1), got " +
-                                std::to_string(multiplier.size()) + " multipliers and " +
-                                std::to_string(shift.size()) + " shifts");
-  }
-  for (size_t c = 0; c < multiplier.size(); ++c) {
-    if (multiplier[c] < 0) {
-      throw std::invalid_argument("requantization: multiplier must be >= 0, got " + std::to_string(multiplier[c]) +
-                                  " at channel " + std::to_string(c));
-    }
-    if (shift[c] < -31 || shift[c] > 30) {
-      throw std::invalid_argument("requantization: shift must be in [-31, 30], got " + std::to_string(shift[c]) +
-                                  " at channel " + std::to_string(c) + " (real multiplier out of range)");
-    }
-  }
-  if (zp < -128 || zp > 127) {
-    throw std::invalid_argument("requantization: output zero point must be in [-128, 127], got " + std::to_string(zp));
-  }
-  if (lo < -128 || hi > 127 || lo > hi) {
-    throw std::invalid_argument("requantization: activation range must satisfy -128 <= min <= max <= 127, got [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
+  // Preconditions, checked by the bindings (bindings/quant_arrays.h: checked_requantization).
+  assert(!multiplier.empty() && multiplier.size() == shift.size());
+  for (size_t c = 0; c < multiplier.size(); ++c) assert(multiplier[c] >= 0 && shift[c] >= -31 && shift[c] <= 30);
+  assert(zp >= -128 && zp <= 127);
+  assert(lo >= -128 && hi <= 127 && lo <= hi);
   left_shift.resize(shift.size());
   right_shift.resize(shift.size());
   for (size_t c = 0; c < shift.size(); ++c) {

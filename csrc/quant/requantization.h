@@ -29,9 +29,7 @@ QuantizedMultiplier quantize_multiplier(double real_multiplier);
 
 // x * 2^s with two's-complement wrap-around, as the compiled `x * (1 << s)` behaves
 // (signed overflow is undefined in C++, so it is spelled on unsigned values).
-inline int32_t shift_left_wrapping(int32_t x, int s) {
-  return static_cast<int32_t>(static_cast<uint32_t>(x) << s);
-}
+inline int32_t shift_left_wrapping(int32_t x, int s) { return static_cast<int32_t>(static_cast<uint32_t>(x) << s); }
 
 // gemmlowp SaturatingRoundingDoublingHighMul: round(a * b / 2^31) with ties toward
 // +infinity (the nudge 1 - 2^30 for negative products and C's truncating division
@@ -58,8 +56,7 @@ inline int32_t rounding_divide_by_pot(int32_t x, int exponent) {
 inline int32_t multiply_by_quantized_multiplier(int32_t x, int32_t multiplier, int shift) {
   const int left = shift > 0 ? shift : 0;
   const int right = shift > 0 ? 0 : -shift;
-  return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shift_left_wrapping(x, left), multiplier),
-                                right);
+  return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shift_left_wrapping(x, left), multiplier), right);
 }
 
 // Per-channel requantization of int32 accumulators to int8:
@@ -75,8 +72,8 @@ struct Requantization {
   int32_t act_min = -128;
   int32_t act_max = 127;
 
-  // Throws std::invalid_argument on a shift outside [-31, 30], a negative multiplier
-  // or an activation range outside int8 / empty.
+  // Expects as many shifts as multipliers, multipliers >= 0, shifts in [-31, 30] and an
+  // int8 zero point and activation range (bindings/quant_arrays.h checks untrusted ones).
   Requantization(std::vector<int32_t> multiplier, std::vector<int32_t> shift, int32_t output_zero_point,
                  int32_t act_min, int32_t act_max);
   Requantization() = default;
