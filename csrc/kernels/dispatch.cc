@@ -87,14 +87,14 @@ void qs8_avgpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
 
 void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p) {
   using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const AddParams&);
-  select<Fn>(&qs8_add__scalar, EDGEINF_AVX2(qs8_add__avx2), EDGEINF_NEON(qs8_add__neon),
-             EDGEINF_NEON(qs8_add__neon))(a, b, out, n, p);
+  select<Fn>(&qs8_add__scalar, EDGEINF_AVX2(qs8_add__avx2), EDGEINF_NEON(qs8_add__neon), EDGEINF_NEON(qs8_add__neon))(
+      a, b, out, n, p);
 }
 
 void qs8_mul(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p) {
   using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const MulParams&);
-  select<Fn>(&qs8_mul__scalar, EDGEINF_AVX2(qs8_mul__avx2), EDGEINF_NEON(qs8_mul__neon),
-             EDGEINF_NEON(qs8_mul__neon))(a, b, out, n, p);
+  select<Fn>(&qs8_mul__scalar, EDGEINF_AVX2(qs8_mul__avx2), EDGEINF_NEON(qs8_mul__neon), EDGEINF_NEON(qs8_mul__neon))(
+      a, b, out, n, p);
 }
 
 // AVX2 has no byte table lookup wider than 16 entries: the scalar loop serves that path.

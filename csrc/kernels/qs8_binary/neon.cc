@@ -10,7 +10,9 @@ namespace {
 struct Scale {
   int32x4_t multiplier, left, neg_right;
   Scale(int32_t m, int32_t shift)
-      : multiplier(vdupq_n_s32(m)), left(vdupq_n_s32(shift > 0 ? shift : 0)), neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
+      : multiplier(vdupq_n_s32(m)),
+        left(vdupq_n_s32(shift > 0 ? shift : 0)),
+        neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
   int32x4_t apply(int32x4_t x) const { return neon::mbqm(x, multiplier, left, neg_right); }
 };
 

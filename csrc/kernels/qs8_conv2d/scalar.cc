@@ -21,7 +21,8 @@ void qs8_conv2d__scalar(const ConvWeights& cw, const ConvGeometry& g, const int8
             for (size_t kx = 0; kx < g.k_w; ++kx) {
               const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(kx * g.dilation_w);
               // Taps outside the image are skipped: padding contributes nothing.
-              if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(g.in_h) || ix >= static_cast<ptrdiff_t>(g.in_w)) continue;
+              if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(g.in_h) || ix >= static_cast<ptrdiff_t>(g.in_w))
+                continue;
               const int8_t* px = in + ((b * g.in_h + iy) * g.in_w + ix) * g.in_c;
               const int8_t* pw = wc + (ky * g.k_w + kx) * g.in_c;
               for (size_t ic = 0; ic < g.in_c; ++ic) {
