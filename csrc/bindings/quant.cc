@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <type_traits>
+
 #include "../dispatch.h"
 #include "../kernels/qs8_binary/binary.h"
 #include "../kernels/qs8_conv2d/conv2d.h"
@@ -393,6 +395,41 @@ void check_multiplier(int32_t m, int32_t shift, int32_t min_shift, int32_t max_s
   }
 }
 
+// quantize (float -> int8) or dequantize (int8 -> float) of x viewed as [outer, channels,
+// inner], with channel c's scale and zero point.
+template <class In, class Out, void (*kConvert)(const In*, Out*, size_t, float, int32_t)>
+py::array_t<Out> convert_per_channel(const py::array& x, const py::array& scales, const py::array& zero_points,
+                                     size_t outer, size_t inner, const py::object& out) {
+  constexpr bool kQuantize = std::is_same_v<Out, int8_t>;
+  const char* what = kQuantize ? "quantize" : "dequantize";
+  const char* name = kQuantize ? "x" : "q";
+  const In* px = checked_data<In>(x, name);
+  const float* ps = checked_data<float>(scales, "scales");
+  const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
+  const size_t channels = static_cast<size_t>(scales.size());
+  if (static_cast<size_t>(zero_points.size()) != channels ||
+      product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(x.size())) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(channels) + " scales and " +
+                                std::to_string(zero_points.size()) + " zero points do not match " + name +
+                                " of shape " + shape_str(x));
+  }
+  for (size_t c = 0; c < channels; ++c) {
+    check_scale(ps[c], what);
+    check_int8_zero_point(pz[c], what);
+  }
+  py::array_t<Out> result = output_array<Out>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  Out* po = result.mutable_data();
+  if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
+  py::gil_scoped_release release;
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t c = 0; c < channels; ++c) {
+      const size_t off = (o * channels + c) * inner;
+      kConvert(px + off, po + off, inner, ps[c], pz[c]);
+    }
+  }
+  return result;
+}
+
 // Capsule names of the prepared layers, for _run_layer (compared by address: the capsule
 // keeps the pointer it was given).
 constexpr const char* kFullyConnectedCapsule = "edgeinf.Qs8FullyConnected";
@@ -496,72 +533,10 @@ void bind_quant(py::module_& m) {
 
   // Per-channel variants pass `scales`/`zero_points` with one entry per index of the
   // middle axis of an array viewed as [outer, channels, inner].
-  m.def(
-      "quantize",
-      [](const py::array& x, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
-         const py::object& out) {
-        const float* px = checked_data<float>(x, "x");
-        const float* ps = checked_data<float>(scales, "scales");
-        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
-        const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels ||
-            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(x.size())) {
-          throw std::invalid_argument("quantize: " + std::to_string(channels) + " scales and " +
-                                      std::to_string(zero_points.size()) + " zero points do not match x of shape " +
-                                      shape_str(x));
-        }
-        for (size_t c = 0; c < channels; ++c) {
-          check_scale(ps[c], "quantize");
-          check_int8_zero_point(pz[c], "quantize");
-        }
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-        int8_t* po = result.mutable_data();
-        if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
-        py::gil_scoped_release release;
-        for (size_t o = 0; o < outer; ++o) {
-          for (size_t c = 0; c < channels; ++c) {
-            const size_t off = (o * channels + c) * inner;
-            qs8::qs8_quantize(px + off, po + off, inner, ps[c], pz[c]);
-          }
-        }
-        return result;
-      },
-      py::arg("x"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
-      py::arg("out") = py::none());
-
-  m.def(
-      "dequantize",
-      [](const py::array& q, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
-         const py::object& out) {
-        const int8_t* pq = checked_data<int8_t>(q, "q");
-        const float* ps = checked_data<float>(scales, "scales");
-        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
-        const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels ||
-            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(q.size())) {
-          throw std::invalid_argument("dequantize: " + std::to_string(channels) + " scales and " +
-                                      std::to_string(zero_points.size()) + " zero points do not match q of shape " +
-                                      shape_str(q));
-        }
-        for (size_t c = 0; c < channels; ++c) {
-          check_scale(ps[c], "dequantize");
-          check_int8_zero_point(pz[c], "dequantize");
-        }
-        py::array_t<float> result = output_array<float>(out, std::vector<py::ssize_t>(q.shape(), q.shape() + q.ndim()));
-        float* po = result.mutable_data();
-        if (q.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
-        py::gil_scoped_release release;
-        for (size_t o = 0; o < outer; ++o) {
-          for (size_t c = 0; c < channels; ++c) {
-            const size_t off = (o * channels + c) * inner;
-            qs8::qs8_dequantize(pq + off, po + off, inner, ps[c], pz[c]);
-          }
-        }
-        return result;
-      },
-      py::arg("q"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
-      py::arg("out") = py::none());
+  m.def("quantize", &convert_per_channel<float, int8_t, qs8::qs8_quantize>, py::arg("x"), py::arg("scales"),
+        py::arg("zero_points"), py::arg("outer"), py::arg("inner"), py::arg("out") = py::none());
+  m.def("dequantize", &convert_per_channel<int8_t, float, qs8::qs8_dequantize>, py::arg("q"), py::arg("scales"),
+        py::arg("zero_points"), py::arg("outer"), py::arg("inner"), py::arg("out") = py::none());
 
   py::class_<FullyConnected>(m, "Qs8FullyConnected")
       .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, int32_t, int32_t, int32_t>(),
