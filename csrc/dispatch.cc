@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
@@ -92,10 +93,28 @@ Isa best_isa() {
   return Isa::kScalar;
 }
 
+namespace {
+
+// The path before any set_active_isa(): EDGEINF_ISA's when it names a usable one, else the
+// best. A bad value is reported by apply_isa_environment(), which the native module calls
+// when it loads; here it falls back to the best path.
+Isa initial_isa() {
+  const char* forced = std::getenv("EDGEINF_ISA");
+  if (forced != nullptr && *forced != '\0') {
+    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDot}) {
+      if (std::string(forced) == isa_name(isa) && isa_supported(isa)) return isa;
+    }
+  }
+  return best_isa();
+}
+
+}  // namespace
+
 Isa active_isa() {
   int current = g_active.load(std::memory_order_relaxed);
   if (current < 0) {
-    current = static_cast<int>(best_isa());
+    // Two first callers may race here: both store the same value.
+    current = static_cast<int>(initial_isa());
     g_active.store(current, std::memory_order_relaxed);
   }
   return static_cast<Isa>(current);

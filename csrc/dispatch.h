@@ -2,9 +2,10 @@
 //
 // A path is usable when it was built for this target (setup.py defines EDGEINF_BUILD_*)
 // and the CPU supports it (cpuid / getauxval). The active path is the best usable one
-// unless EDGEINF_ISA (read once, when the native module loads) or a test forces another;
-// it is read at each kernel call, so a kernel family needs no table of its own: it calls
-// select() with its variants.
+// unless EDGEINF_ISA (read once, at the first kernel call or when the native module
+// loads, whichever comes first) or a test forces another. It is read at each kernel call:
+// every kernel's entry point (kernels/dispatch.cc) calls select() with its variants, so
+// no kernel family keeps a table of its own.
 #pragma once
 
 #include <string>

@@ -31,7 +31,6 @@ __all__: list[str] = [
     "cpu_features",
     "decode_detections",
     "dequantize",
-    "int8_peak_probe",
     "logistic",
     "max_pool",
     "mul",
@@ -40,7 +39,6 @@ __all__: list[str] = [
     "pool_threads",
     "quantize",
     "quantize_multiplier",
-    "read_rows_probe",
     "requantize",
     "set_isa",
     "softmax",
@@ -410,11 +408,6 @@ def decode_detections(
 def dequantize(
     q: _Array, scales: _Array, zero_points: _Array, outer: _Int, inner: _Int, out: _Array | None = None
 ) -> NDArray[np.float32]: ...
-def int8_peak_probe(iterations: _Int) -> int | None:
-    """
-    int8 multiply-add throughput probe (AVX2); returns the operations done, or None
-    """
-
 def logistic(x: _Array, input_scale: _Float, input_zero_point: _Int, out: _Array | None = None) -> NDArray[np.int8]: ...
 def max_pool(
     x: _Array,
@@ -455,11 +448,6 @@ def quantize(
     x: _Array, scales: _Array, zero_points: _Array, outer: _Int, inner: _Int, out: _Array | None = None
 ) -> NDArray[np.int8]: ...
 def quantize_multiplier(real_multiplier: _Float) -> tuple[int, int]: ...
-def read_rows_probe(plane: _Array, rows: _Array) -> int:
-    """
-    Benchmark probe: loads the listed rows of a C-contiguous uint8 plane, nothing else; returns the OR of their bytes.
-    """
-
 def requantize(
     acc: _Array,
     multiplier: _Array,

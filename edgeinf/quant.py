@@ -15,6 +15,12 @@ Every bad argument raises `edgeinf.InputError` (a ValueError) naming what was ex
 what came. A batch (or row) dimension of 0 gives an empty output of the matching shape; a
 spatial, channel or weight dimension of 0 is an InputError.
 
+Validation happens once, in the native bindings (csrc/bindings/quant_arrays.h): ``_C`` is
+private but callable, so it checks everything that could touch memory or break a kernel's
+assumptions, for every caller. This module turns Python values into the bindings' typed
+arguments (numbers, int32 arrays, names to codes) and checks only what its own arithmetic
+needs: the scales it multiplies and divides, the shapes it reads.
+
 >>> import numpy as np
 >>> from edgeinf import quant
 >>> w = np.array([[1, -2], [3, 4]], np.int8)
@@ -128,8 +134,14 @@ def _int32_array(v, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr.astype(np.int32))
 
 
+def _float32(s: float, what: str) -> float:
+    """``s`` rounded to float32, as TFLite keeps scales (the bindings check its range)."""
+    return float(np.float32(_real(s, what)))
+
+
 def _scale(s: float, what: str) -> float:
-    value = float(np.float32(_real(s, f"{what} scale")))
+    """A scale this module computes with: float32, positive and finite."""
+    value = _float32(s, f"{what} scale")
     if not (math.isfinite(value) and value > 0.0):
         raise InputError(f"{what}: scale must be positive and finite (as float32), got {s!r}")
     return value
@@ -152,9 +164,10 @@ def _scales(s: Scale, what: str, count: int | None = None) -> np.ndarray:
 
 
 def _zero_point(z: int, what: str) -> int:
+    """``z`` as a Python int; the bindings check the int8 range, here only what a C int32 can carry."""
     if isinstance(z, (bool, np.bool_)) or not isinstance(z, (int, np.integer)):
         raise InputError(f"{what}: zero point must be an integer, got {z!r}")
-    if not -128 <= int(z) <= 127:
+    if not _INT32[0] <= int(z) <= _INT32[1]:
         raise InputError(f"{what}: zero point must be in [-128, 127], got {z}")
     return int(z)
 
@@ -215,11 +228,8 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int)
     >>> multiply_by_quantized_multiplier(np.array([100, -100, 3], np.int32), 1073741824, 0).tolist()
     [50, -50, 2]
     """
-    x = np.asarray(x)
-    if x.dtype != np.int32:
-        raise InputError(f"x: expected dtype int32, got {x.dtype}")
     return _C.multiply_by_quantized_multiplier(
-        np.ascontiguousarray(x), _int(multiplier, "multiplier", *_INT32), _int(shift, "shift", -31, 30)
+        np.ascontiguousarray(x), _int(multiplier, "multiplier", *_INT32), _int(shift, "shift", *_INT32)
     )
 
 
@@ -230,7 +240,7 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     (-128, -8)
     """
     return tuple(
-        _C.activation_range(_activation(activation), _scale(scale, "output"), _zero_point(zero_point, "output"))
+        _C.activation_range(_activation(activation), _float32(scale, "output scale"), _zero_point(zero_point, "output"))
     )
 
 
@@ -294,8 +304,6 @@ def quantize(
     [4, -9, 127]
     """
     x = np.asarray(x)
-    if x.dtype != np.float32:
-        raise InputError(f"x: expected dtype float32, got {x.dtype}")
     scales = _scales(scale, "quantize")
     zps = np.array([_zero_point(z, "quantize") for z in np.atleast_1d(zero_point)], np.int32)
     if zps.size != scales.size:
@@ -337,11 +345,8 @@ def requantize(
     >>> requantize(np.array([[100, -100]], np.int32), 1073741824, 0, 3).tolist()
     [[53, -47]]
     """
-    acc = np.asarray(acc)
-    if acc.dtype != np.int32:
-        raise InputError(f"acc: expected dtype int32, got {acc.dtype}")
     m, s = _int32_array(multiplier, "multiplier"), _int32_array(shift, "shift")
-    act_min, act_max = _int(act_min, "act_min", -128, 127), _int(act_max, "act_max", -128, 127)
+    act_min, act_max = _int(act_min, "act_min", *_INT32), _int(act_max, "act_max", *_INT32)
     return _C.requantize(np.ascontiguousarray(acc), m, s, _zero_point(zero_point, "output"), act_min, act_max, out)
 
 
@@ -673,13 +678,7 @@ def softmax(x: np.ndarray, *, input_scale: float, beta: float = 1.0, out: np.nda
     >>> softmax(np.array([[0, 0]], np.int8), input_scale=0.1).tolist()
     [[0, 0]]
     """
-    x = _int8(x, "x")
-    if x.ndim < 1 or x.shape[-1] == 0:
-        raise InputError(f"x: expected a non-empty last axis, got shape {x.shape}")
-    beta32 = float(np.float32(_real(beta, "beta")))
-    if not (math.isfinite(beta32) and beta32 > 0):
-        raise InputError(f"beta must be positive and finite, got {beta!r}")
-    return _C.softmax(x, _scale(input_scale, "input"), beta32, out)
+    return _C.softmax(_int8(x, "x"), _float32(input_scale, "input scale"), _float32(beta, "beta"), out)
 
 
 def logistic(x: np.ndarray, *, input_scale: float, input_zero_point: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -689,4 +688,4 @@ def logistic(x: np.ndarray, *, input_scale: float, input_zero_point: int, out: n
     [0]
     """
     x = _int8(x, "x")
-    return _C.logistic(x, _scale(input_scale, "input"), _zero_point(input_zero_point, "input"), out)
+    return _C.logistic(x, _float32(input_scale, "input scale"), _zero_point(input_zero_point, "input"), out)

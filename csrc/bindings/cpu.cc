@@ -66,7 +66,8 @@ void bind_cpu(py::module_& m) {
               std::lock_guard<std::mutex> lock(mu);
               threads.insert(std::this_thread::get_id());
             }
-            if (static_cast<int64_t>(i) == fail_at) throw std::invalid_argument("task " + std::to_string(i) + " failed");
+            if (static_cast<int64_t>(i) == fail_at)
+              throw std::invalid_argument("task " + std::to_string(i) + " failed");
           });
         }
         std::vector<int> out(runs.begin(), runs.end());

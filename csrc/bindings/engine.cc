@@ -80,13 +80,6 @@ void check_padding(ptrdiff_t top, ptrdiff_t left) {
   }
 }
 
-void check_act(int32_t act_min, int32_t act_max) {
-  if (act_min < -128 || act_max > 127 || act_min > act_max) {
-    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" +
-                                std::to_string(act_min) + ", " + std::to_string(act_max) + "]");
-  }
-}
-
 // Convolution geometry: (batch, in_h, in_w, in_c, out_h, out_w, stride_h, stride_w,
 // dilation_h, dilation_w, pad_top, pad_left).
 using ConvTuple = std::array<int64_t, 12>;
@@ -149,13 +142,14 @@ class PyProgram {
                                   std::to_string(s.in_c));
     }
     check_int8_zero_point(input_zero_point, "input");
-    check_act(act_min, act_max);
+    check_activation_range(act_min, act_max);
     const int8_t* in = reinterpret_cast<const int8_t*>(
         program_.span(in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "conv2d input"), "conv2d input"));
     int8_t* out = reinterpret_cast<int8_t*>(
         program_.span(out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, out_c, "conv2d output"), "conv2d output"));
-    Requantization rq(int32_channels(multiplier, "multiplier", out_c), int32_channels(shift, "shift", out_c),
-                      output_zero_point, act_min, act_max);
+    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", out_c),
+                                               int32_channels(shift, "shift", out_c), output_zero_point, act_min,
+                                               act_max);
     auto cw = std::make_unique<qs8::ConvWeights>(w, out_c, k_h, k_w, s.in_c, optional_bias(bias, out_c),
                                                  input_zero_point, std::move(rq));
     const qs8::ConvGeometry g{s.batch,      s.in_h,       s.in_w,   s.in_c,   s.out_h,
@@ -180,13 +174,14 @@ class PyProgram {
                                   std::to_string(depth_multiplier));
     }
     check_int8_zero_point(input_zero_point, "input");
-    check_act(act_min, act_max);
+    check_activation_range(act_min, act_max);
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(
         in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(
         out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, out_c, "depthwise output"), "depthwise output"));
-    Requantization rq(int32_channels(multiplier, "multiplier", out_c), int32_channels(shift, "shift", out_c),
-                      output_zero_point, act_min, act_max);
+    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", out_c),
+                                               int32_channels(shift, "shift", out_c), output_zero_point, act_min,
+                                               act_max);
     auto dw = std::make_unique<qs8::DwWeights>(w, k_h, k_w, out_c, optional_bias(bias, out_c), input_zero_point,
                                                std::move(rq));
     const qs8::DwGeometry g{s.batch,    s.in_h,     s.in_w,       s.in_c,       depth_multiplier,
@@ -212,15 +207,16 @@ class PyProgram {
                                   std::to_string(s.in_c) + " channels padded to " + std::to_string(padded_channels));
     }
     check_int8_zero_point(input_zero_point, "input");
-    check_act(act_min, act_max);
+    check_activation_range(act_min, act_max);
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(
         in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(
         out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, s.in_c, "depthwise output"), "depthwise output"));
     nhwc_bytes(s.batch, s.in_h, s.in_w, padded_channels, "padded depthwise input");
     nhwc_bytes(s.batch, s.out_h, s.out_w, padded_channels, "padded depthwise output");
-    Requantization rq(int32_channels(multiplier, "multiplier", padded_channels),
-                      int32_channels(shift, "shift", padded_channels), output_zero_point, act_min, act_max);
+    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", padded_channels),
+                                               int32_channels(shift, "shift", padded_channels), output_zero_point,
+                                               act_min, act_max);
     auto dw = std::make_unique<qs8::DwWeights>(w, k_h, k_w, padded_channels, optional_bias(bias, padded_channels),
                                                input_zero_point, std::move(rq));
     const qs8::DwGeometry g{s.batch,    s.in_h,     s.in_w,       padded_channels, 1,
@@ -239,7 +235,7 @@ class PyProgram {
     check_positive({rows, n, k}, "fully connected sizes");
     check_int8_zero_point(input_zero_point, "input");
     check_int8_zero_point(output_zero_point, "output");
-    check_act(act_min, act_max);
+    check_activation_range(act_min, act_max);
     const double* ps = checked_data<double>(scale, "scale");
     if (scale.ndim() != 1 || static_cast<size_t>(scale.size()) != n) {
       throw std::invalid_argument("scale: expected " + std::to_string(n) + " values, got shape " + shape_str(scale));
@@ -248,7 +244,9 @@ class PyProgram {
         program_.span(in_offset, mul_bounded(rows, k, "fully connected input"), "fully connected input"));
     int8_t* out = reinterpret_cast<int8_t*>(
         program_.span(out_offset, mul_bounded(rows, n, "fully connected output"), "fully connected output"));
-    Requantization rq(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0), output_zero_point, act_min, act_max);
+    check_requantization_scales(ps, n);
+    Requantization rq = checked_requantization(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0),
+                                               output_zero_point, act_min, act_max);
     auto gw = std::make_unique<qs8::GemmWeights>(w, n, k, optional_bias(bias, n), input_zero_point, std::move(rq),
                                                  std::vector<double>(ps, ps + n));
     program_.add(std::make_unique<engine::FullyConnectedStep>(std::move(gw), rows, in, out));
@@ -289,7 +287,7 @@ class PyProgram {
     for (int32_t sh : {p.input1_shift, p.input2_shift, p.output_shift}) {
       if (sh < -31 || sh > 0) throw std::invalid_argument("add: shifts must be in [-31, 0], got " + std::to_string(sh));
     }
-    check_act(p.act_min, p.act_max);
+    check_activation_range(p.act_min, p.act_max);
     program_.add(std::make_unique<engine::AddStep>(p, b, x, y, out, subtract));
   }
 
@@ -303,7 +301,7 @@ class PyProgram {
     check_int8_zero_point(-p.input2_offset, "input 2");
     check_int8_zero_point(p.output_offset, "output");
     if (p.output_shift < -31 || p.output_shift > 14) throw std::invalid_argument("mul: shift must be in [-31, 14]");
-    check_act(p.act_min, p.act_max);
+    check_activation_range(p.act_min, p.act_max);
     program_.add(std::make_unique<engine::MulStep>(p, b, x, y, out));
   }
 
@@ -321,7 +319,7 @@ class PyProgram {
                     g.stride_w},
                    "pool sizes");
     check_padding(g.pad_top, g.pad_left);
-    check_act(act_min, act_max);
+    check_activation_range(act_min, act_max);
     for (size_t o = 0; o < g.out_h; ++o) {
       size_t s, e;
       qs8::pool_window(o, g.stride_h, g.pad_top, g.filter_h, g.in_h, &s, &e);

@@ -65,7 +65,8 @@ post::Detections decode_checked(const py::array& boxes, const py::array& scores,
   if (anchors.shape(1) != 4) throw std::invalid_argument("anchors: expected shape (n, 4), got " + shape_str(anchors));
   const size_t n = static_cast<size_t>(anchors.shape(0));
   if (n > kMaxAnchors) {
-    throw std::invalid_argument("anchors: at most " + std::to_string(kMaxAnchors) + " anchors, got " + std::to_string(n));
+    throw std::invalid_argument("anchors: at most " + std::to_string(kMaxAnchors) + " anchors, got " +
+                                std::to_string(n));
   }
   if (p.num_coords > kMaxCoords) {
     throw std::invalid_argument("num_coords: at most " + std::to_string(kMaxCoords) + " per anchor, got " +
@@ -85,7 +86,8 @@ post::Detections decode_checked(const py::array& boxes, const py::array& scores,
                                 shape_str(scores));
   }
   for (float s : {p.x_scale, p.y_scale, p.w_scale, p.h_scale}) {
-    if (!(s > 0) || !std::isfinite(s)) throw std::invalid_argument("box scales must be positive and finite, got " + std::to_string(s));
+    if (!(s > 0) || !std::isfinite(s))
+      throw std::invalid_argument("box scales must be positive and finite, got " + std::to_string(s));
   }
   const post::Raw rb = raw_of(boxes, box_scale, box_zero_point, "boxes");
   const post::Raw rs = raw_of(scores, score_scale, score_zero_point, "scores");
@@ -100,9 +102,17 @@ class Decoder {
   Decoder(const py::array& anchors, const post::DecodeParams& p, float raw_threshold, int32_t q_threshold,
           float box_scale, int32_t box_zero_point, float score_scale, int32_t score_zero_point, float iou_threshold,
           int nms, size_t max_detections)
-      : anchors_(py::reinterpret_borrow<py::array>(anchors)), p_(p), raw_threshold_(raw_threshold),
-        q_threshold_(q_threshold), box_scale_(box_scale), box_zero_point_(box_zero_point), score_scale_(score_scale),
-        score_zero_point_(score_zero_point), iou_threshold_(iou_threshold), nms_(nms), max_detections_(max_detections) {
+      : anchors_(py::reinterpret_borrow<py::array>(anchors)),
+        p_(p),
+        raw_threshold_(raw_threshold),
+        q_threshold_(q_threshold),
+        box_scale_(box_scale),
+        box_zero_point_(box_zero_point),
+        score_scale_(score_scale),
+        score_zero_point_(score_zero_point),
+        iou_threshold_(iou_threshold),
+        nms_(nms),
+        max_detections_(max_detections) {
     if (nms < 0 || nms > 2) throw std::invalid_argument("nms must be 0 (none), 1 (hard) or 2 (weighted)");
     checked_data<float>(anchors_, "anchors");
   }
@@ -139,7 +149,8 @@ void bind_postprocess(py::module_& m) {
                        float w_scale, float h_scale, float score_clip, bool sigmoid, float raw_threshold,
                        int32_t q_threshold, float box_scale, int32_t box_zero_point, float score_scale,
                        int32_t score_zero_point, float iou_threshold, int nms, size_t max_detections) {
-             const post::DecodeParams p{num_coords, num_keypoints, x_scale, y_scale, w_scale, h_scale, score_clip, sigmoid};
+             const post::DecodeParams p{num_coords, num_keypoints, x_scale,    y_scale,
+                                        w_scale,    h_scale,       score_clip, sigmoid};
              return Decoder(anchors, p, raw_threshold, q_threshold, box_scale, box_zero_point, score_scale,
                             score_zero_point, iou_threshold, nms, max_detections);
            }),
@@ -154,7 +165,8 @@ void bind_postprocess(py::module_& m) {
       [](const py::array& x, size_t k) -> py::tuple {
         if (x.ndim() < 1) throw std::invalid_argument("x: expected at least 1 dimension, got a scalar");
         const size_t n = static_cast<size_t>(x.shape(x.ndim() - 1));
-        if (k < 1 || k > n) throw std::invalid_argument("k must be in [1, " + std::to_string(n) + "], got " + std::to_string(k));
+        if (k < 1 || k > n)
+          throw std::invalid_argument("k must be in [1, " + std::to_string(n) + "], got " + std::to_string(k));
         const size_t rows = static_cast<size_t>(x.size()) / n;
         std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
         shape.back() = static_cast<py::ssize_t>(k);

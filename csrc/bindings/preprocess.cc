@@ -95,9 +95,8 @@ preprocess::Frame resolve_frame(const Plan& p, const py::array& a) {
   preprocess::Frame f;
   if (is_yuv420(p.format)) {
     if (a.ndim() != 2 || a.shape(0) != h * 3 / 2 || a.shape(1) != w)
-      throw std::invalid_argument("a " + std::to_string(w) + "x" + std::to_string(h) +
-                                  " 4:2:0 frame must have shape " + dims_str({h * 3 / 2, w}) + ", got " +
-                                  shape_str(a));
+      throw std::invalid_argument("a " + std::to_string(w) + "x" + std::to_string(h) + " 4:2:0 frame must have shape " +
+                                  dims_str({h * 3 / 2, w}) + ", got " + shape_str(a));
     if (!(a.flags() & py::array::c_style))
       throw std::invalid_argument("a 4:2:0 frame must be C-contiguous (its planes follow each other)");
     const uint8_t* base = static_cast<const uint8_t*>(a.data());
@@ -121,11 +120,10 @@ preprocess::Frame resolve_frame(const Plan& p, const py::array& a) {
   }
   const bool pixel_contiguous = (a.ndim() == 2 || a.strides(2) == 1) && (w == 1 || a.strides(1) == c);
   if (!pixel_contiguous || a.strides(0) < w * c)
-    throw std::invalid_argument("frame rows must be contiguous pixels with a row stride >= " +
-                                std::to_string(w * c) + " bytes; got strides " +
-                                std::string(py::str(py::cast(std::vector<py::ssize_t>(
-                                    a.strides(), a.strides() + a.ndim())))) +
-                                " (use np.ascontiguousarray)");
+    throw std::invalid_argument(
+        "frame rows must be contiguous pixels with a row stride >= " + std::to_string(w * c) + " bytes; got strides " +
+        std::string(py::str(py::cast(std::vector<py::ssize_t>(a.strides(), a.strides() + a.ndim())))) +
+        " (use np.ascontiguousarray)");
   f.plane[0] = static_cast<const uint8_t*>(a.data());
   f.stride[0] = h == 1 ? w * c : a.strides(0);
   return f;
@@ -165,9 +163,8 @@ void check_output(const Plan& p, const py::array& out) {
     got[1] = out.shape(1);
   }
   if (!ok || got[0] != want[0] || got[1] != want[1] || got[2] != want[2])
-    throw std::invalid_argument("output must have shape " +
-                                (p.nchw ? dims_str({1, C, H, W}) : dims_str({1, H, W, C})) + ", got " +
-                                shape_str(out));
+    throw std::invalid_argument("output must have shape " + (p.nchw ? dims_str({1, C, H, W}) : dims_str({1, H, W, C})) +
+                                ", got " + shape_str(out));
 }
 
 // Validates, then runs with the GIL released.
@@ -216,8 +213,8 @@ void bind_preprocess(py::module_& m) {
       .def(py::init([](const std::string& format, std::pair<int64_t, int64_t> src_size, std::array<int64_t, 4> roi,
                        std::array<int64_t, 3> out_size, const std::string& layout, const std::string& dtype,
                        const std::string& resize, bool letterbox, bool bgr_out, const std::string& yuv_range,
-                       std::array<float, 3> scale, std::array<float, 3> bias, std::array<float, 3> pad,
-                       float qmin, float qmax, int64_t threads) {
+                       std::array<float, 3> scale, std::array<float, 3> bias, std::array<float, 3> pad, float qmin,
+                       float qmax, int64_t threads) {
              preprocess::PlanRequest r{};
              r.format = parse_format(format);
              r.src_w = plan_int(src_size.first, "image width");
@@ -249,43 +246,23 @@ void bind_preprocess(py::module_& m) {
            }),
            py::arg("format"), py::arg("src_size"), py::arg("roi"), py::arg("out_size"), py::arg("layout"),
            py::arg("dtype"), py::arg("resize"), py::arg("letterbox"), py::arg("bgr_out"), py::arg("yuv_range"),
-           py::arg("scale"), py::arg("bias"), py::arg("pad"), py::arg("qmin"), py::arg("qmax"),
-           py::arg("threads"))
+           py::arg("scale"), py::arg("bias"), py::arg("pad"), py::arg("qmin"), py::arg("qmax"), py::arg("threads"))
       .def(
-          "run",
-          [](const Plan& p, const py::array& frame, const py::array& out) { run_checked(p, frame, out); },
+          "run", [](const Plan& p, const py::array& frame, const py::array& out) { run_checked(p, frame, out); },
           py::arg("frame"), py::arg("out"), "Convert one frame into `out` (validated first).")
       .def(
           "_capsule",
           [](const py::object& self) { return owner_capsule(self, self.cast<const Plan&>(), kPlanCapsule); },
           "The plan's address for _run_plan; the capsule keeps the plan alive.")
       .def_property_readonly("content",
-                             [](const Plan& p) { return std::array<int, 4>{p.dst_x, p.dst_y, p.dst_w, p.dst_h}; })
-      .def_property_readonly("roi",
-                             [](const Plan& p) { return std::array<int, 4>{p.roi_x, p.roi_y, p.roi_w, p.roi_h}; });
+                             [](const Plan& p) {
+                               return std::array<int, 4>{p.dst_x, p.dst_y, p.dst_w, p.dst_h};
+                             })
+      .def_property_readonly("roi", [](const Plan& p) {
+        return std::array<int, 4>{p.roi_x, p.roi_y, p.roi_w, p.roi_h};
+      });
 
   add_fastcall(m, run_plan_def);
-
-  m.def(
-      "read_rows_probe",
-      [](const py::array& plane, const py::array& rows) {
-        const uint8_t* base = checked_data<uint8_t>(plane, "plane");
-        const int64_t* idx = checked_data<int64_t>(rows, "rows");
-        check_ndim(plane, "plane", 2);
-        check_ndim(rows, "rows", 1);
-        const size_t h = static_cast<size_t>(plane.shape(0)), w = static_cast<size_t>(plane.shape(1));
-        const size_t n = static_cast<size_t>(rows.size());
-        for (size_t i = 0; i < n; ++i) {
-          if (idx[i] < 0 || static_cast<size_t>(idx[i]) >= h) {
-            throw std::invalid_argument("rows: index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
-                                        " is outside the plane's " + std::to_string(h) + " rows");
-          }
-        }
-        py::gil_scoped_release release;
-        return preprocess::read_rows_probe(base, w, w, idx, n);
-      },
-      py::arg("plane"), py::arg("rows"),
-      "Benchmark probe: loads the listed rows of a C-contiguous uint8 plane, nothing else; returns the OR of their bytes.");
 }
 
 }  // namespace edgeinf::bindings

@@ -1,9 +1,11 @@
 // edgeinf._C int8 family: quantization parameters, quantize / dequantize, requantize
-// and the prepared int8 operators (fully connected, conv2d, ...). Thin: validation,
-// then the kernels with the GIL released.
+// and the prepared int8 operators (fully connected, conv2d, ...). Validation (the one
+// layer of it, see quant_arrays.h), then the kernels with the GIL released.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+
+#include <type_traits>
 
 #include "../dispatch.h"
 #include "../kernels/qs8_binary/binary.h"
@@ -29,7 +31,8 @@ using qs8::Requantization;
 
 std::vector<int32_t> int32_vector(const py::array& a, const char* what, size_t channels) {
   const int32_t* p = checked_data<int32_t>(a, what);
-  if (a.ndim() > 1) throw std::invalid_argument(std::string(what) + ": expected a scalar or 1-D array, got shape " + shape_str(a));
+  if (a.ndim() > 1)
+    throw std::invalid_argument(std::string(what) + ": expected a scalar or 1-D array, got shape " + shape_str(a));
   const size_t size = static_cast<size_t>(a.size());
   if (size == 1) return std::vector<int32_t>(channels, p[0]);
   if (size != channels) {
@@ -41,15 +44,16 @@ std::vector<int32_t> int32_vector(const py::array& a, const char* what, size_t c
 
 Requantization make_requantization(const py::array& multiplier, const py::array& shift, size_t channels,
                                    int32_t output_zero_point, int32_t act_min, int32_t act_max) {
-  return Requantization(int32_vector(multiplier, "multiplier", channels), int32_vector(shift, "shift", channels),
-                        output_zero_point, act_min, act_max);
+  return checked_requantization(int32_vector(multiplier, "multiplier", channels),
+                                int32_vector(shift, "shift", channels), output_zero_point, act_min, act_max);
 }
 
 // Spatial geometry checks shared by conv, depthwise conv and pooling.
 void check_spatial(size_t out_h, size_t out_w, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
                    ptrdiff_t pad_top, ptrdiff_t pad_left) {
   if (out_h == 0 || out_w == 0 || out_h > (1u << 20) || out_w > (1u << 20)) {
-    throw std::invalid_argument("output size must be positive, got " + std::to_string(out_h) + "x" + std::to_string(out_w));
+    throw std::invalid_argument("output size must be positive, got " + std::to_string(out_h) + "x" +
+                                std::to_string(out_w));
   }
   if (stride_h == 0 || stride_w == 0 || dilation_h == 0 || dilation_w == 0 || stride_h > 4096 || stride_w > 4096 ||
       dilation_h > 4096 || dilation_w > 4096) {
@@ -72,10 +76,12 @@ struct AxisGeometry {
 
 AxisGeometry axis_geometry(size_t size, size_t filter, size_t stride, size_t dilation, bool same) {
   const size_t extent = (filter - 1) * dilation + 1;
-  const size_t out = same ? (size + stride - 1) / stride : (size + stride >= extent ? (size + stride - extent) / stride : 0);
+  const size_t out =
+      same ? (size + stride - 1) / stride : (size + stride >= extent ? (size + stride - extent) / stride : 0);
   if (out == 0) {
     throw std::invalid_argument("input size " + std::to_string(size) + " is smaller than the filter extent " +
-                                std::to_string(extent) + " with '" + (same ? "same" : "valid") + "' padding: no output");
+                                std::to_string(extent) + " with '" + (same ? "same" : "valid") +
+                                "' padding: no output");
   }
   const size_t needed = (out - 1) * stride + extent;
   return {out, static_cast<ptrdiff_t>(needed > size ? (needed - size) / 2 : 0)};
@@ -94,7 +100,8 @@ struct Spatial {
 };
 
 std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
-  return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w), static_cast<py::ssize_t>(c)};
+  return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w),
+          static_cast<py::ssize_t>(c)};
 }
 
 const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) {
@@ -116,16 +123,20 @@ class FullyConnected {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights", 2);
     const size_t n = static_cast<size_t>(weights.shape(0)), k = static_cast<size_t>(weights.shape(1));
+    check_weight_sizes(n, k);
     py::array keep;
     const int32_t* b = optional_bias(bias, n, &keep);
     check_int8_zero_point(input_zero_point, "input");
     const double* ps = checked_data<double>(scale, "scale");
     if (scale.ndim() > 1 || (scale.size() != 1 && static_cast<size_t>(scale.size()) != n)) {
-      throw std::invalid_argument("scale: expected 1 or " + std::to_string(n) + " values, got shape " + shape_str(scale));
+      throw std::invalid_argument("scale: expected 1 or " + std::to_string(n) + " values, got shape " +
+                                  shape_str(scale));
     }
     std::vector<double> scales(n);
     for (size_t c = 0; c < n; ++c) scales[c] = ps[scale.size() == 1 ? 0 : c];
-    Requantization rq(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0), output_zero_point, act_min, act_max);
+    check_requantization_scales(scales.data(), n);
+    Requantization rq = checked_requantization(std::vector<int32_t>(n, 0), std::vector<int32_t>(n, 0),
+                                               output_zero_point, act_min, act_max);
     weights_ = std::make_unique<qs8::GemmWeights>(w, n, k, b, input_zero_point, std::move(rq), std::move(scales));
   }
 
@@ -133,8 +144,8 @@ class FullyConnected {
     const int8_t* px = checked_data<int8_t>(x, "x");
     const size_t k = weights_->k(), n = weights_->n();
     if (x.ndim() < 1 || static_cast<size_t>(x.shape(x.ndim() - 1)) != k) {
-      throw std::invalid_argument("x: expected a last dimension of " + std::to_string(k) + " (the weights' input size), got shape " +
-                                  shape_str(x));
+      throw std::invalid_argument("x: expected a last dimension of " + std::to_string(k) +
+                                  " (the weights' input size), got shape " + shape_str(x));
     }
     std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
     shape.back() = static_cast<py::ssize_t>(n);
@@ -162,7 +173,6 @@ class FullyConnected {
   std::unique_ptr<qs8::GemmWeights> weights_;
 };
 
-
 // conv2d with prepared OHWI weights; the output geometry follows from each call's input.
 class Conv2d {
  public:
@@ -173,8 +183,14 @@ class Conv2d {
     check_ndim(weights, "weights (OHWI)", 4);
     out_c_ = static_cast<size_t>(weights.shape(0));
     in_c_ = static_cast<size_t>(weights.shape(3));
-    spatial_ = {static_cast<size_t>(weights.shape(1)), static_cast<size_t>(weights.shape(2)), stride_h, stride_w,
-                dilation_h, dilation_w, same_padding};
+    spatial_ = {static_cast<size_t>(weights.shape(1)),
+                static_cast<size_t>(weights.shape(2)),
+                stride_h,
+                stride_w,
+                dilation_h,
+                dilation_w,
+                same_padding};
+    check_weight_sizes(out_c_, spatial_.k_h * spatial_.k_w * in_c_);
     check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
     check_int8_zero_point(input_zero_point, "input");
     py::array keep;
@@ -188,14 +204,28 @@ class Conv2d {
     const int8_t* px = checked_data<int8_t>(x, "x");
     check_ndim(x, "x (NHWC)", 4);
     if (static_cast<size_t>(x.shape(3)) != in_c_) {
-      throw std::invalid_argument("x: expected " + std::to_string(in_c_) + " channels (the filter's), got shape " + shape_str(x));
+      throw std::invalid_argument("x: expected " + std::to_string(in_c_) + " channels (the filter's), got shape " +
+                                  shape_str(x));
     }
     const auto [y, x_axis] = spatial_.of(x);
     const Spatial& s = spatial_;
-    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before, x_axis.pad_before);
-    qs8::ConvGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                        in_c_, y.out, x_axis.out, out_c_, s.k_h, s.k_w, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,
-                        y.pad_before, x_axis.pad_before};
+    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before,
+                  x_axis.pad_before);
+    qs8::ConvGeometry g{static_cast<size_t>(x.shape(0)),
+                        static_cast<size_t>(x.shape(1)),
+                        static_cast<size_t>(x.shape(2)),
+                        in_c_,
+                        y.out,
+                        x_axis.out,
+                        out_c_,
+                        s.k_h,
+                        s.k_w,
+                        s.stride_h,
+                        s.stride_w,
+                        s.dilation_h,
+                        s.dilation_w,
+                        y.pad_before,
+                        x_axis.pad_before};
     py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
     int8_t* po = result.mutable_data();
     {
@@ -208,7 +238,7 @@ class Conv2d {
   // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
   bool float_requantization() const {
     return weights_->avx2_direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
-                              : weights_->gemm().float_requantization() != nullptr;
+                                   : weights_->gemm().float_requantization() != nullptr;
   }
 
  private:
@@ -227,10 +257,17 @@ class DepthwiseConv2d {
       : multiplier_(depth_multiplier) {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights ([1, KH, KW, C])", 4);
-    if (weights.shape(0) != 1) throw std::invalid_argument("weights: expected a first dimension of 1, got shape " + shape_str(weights));
+    if (weights.shape(0) != 1)
+      throw std::invalid_argument("weights: expected a first dimension of 1, got shape " + shape_str(weights));
     out_c_ = static_cast<size_t>(weights.shape(3));
-    spatial_ = {static_cast<size_t>(weights.shape(1)), static_cast<size_t>(weights.shape(2)), stride_h, stride_w,
-                dilation_h, dilation_w, same_padding};
+    spatial_ = {static_cast<size_t>(weights.shape(1)),
+                static_cast<size_t>(weights.shape(2)),
+                stride_h,
+                stride_w,
+                dilation_h,
+                dilation_w,
+                same_padding};
+    check_weight_sizes(out_c_, spatial_.k_h * spatial_.k_w);
     if (depth_multiplier == 0 || out_c_ % depth_multiplier != 0) {
       throw std::invalid_argument("depth multiplier " + std::to_string(depth_multiplier) + " does not divide the " +
                                   std::to_string(out_c_) + " output channels");
@@ -249,15 +286,28 @@ class DepthwiseConv2d {
     check_ndim(x, "x (NHWC)", 4);
     const size_t in_c = out_c_ / multiplier_;
     if (static_cast<size_t>(x.shape(3)) != in_c) {
-      throw std::invalid_argument("x: expected " + std::to_string(in_c) + " channels (filter channels / depth multiplier), got shape " +
-                                  shape_str(x));
+      throw std::invalid_argument("x: expected " + std::to_string(in_c) +
+                                  " channels (filter channels / depth multiplier), got shape " + shape_str(x));
     }
     const auto [y, x_axis] = spatial_.of(x);
     const Spatial& s = spatial_;
-    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before, x_axis.pad_before);
-    qs8::DwGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                      in_c, multiplier_, y.out, x_axis.out, s.k_h, s.k_w, s.stride_h, s.stride_w, s.dilation_h,
-                      s.dilation_w, y.pad_before, x_axis.pad_before};
+    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before,
+                  x_axis.pad_before);
+    qs8::DwGeometry g{static_cast<size_t>(x.shape(0)),
+                      static_cast<size_t>(x.shape(1)),
+                      static_cast<size_t>(x.shape(2)),
+                      in_c,
+                      multiplier_,
+                      y.out,
+                      x_axis.out,
+                      s.k_h,
+                      s.k_w,
+                      s.stride_h,
+                      s.stride_w,
+                      s.dilation_h,
+                      s.dilation_w,
+                      y.pad_before,
+                      x_axis.pad_before};
     py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
     int8_t* po = result.mutable_data();
     {
@@ -283,25 +333,37 @@ py::array_t<int8_t> pool(bool is_max, const py::array& x, size_t filter_h, size_
   check_ndim(x, "x (NHWC)", 4);
   check_spatial(out_h, out_w, stride_h, stride_w, 1, 1, pad_top, pad_left);
   if (filter_h == 0 || filter_w == 0 || filter_h > 65536 || filter_w > 65536) {
-    throw std::invalid_argument("pool filter must be in [1, 65536], got " + std::to_string(filter_h) + "x" + std::to_string(filter_w));
+    throw std::invalid_argument("pool filter must be in [1, 65536], got " + std::to_string(filter_h) + "x" +
+                                std::to_string(filter_w));
   }
-  if (act_min < -128 || act_max > 127 || act_min > act_max) {
-    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" + std::to_string(act_min) +
-                                ", " + std::to_string(act_max) + "]");
-  }
-  qs8::PoolGeometry g{static_cast<size_t>(x.shape(0)), static_cast<size_t>(x.shape(1)), static_cast<size_t>(x.shape(2)),
-                      static_cast<size_t>(x.shape(3)), out_h, out_w, filter_h, filter_w, stride_h, stride_w,
-                      pad_top, pad_left, act_min, act_max};
+  check_activation_range(act_min, act_max);
+  qs8::PoolGeometry g{static_cast<size_t>(x.shape(0)),
+                      static_cast<size_t>(x.shape(1)),
+                      static_cast<size_t>(x.shape(2)),
+                      static_cast<size_t>(x.shape(3)),
+                      out_h,
+                      out_w,
+                      filter_h,
+                      filter_w,
+                      stride_h,
+                      stride_w,
+                      pad_top,
+                      pad_left,
+                      act_min,
+                      act_max};
   // Every window must hold at least one input value (TFLite's AveragePool fails otherwise).
   for (size_t o = 0; o < out_h; ++o) {
     size_t s, e;
     qs8::pool_window(o, stride_h, pad_top, filter_h, g.in_h, &s, &e);
-    if (s == e) throw std::invalid_argument("pool: output row " + std::to_string(o) + " has an empty window (padding too large)");
+    if (s == e)
+      throw std::invalid_argument("pool: output row " + std::to_string(o) + " has an empty window (padding too large)");
   }
   for (size_t o = 0; o < out_w; ++o) {
     size_t s, e;
     qs8::pool_window(o, stride_w, pad_left, filter_w, g.in_w, &s, &e);
-    if (s == e) throw std::invalid_argument("pool: output column " + std::to_string(o) + " has an empty window (padding too large)");
+    if (s == e)
+      throw std::invalid_argument("pool: output column " + std::to_string(o) +
+                                  " has an empty window (padding too large)");
   }
   py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, out_h, out_w, g.channels));
   int8_t* po = result.mutable_data();
@@ -325,18 +387,47 @@ std::pair<const int8_t*, const int8_t*> binary_operands(const py::array& a, cons
   return {pa, pb};
 }
 
-void check_act(int32_t act_min, int32_t act_max) {
-  if (act_min < -128 || act_max > 127 || act_min > act_max) {
-    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" + std::to_string(act_min) +
-                                ", " + std::to_string(act_max) + "]");
+void check_multiplier(int32_t m, int32_t shift, int32_t min_shift, int32_t max_shift, const char* what) {
+  if (m < 0 || shift < min_shift || shift > max_shift) {
+    throw std::invalid_argument(std::string(what) + ": expected a multiplier >= 0 and a shift in [" +
+                                std::to_string(min_shift) + ", " + std::to_string(max_shift) + "], got " +
+                                std::to_string(m) + ", " + std::to_string(shift));
   }
 }
 
-void check_multiplier(int32_t m, int32_t shift, int32_t min_shift, int32_t max_shift, const char* what) {
-  if (m < 0 || shift < min_shift || shift > max_shift) {
-    throw std::invalid_argument(std::string(what) + ": expected a multiplier >= 0 and a shift in [" + std::to_string(min_shift) +
-                                ", " + std::to_string(max_shift) + "], got " + std::to_string(m) + ", " + std::to_string(shift));
+// quantize (float -> int8) or dequantize (int8 -> float) of x viewed as [outer, channels,
+// inner], with channel c's scale and zero point.
+template <class In, class Out, void (*kConvert)(const In*, Out*, size_t, float, int32_t)>
+py::array_t<Out> convert_per_channel(const py::array& x, const py::array& scales, const py::array& zero_points,
+                                     size_t outer, size_t inner, const py::object& out) {
+  constexpr bool kQuantize = std::is_same_v<Out, int8_t>;
+  const char* what = kQuantize ? "quantize" : "dequantize";
+  const char* name = kQuantize ? "x" : "q";
+  const In* px = checked_data<In>(x, name);
+  const float* ps = checked_data<float>(scales, "scales");
+  const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
+  const size_t channels = static_cast<size_t>(scales.size());
+  if (static_cast<size_t>(zero_points.size()) != channels ||
+      product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(x.size())) {
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(channels) + " scales and " +
+                                std::to_string(zero_points.size()) + " zero points do not match " + name +
+                                " of shape " + shape_str(x));
   }
+  for (size_t c = 0; c < channels; ++c) {
+    check_scale(ps[c], what);
+    check_int8_zero_point(pz[c], what);
+  }
+  py::array_t<Out> result = output_array<Out>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  Out* po = result.mutable_data();
+  if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
+  py::gil_scoped_release release;
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t c = 0; c < channels; ++c) {
+      const size_t off = (o * channels + c) * inner;
+      kConvert(px + off, po + off, inner, ps[c], pz[c]);
+    }
+  }
+  return result;
 }
 
 // Capsule names of the prepared layers, for _run_layer (compared by address: the capsule
@@ -395,28 +486,11 @@ void bind_quant(py::module_& m) {
       py::arg("real_multiplier"));
 
   m.def(
-      "int8_peak_probe",
-      [](size_t iterations) -> py::object {
-#if defined(EDGEINF_BUILD_AVX2)
-        if (!isa_supported(Isa::kAvx2)) return py::none();
-        uint64_t ops = 0;
-        {
-          py::gil_scoped_release release;
-          ops = qs8::qs8_peak_probe__avx2(iterations);
-        }
-        return py::int_(ops);
-#else
-        (void)iterations;
-        return py::none();
-#endif
-      },
-      py::arg("iterations"), "int8 multiply-add throughput probe (AVX2); returns the operations done, or None");
-
-  m.def(
       "multiply_by_quantized_multiplier",
       [](const py::array& x, int32_t multiplier, int shift) {
         const int32_t* px = checked_data<int32_t>(x, "x");
-        if (shift < -31 || shift > 30) throw std::invalid_argument("shift must be in [-31, 30], got " + std::to_string(shift));
+        if (shift < -31 || shift > 30)
+          throw std::invalid_argument("shift must be in [-31, 30], got " + std::to_string(shift));
         py::array_t<int32_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
         int32_t* po = out.mutable_data();
         const size_t size = static_cast<size_t>(x.size());
@@ -459,78 +533,20 @@ void bind_quant(py::module_& m) {
 
   // Per-channel variants pass `scales`/`zero_points` with one entry per index of the
   // middle axis of an array viewed as [outer, channels, inner].
-  m.def(
-      "quantize",
-      [](const py::array& x, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
-         const py::object& out) {
-        const float* px = checked_data<float>(x, "x");
-        const float* ps = checked_data<float>(scales, "scales");
-        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
-        const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels ||
-            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(x.size())) {
-          throw std::invalid_argument("quantize: " + std::to_string(channels) + " scales and " +
-                                      std::to_string(zero_points.size()) + " zero points do not match x of shape " +
-                                      shape_str(x));
-        }
-        for (size_t c = 0; c < channels; ++c) {
-          check_scale(ps[c], "quantize");
-          check_int8_zero_point(pz[c], "quantize");
-        }
-        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
-        int8_t* po = result.mutable_data();
-        if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
-        py::gil_scoped_release release;
-        for (size_t o = 0; o < outer; ++o) {
-          for (size_t c = 0; c < channels; ++c) {
-            const size_t off = (o * channels + c) * inner;
-            qs8::qs8_quantize(px + off, po + off, inner, ps[c], pz[c]);
-          }
-        }
-        return result;
-      },
-      py::arg("x"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
-      py::arg("out") = py::none());
-
-  m.def(
-      "dequantize",
-      [](const py::array& q, const py::array& scales, const py::array& zero_points, size_t outer, size_t inner,
-         const py::object& out) {
-        const int8_t* pq = checked_data<int8_t>(q, "q");
-        const float* ps = checked_data<float>(scales, "scales");
-        const int32_t* pz = checked_data<int32_t>(zero_points, "zero_points");
-        const size_t channels = static_cast<size_t>(scales.size());
-        if (static_cast<size_t>(zero_points.size()) != channels ||
-            product_size({outer, channels, inner}, "outer x channels x inner") != static_cast<size_t>(q.size())) {
-          throw std::invalid_argument("dequantize: " + std::to_string(channels) + " scales and " +
-                                      std::to_string(zero_points.size()) + " zero points do not match q of shape " +
-                                      shape_str(q));
-        }
-        for (size_t c = 0; c < channels; ++c) {
-          check_scale(ps[c], "dequantize");
-          check_int8_zero_point(pz[c], "dequantize");
-        }
-        py::array_t<float> result = output_array<float>(out, std::vector<py::ssize_t>(q.shape(), q.shape() + q.ndim()));
-        float* po = result.mutable_data();
-        if (q.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
-        py::gil_scoped_release release;
-        for (size_t o = 0; o < outer; ++o) {
-          for (size_t c = 0; c < channels; ++c) {
-            const size_t off = (o * channels + c) * inner;
-            qs8::qs8_dequantize(pq + off, po + off, inner, ps[c], pz[c]);
-          }
-        }
-        return result;
-      },
-      py::arg("q"), py::arg("scales"), py::arg("zero_points"), py::arg("outer"), py::arg("inner"),
-      py::arg("out") = py::none());
+  m.def("quantize", &convert_per_channel<float, int8_t, qs8::qs8_quantize>, py::arg("x"), py::arg("scales"),
+        py::arg("zero_points"), py::arg("outer"), py::arg("inner"), py::arg("out") = py::none());
+  m.def("dequantize", &convert_per_channel<int8_t, float, qs8::qs8_dequantize>, py::arg("q"), py::arg("scales"),
+        py::arg("zero_points"), py::arg("outer"), py::arg("inner"), py::arg("out") = py::none());
 
   py::class_<FullyConnected>(m, "Qs8FullyConnected")
       .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, int32_t, int32_t, int32_t>(),
            py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const FullyConnected&>(), kFullyConnectedCapsule); })
+      .def("_capsule",
+           [](const py::object& self) {
+             return owner_capsule(self, self.cast<const FullyConnected&>(), kFullyConnectedCapsule);
+           })
       .def_property_readonly("input_size", &FullyConnected::input_size)
       .def_property_readonly("output_size", &FullyConnected::output_size)
       .def_property_readonly("_float_requantization", &FullyConnected::float_requantization);
@@ -539,20 +555,25 @@ void bind_quant(py::module_& m) {
       .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,
                     int32_t, size_t, size_t, size_t, size_t, bool>(),
            py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"),
-           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"),
-           py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
+           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"),
+           py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
       .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const Conv2d&>(), kConv2dCapsule); })
+      .def("_capsule",
+           [](const py::object& self) { return owner_capsule(self, self.cast<const Conv2d&>(), kConv2dCapsule); })
       .def_property_readonly("_float_requantization", &Conv2d::float_requantization);
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
       .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
                     int32_t, int32_t, size_t, size_t, size_t, size_t, bool>(),
            py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
-           py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
-           py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
+           py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"),
+           py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"),
+           py::arg("same_padding"))
       .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none())
-      .def("_capsule", [](const py::object& self) { return owner_capsule(self, self.cast<const DepthwiseConv2d&>(), kDepthwiseCapsule); })
+      .def("_capsule",
+           [](const py::object& self) {
+             return owner_capsule(self, self.cast<const DepthwiseConv2d&>(), kDepthwiseCapsule);
+           })
       .def_property_readonly("_float_requantization", &DepthwiseConv2d::float_requantization);
 
   for (const bool is_max : {true, false}) {
@@ -561,12 +582,12 @@ void bind_quant(py::module_& m) {
         [is_max](const py::array& x, size_t filter_h, size_t filter_w, size_t stride_h, size_t stride_w, size_t out_h,
                  size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left, int32_t act_min, int32_t act_max,
                  const py::object& out) {
-          return pool(is_max, x, filter_h, filter_w, stride_h, stride_w, out_h, out_w, pad_top, pad_left, act_min, act_max,
-                      out);
+          return pool(is_max, x, filter_h, filter_w, stride_h, stride_w, out_h, out_w, pad_top, pad_left, act_min,
+                      act_max, out);
         },
-        py::arg("x"), py::arg("filter_h"), py::arg("filter_w"), py::arg("stride_h"), py::arg("stride_w"), py::arg("out_h"),
-        py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"), py::arg("act_min") = -128, py::arg("act_max") = 127,
-        py::arg("out") = py::none());
+        py::arg("x"), py::arg("filter_h"), py::arg("filter_w"), py::arg("stride_h"), py::arg("stride_w"),
+        py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"), py::arg("act_min") = -128,
+        py::arg("act_max") = 127, py::arg("out") = py::none());
   }
 
   m.def(
@@ -579,15 +600,17 @@ void bind_quant(py::module_& m) {
         check_int8_zero_point(-input1_offset, "a");
         check_int8_zero_point(-input2_offset, "b");
         check_int8_zero_point(output_zero_point, "output");
-        if (left_shift < 0 || left_shift > 22) throw std::invalid_argument("left_shift must be in [0, 22], got " + std::to_string(left_shift));
+        if (left_shift < 0 || left_shift > 22)
+          throw std::invalid_argument("left_shift must be in [0, 22], got " + std::to_string(left_shift));
         check_multiplier(input1_multiplier, input1_shift, -31, 0, "input 1 rescale");
         check_multiplier(input2_multiplier, input2_shift, -31, 0, "input 2 rescale");
         check_multiplier(output_multiplier, output_shift, -31, 0, "output rescale");
-        check_act(act_min, act_max);
-        const qs8::AddParams p{input1_offset,     input2_offset, left_shift,        input1_multiplier, input1_shift,
-                               input2_multiplier, input2_shift,  output_multiplier, output_shift,      output_zero_point,
-                               act_min,           act_max};
-        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        check_activation_range(act_min, act_max);
+        const qs8::AddParams p{input1_offset, input2_offset,     left_shift,   input1_multiplier,
+                               input1_shift,  input2_multiplier, input2_shift, output_multiplier,
+                               output_shift,  output_zero_point, act_min,      act_max};
+        py::array_t<int8_t> result =
+            output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
         int8_t* po = result.mutable_data();
         const size_t n = static_cast<size_t>(a.size());
         py::gil_scoped_release release;
@@ -601,16 +624,19 @@ void bind_quant(py::module_& m) {
 
   m.def(
       "mul",
-      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset, int32_t output_multiplier,
-         int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max, const py::object& out) {
+      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset,
+         int32_t output_multiplier, int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max,
+         const py::object& out) {
         auto [pa, pb] = binary_operands(a, b);
         check_int8_zero_point(-input1_offset, "a");
         check_int8_zero_point(-input2_offset, "b");
         check_int8_zero_point(output_zero_point, "output");
         check_multiplier(output_multiplier, output_shift, -31, 14, "output rescale");
-        check_act(act_min, act_max);
-        const qs8::MulParams p{input1_offset, input2_offset, output_multiplier, output_shift, output_zero_point, act_min, act_max};
-        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
+        check_activation_range(act_min, act_max);
+        const qs8::MulParams p{input1_offset, input2_offset, output_multiplier, output_shift, output_zero_point,
+                               act_min,       act_max};
+        py::array_t<int8_t> result =
+            output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
         int8_t* po = result.mutable_data();
         const size_t n = static_cast<size_t>(a.size());
         py::gil_scoped_release release;
@@ -625,12 +651,15 @@ void bind_quant(py::module_& m) {
       "softmax",
       [](const py::array& x, float input_scale, float beta, const py::object& out) {
         const int8_t* px = checked_data<int8_t>(x, "x");
-        if (x.ndim() < 1 || x.shape(x.ndim() - 1) == 0) throw std::invalid_argument("x: expected a non-empty last axis, got shape " + shape_str(x));
+        if (x.ndim() < 1 || x.shape(x.ndim() - 1) == 0)
+          throw std::invalid_argument("x: expected a non-empty last axis, got shape " + shape_str(x));
         check_scale(input_scale, "input");
-        if (!(beta > 0.0f) || !std::isfinite(beta)) throw std::invalid_argument("beta must be positive and finite, got " + std::to_string(beta));
+        if (!(beta > 0.0f) || !std::isfinite(beta))
+          throw std::invalid_argument("beta must be positive and finite, got " + std::to_string(beta));
         const qs8::SoftmaxParams p = qs8::softmax_params(input_scale, beta);
         const size_t depth = static_cast<size_t>(x.shape(x.ndim() - 1)), rows = static_cast<size_t>(x.size()) / depth;
-        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        py::array_t<int8_t> result =
+            output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
         int8_t* po = result.mutable_data();
         py::gil_scoped_release release;
         qs8::qs8_softmax(px, po, rows, depth, p);
@@ -653,7 +682,8 @@ void bind_quant(py::module_& m) {
         const int8_t* px = checked_data<int8_t>(x, "x");
         check_scale(input_scale, "input");
         check_int8_zero_point(input_zero_point, "input");
-        py::array_t<int8_t> result = output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        py::array_t<int8_t> result =
+            output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
         int8_t* po = result.mutable_data();
         const size_t n = static_cast<size_t>(x.size());
         py::gil_scoped_release release;

@@ -1,15 +1,26 @@
-// Array checks shared by the int8 and post-processing bindings: dtype, rank, shape and
-// memory layout are validated before any pointer is taken, and failures raise
-// ValueError (std::invalid_argument) naming the expected and the given value.
+// Checks shared by the bindings: dtype, rank, shape and memory layout are validated before
+// any pointer is taken, parameters before any kernel state is built from them, and failures
+// raise InputError (std::invalid_argument) naming the expected and the given value.
+//
+// The bindings are where edgeinf validates: _C is private but callable, so every check that
+// guards memory or an assumption of a kernel lives here, once, and holds for every caller
+// (edgeinf.quant, the engine, a direct call). The Python layer only turns Python values into
+// the typed arguments (numbers, int32 arrays, names to codes) and checks what its own
+// arithmetic needs; the kernels state their preconditions as debug asserts.
 #pragma once
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "../quant/requantization.h"
 
 namespace edgeinf::bindings {
 
@@ -22,17 +33,29 @@ inline std::string shape_str(const pybind11::array& a) {
 template <class T>
 inline const char* dtype_name();
 template <>
-inline const char* dtype_name<int8_t>() { return "int8"; }
+inline const char* dtype_name<int8_t>() {
+  return "int8";
+}
 template <>
-inline const char* dtype_name<uint8_t>() { return "uint8"; }
+inline const char* dtype_name<uint8_t>() {
+  return "uint8";
+}
 template <>
-inline const char* dtype_name<int32_t>() { return "int32"; }
+inline const char* dtype_name<int32_t>() {
+  return "int32";
+}
 template <>
-inline const char* dtype_name<int64_t>() { return "int64"; }
+inline const char* dtype_name<int64_t>() {
+  return "int64";
+}
 template <>
-inline const char* dtype_name<float>() { return "float32"; }
+inline const char* dtype_name<float>() {
+  return "float32";
+}
 template <>
-inline const char* dtype_name<double>() { return "float64"; }
+inline const char* dtype_name<double>() {
+  return "float64";
+}
 
 // Checks dtype and C-contiguity (and writability when `writable`), returns the data pointer.
 template <class T>
@@ -84,6 +107,57 @@ inline void check_int8_zero_point(int32_t zp, const char* what) {
   if (zp < -128 || zp > 127) {
     throw std::invalid_argument(std::string(what) + ": zero point must be in [-128, 127], got " + std::to_string(zp));
   }
+}
+
+inline void check_activation_range(int32_t act_min, int32_t act_max) {
+  if (act_min < -128 || act_max > 127 || act_min > act_max) {
+    throw std::invalid_argument("activation range must satisfy -128 <= min <= max <= 127, got [" +
+                                std::to_string(act_min) + ", " + std::to_string(act_max) + "]");
+  }
+}
+
+// Per-channel factors of a double requantization (qs8::requantize_double).
+inline void check_requantization_scales(const double* scale, size_t n) {
+  for (size_t c = 0; c < n; ++c) {
+    if (!(scale[c] >= 0.0) || !std::isfinite(scale[c])) {
+      throw std::invalid_argument("requantization scale must be finite and >= 0, got " + std::to_string(scale[c]));
+    }
+  }
+}
+
+// Weights of a GEMM or convolution: at least one output channel and one input value each.
+inline void check_weight_sizes(size_t n, size_t k) {
+  if (n == 0 || k == 0) {
+    throw std::invalid_argument("weights must have at least one output channel and one input value, got [" +
+                                std::to_string(n) + ", " + std::to_string(k) + "]");
+  }
+}
+
+// A Requantization of untrusted parameters: as many shifts as multipliers (at least one),
+// multipliers >= 0, shifts in [-31, 30], an int8 zero point and activation range.
+inline qs8::Requantization checked_requantization(std::vector<int32_t> multiplier, std::vector<int32_t> shift,
+                                                  int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+  if (multiplier.size() != shift.size() || multiplier.empty()) {
+    throw std::invalid_argument("requantization: expected as many shifts as multipliers (>= 1), got " +
+                                std::to_string(multiplier.size()) + " multipliers and " + std::to_string(shift.size()) +
+                                " shifts");
+  }
+  for (size_t c = 0; c < multiplier.size(); ++c) {
+    if (multiplier[c] < 0) {
+      throw std::invalid_argument("requantization: multiplier must be >= 0, got " + std::to_string(multiplier[c]) +
+                                  " at channel " + std::to_string(c));
+    }
+    if (shift[c] < -31 || shift[c] > 30) {
+      throw std::invalid_argument("requantization: shift must be in [-31, 30], got " + std::to_string(shift[c]) +
+                                  " at channel " + std::to_string(c) + " (real multiplier out of range)");
+    }
+  }
+  if (output_zero_point < -128 || output_zero_point > 127) {
+    throw std::invalid_argument("requantization: output zero point must be in [-128, 127], got " +
+                                std::to_string(output_zero_point));
+  }
+  check_activation_range(act_min, act_max);
+  return qs8::Requantization(std::move(multiplier), std::move(shift), output_zero_point, act_min, act_max);
 }
 
 inline void check_scale(double s, const char* what) {

@@ -2,7 +2,7 @@
 // are not a multiple of 8 take the scalar tables.
 #include <immintrin.h>
 
-#include "../kernels/qs8_requantize/avx2_inl.h"
+#include "../quant/avx2_inl.h"
 #include "prelu.h"
 
 namespace edgeinf::engine {

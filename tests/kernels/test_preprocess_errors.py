@@ -216,23 +216,6 @@ def test_native_plan_rejects_bad_requests_directly():
             _C.ImagePlan(**{**good, **change})
 
 
-def test_row_read_probe_reads_exactly_the_listed_rows():
-    # The benchmark's lower bound must load every byte of the listed rows and no others.
-    from edgeinf import _C
-
-    plane = np.zeros((9, 150), np.uint8)  # two 64-byte blocks and a 22-byte tail
-    plane[2, 149], plane[5, 0], plane[7, 70], plane[8, 100] = 1, 2, 64, 128
-    assert _C.read_rows_probe(plane, np.array([2, 5, 7], np.int64)) == 1 | 2 | 64
-    assert _C.read_rows_probe(plane, np.array([8], np.int64)) == 128
-    assert _C.read_rows_probe(plane, np.array([0, 1, 3, 4, 6], np.int64)) == 0
-    with pytest.raises(ValueError, match="index 9 at position 1 is outside the plane's 9 rows"):
-        _C.read_rows_probe(plane, np.array([0, 9], np.int64))
-    with pytest.raises(ValueError, match="rows: expected dtype int64, got int32"):
-        _C.read_rows_probe(plane, np.array([0], np.int32))
-    with pytest.raises(ValueError, match="plane: expected 2 dimensions"):
-        _C.read_rows_probe(plane.reshape(-1), np.array([0], np.int64))
-
-
 @pytest.mark.parametrize("roi", [(0, 0, 2**70, 4), ("x", 0, 4, 4), (0, 0, 4), 5])
 def test_a_roi_that_is_not_four_pixel_counts_is_an_input_error(bgr_pipe, roi):
     with pytest.raises(InputError, match="roi must be"):

@@ -1,7 +1,7 @@
 """The float form of the requantization (AVX2 depthwise and direct conv kernels).
 
 Where construction finds it exact, those kernels requantize with one float multiply-add
-instead of TFLite's fixed-point steps (csrc/kernels/qs8_conv2d/rq_float__avx2.cc). These
+instead of TFLite's fixed-point steps (csrc/quant/rq_float__avx2.cc). These
 tests sweep every accumulator whose output is not saturated, including exact ties, and
 check what happens under another rounding mode, against LiteRT's reference kernels.
 """

@@ -269,3 +269,30 @@ def test_native_layer_validates_before_touching_memory():
         _C.requantize(np.zeros(4, np.int32), np.array([1 << 30], np.int32), np.array([40], np.int32), 0, -128, 127)
     with pytest.raises(ValueError, match="equal shapes"):
         _C.mul(np.zeros(3, np.int8), np.zeros(4, np.int8), 0, 0, 1 << 30, 0, 0, -128, 127, None)
+
+
+def test_native_layers_check_what_the_kernels_only_assert():
+    # The kernels' weight preparation and requantization state their preconditions as debug
+    # asserts; the bindings are the one place that checks them, for every caller of _C.
+    w = np.ones((4, 3), np.int8)
+    with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[0, 3\]"):
+        _C.Qs8FullyConnected(np.ones((0, 3), np.int8), None, 0, np.array([0.5]), 0, -128, 127)
+    with pytest.raises(InputError, match="requantization scale must be finite and >= 0, got -0.5"):
+        _C.Qs8FullyConnected(w, None, 0, np.array([-0.5]), 0, -128, 127)
+    with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[2, 0\]"):
+        _C.Qs8Conv2d(np.ones((2, 3, 3, 0), np.int8), None, 0, np.array([1 << 30], np.int32), np.array([0], np.int32),
+                     0, -128, 127, 1, 1, 1, 1, True)  # fmt: skip
+    with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[0, 9\]"):
+        _C.Qs8DepthwiseConv2d(np.ones((1, 3, 3, 0), np.int8), None, 1, 0, np.array([1 << 30], np.int32),
+                              np.array([0], np.int32), 0, -128, 127, 1, 1, 1, 1, True)  # fmt: skip
+    with pytest.raises(InputError, match="multiplier must be >= 0, got -1 at channel 1"):
+        _C.requantize(np.zeros((1, 2), np.int32), np.array([1, -1], np.int32), np.array([0], np.int32), 0)
+    with pytest.raises(InputError, match="output zero point must be in"):
+        _C.requantize(np.zeros(2, np.int32), np.array([1], np.int32), np.array([0], np.int32), 300)
+    # the Python layer leaves these to the bindings and still names the problem
+    with pytest.raises(InputError, match="beta must be positive and finite"):
+        quant.softmax(np.zeros((1, 3), np.int8), input_scale=0.1, beta=0.0)
+    with pytest.raises(InputError, match=r"x: expected a non-empty last axis, got shape \(2, 0\)"):
+        quant.softmax(np.zeros((2, 0), np.int8), input_scale=0.1)
+    with pytest.raises(InputError, match=r"zero point must be in \[-128, 127\], got 300"):
+        quant.logistic(np.zeros(3, np.int8), input_scale=0.1, input_zero_point=300)

@@ -19,11 +19,11 @@ void top_k_f32(const float* x, size_t rows, size_t n, size_t k, int64_t* indices
 // How the regressor values of one anchor map to a box (MediaPipe's
 // TensorsToDetectionsCalculator with reverse_output_order: x, y, w, h, then keypoints).
 struct DecodeParams {
-  size_t num_coords;      // values per anchor (16 for BlazeFace)
-  size_t num_keypoints;   // (x, y) pairs after the box (6)
+  size_t num_coords;                         // values per anchor (16 for BlazeFace)
+  size_t num_keypoints;                      // (x, y) pairs after the box (6)
   float x_scale, y_scale, w_scale, h_scale;  // 128 for the short-range face model
-  float score_clip;       // raw scores are clipped to [-clip, clip] before the sigmoid
-  bool sigmoid;           // scores are logits
+  float score_clip;                          // raw scores are clipped to [-clip, clip] before the sigmoid
+  bool sigmoid;                              // scores are logits
 };
 
 // Raw values as float32, or int8 with their scale and zero point.
@@ -32,7 +32,9 @@ struct Raw {
   const int8_t* q8 = nullptr;
   float scale = 1.0f;
   int32_t zero_point = 0;
-  float at(size_t i) const { return f32 ? f32[i] : scale * static_cast<float>(static_cast<int32_t>(q8[i]) - zero_point); }
+  float at(size_t i) const {
+    return f32 ? f32[i] : scale * static_cast<float>(static_cast<int32_t>(q8[i]) - zero_point);
+  }
 };
 
 // One decoded detection: box (xmin, ymin, xmax, ymax), keypoints (x, y), score.

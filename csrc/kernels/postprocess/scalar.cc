@@ -131,8 +131,7 @@ Detections non_max_suppression(const Detections& in, size_t nk, float iou_thresh
   const size_t m = in.size();
   std::vector<size_t> remaining(m);
   std::iota(remaining.begin(), remaining.end(), size_t{0});
-  std::stable_sort(remaining.begin(), remaining.end(),
-                   [&](size_t a, size_t b) { return in.scores[a] > in.scores[b]; });
+  std::stable_sort(remaining.begin(), remaining.end(), [&](size_t a, size_t b) { return in.scores[a] > in.scores[b]; });
   Detections out;
   out.boxes.reserve(4 * m);
   out.keypoints.reserve(2 * nk * m);

@@ -1,7 +1,7 @@
 // AVX2 add / mul: 16 values per step in int32 lanes.
 #include <immintrin.h>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "../../quant/avx2_inl.h"
 #include "binary.h"
 
 namespace edgeinf::qs8 {
@@ -88,8 +88,7 @@ void qs8_mul__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, cons
   const __m256i zp = _mm256_set1_epi32(p.output_offset);
   const __m256i lo = _mm256_set1_epi32(p.act_min), hi = _mm256_set1_epi32(p.act_max);
   auto eight = [&](size_t i) {
-    const __m256i prod =
-        _mm256_mullo_epi32(_mm256_add_epi32(lanes(a + i), off1), _mm256_add_epi32(lanes(b + i), off2));
+    const __m256i prod = _mm256_mullo_epi32(_mm256_add_epi32(lanes(a + i), off1), _mm256_add_epi32(lanes(b + i), off2));
     const __m256i v = _mm256_add_epi32(so.apply(prod), zp);
     return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
   };

@@ -6,17 +6,17 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
 
 namespace edgeinf::qs8 {
 
 // ADD: both inputs are moved to a common scale (left shift 20, then a multiplier below
 // one each), summed, and the sum requantized to the output.
 struct AddParams {
-  int32_t input1_offset, input2_offset;  // minus the zero points
-  int32_t left_shift;                    // 20 for int8
+  int32_t input1_offset, input2_offset;                                      // minus the zero points
+  int32_t left_shift;                                                        // 20 for int8
   int32_t input1_multiplier, input1_shift, input2_multiplier, input2_shift;  // shifts <= 0
-  int32_t output_multiplier, output_shift;                                    // shift <= 0
+  int32_t output_multiplier, output_shift;                                   // shift <= 0
   int32_t output_offset, act_min, act_max;
 };
 

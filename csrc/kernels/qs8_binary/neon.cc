@@ -1,7 +1,7 @@
 // NEON add / mul: 8 values per step in int32 lanes.
 #include <arm_neon.h>
 
-#include "../qs8_requantize/neon_inl.h"
+#include "../../quant/neon_inl.h"
 #include "binary.h"
 
 namespace edgeinf::qs8 {
@@ -10,7 +10,9 @@ namespace {
 struct Scale {
   int32x4_t multiplier, left, neg_right;
   Scale(int32_t m, int32_t shift)
-      : multiplier(vdupq_n_s32(m)), left(vdupq_n_s32(shift > 0 ? shift : 0)), neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
+      : multiplier(vdupq_n_s32(m)),
+        left(vdupq_n_s32(shift > 0 ? shift : 0)),
+        neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
   int32x4_t apply(int32x4_t x) const { return neon::mbqm(x, multiplier, left, neg_right); }
 };
 

@@ -19,8 +19,8 @@
 #include <cstring>
 #include <vector>
 
+#include "../../quant/rq_avx2_inl.h"
 #include "conv2d.h"
-#include "rq_avx2_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {
@@ -76,12 +76,12 @@ void tile(const int16_t* const* rows, size_t k_h, size_t rp, size_t pixel_stride
 
 // All blocks of `npix` pixels whose filter rows start at rows[ky] (pixel stride apart).
 template <int kRq>
-inline void pixels(const ConvWeights& w, const int16_t* const* rows, size_t pixel_stride, const Output& q,
-                   size_t npix, size_t n, int8_t* out) {
+inline void pixels(const ConvWeights& w, const int16_t* const* rows, size_t pixel_stride, const Output& q, size_t npix,
+                   size_t n, int8_t* out) {
   const size_t k_h = w.k_h(), rp = w.avx2_row_pairs();
   for (size_t b = 0; b * 16 < n; ++b) {
-    tile<kRq>(rows, k_h, rp, pixel_stride, w.avx2_panel() + b * k_h * rp * 32, w.avx2_params() + b * kRqParams * 16,
-              q, npix, std::min<size_t>(16, n - b * 16), out + b * 16, n);
+    tile<kRq>(rows, k_h, rp, pixel_stride, w.avx2_panel() + b * k_h * rp * 32, w.avx2_params() + b * kRqParams * 16, q,
+              npix, std::min<size_t>(16, n - b * 16), out + b * 16, n);
   }
 }
 

@@ -2,11 +2,10 @@
 //
 // The scalar path is TFLite's reference loop. The SIMD paths take one of two routes:
 //  - few input channels (in_c <= kSmallInputChannels, e.g. a 3-channel stem), and on
-//    AVX2 also 1x1 filters of up to kAvx2DirectPointwiseChannels: a direct kernel. Each output pixel's window is copied once into a row of K = k_h * k_w * in_c
-//    values (OHWI order, padded taps as the input zero point), and tiles of rows are
-//    multiplied with weights packed at construction (ConvWeights), then requantized.
-//    Through the GEMM, the 3-value segments of such a convolution cost more to gather
-//    than to multiply.
+//    AVX2 also 1x1 filters of up to kAvx2DirectPointwiseChannels: a direct kernel. Each output pixel's window is copied
+//    once into a row of K = k_h * k_w * in_c values (OHWI order, padded taps as the input zero point), and tiles of
+//    rows are multiplied with weights packed at construction (ConvWeights), then requantized. Through the GEMM, the
+//    3-value segments of such a convolution cost more to gather than to multiply.
 //  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
 //    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
 //    every ISA variant of the GEMM serves convolution as well. On AVX2, with several
@@ -49,7 +48,7 @@ class ConvWeights {
   size_t k() const { return gemm_.k(); }
   size_t in_c() const { return in_c_; }
   int32_t input_zero_point() const { return gemm_.input_zero_point(); }
-  bool direct() const { return direct_; }  // the few-input-channel kernel applies
+  bool direct() const { return direct_; }            // the few-input-channel kernel applies
   bool avx2_direct() const { return avx2_direct_; }  // ... and on AVX2 (also pointwise layers)
   // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
   int avx2_rq_flags() const { return avx2_rq_flags_; }

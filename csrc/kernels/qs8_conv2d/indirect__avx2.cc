@@ -56,7 +56,8 @@ void qs8_conv2d_gemm__avx2(const ConvWeights& cw, const ConvGeometry& g, const i
     const size_t b0 = p0 / (g.out_h * g.out_w), b1 = last / (g.out_h * g.out_w);
     const size_t oy0 = (p0 / g.out_w) % g.out_h, oy1 = (last / g.out_w) % g.out_h;
     const size_t lo = b0 * g.in_h + clamp_row(static_cast<ptrdiff_t>(oy0 * g.stride_h) - g.pad_top, g.in_h);
-    const size_t hi = b1 * g.in_h + clamp_row(static_cast<ptrdiff_t>(oy1 * g.stride_h) - g.pad_top + span_h + 1, g.in_h);
+    const size_t hi =
+        b1 * g.in_h + clamp_row(static_cast<ptrdiff_t>(oy1 * g.stride_h) - g.pad_top + span_h + 1, g.in_h);
     const size_t band_values = (hi - lo) * row_values;
     int16_t* band = scratch<int16_t, 4>(band_values + g.in_c);
     widen(in + lo * row_values, band_values, w.input_zero_point(), band);
@@ -68,9 +69,8 @@ void qs8_conv2d_gemm__avx2(const ConvWeights& cw, const ConvGeometry& g, const i
       const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
       const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
       // Where the window's first value would be in the band (negative in the padding).
-      const ptrdiff_t origin =
-          ((static_cast<ptrdiff_t>(b * g.in_h) + iy0 - static_cast<ptrdiff_t>(lo)) * in_w + ix0) *
-          static_cast<ptrdiff_t>(g.in_c);
+      const ptrdiff_t origin = ((static_cast<ptrdiff_t>(b * g.in_h) + iy0 - static_cast<ptrdiff_t>(lo)) * in_w + ix0) *
+                               static_cast<ptrdiff_t>(g.in_c);
       const int16_t** row = ptrs + i * taps;
       if (iy0 >= 0 && ix0 >= 0 && iy0 + span_h < in_h && ix0 + span_w < in_w) {
         for (size_t t = 0; t < taps; ++t) row[t] = band + (origin + tap_offset[t]);

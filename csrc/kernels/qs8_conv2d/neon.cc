@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "../../quant/rq_neon_inl.h"
 #include "conv2d.h"
-#include "rq_neon_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {
@@ -60,8 +60,8 @@ void tile(const int8_t* a, size_t kp, const int8_t* panel, const int32_t* start,
 void qs8_conv2d_direct__neon(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const size_t n = g.out_c, kp = w.kp2(), blocks = (n + 7) / 8;
   const size_t pixels = g.batch * g.out_h * g.out_w;
-  const size_t chunk = std::min<size_t>(std::max<size_t>(kRows, (16384 / kp) / kRows * kRows),
-                                        (pixels + kRows - 1) / kRows * kRows);
+  const size_t chunk =
+      std::min<size_t>(std::max<size_t>(kRows, (16384 / kp) / kRows * kRows), (pixels + kRows - 1) / kRows * kRows);
   std::vector<int8_t> a(chunk * kp, 0);
   const Output q(w.gemm().requantization());
   const int32_t* start = w.gemm().bias_minus_zero_point_terms();

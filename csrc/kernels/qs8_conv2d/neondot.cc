@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "../../quant/rq_neon_inl.h"
 #include "conv2d.h"
-#include "rq_neon_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {
@@ -24,17 +24,17 @@ using neon_rq::requantize8;
 constexpr size_t kRows = 4;
 
 // Quad `L` (0-3) of the 16 K values in av against the 16 channels of panel p.
-#define EDGEINF_DOT_QUAD(L)                                     \
-  do {                                                          \
-    const int8x16_t b0 = vld1q_s8(p), b1 = vld1q_s8(p + 16);    \
+#define EDGEINF_DOT_QUAD(L)                                       \
+  do {                                                            \
+    const int8x16_t b0 = vld1q_s8(p), b1 = vld1q_s8(p + 16);      \
     const int8x16_t b2 = vld1q_s8(p + 32), b3 = vld1q_s8(p + 48); \
-    p += 64;                                                    \
-    _Pragma("GCC unroll 4") for (size_t r = 0; r < kRows; ++r) { \
-      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], L);     \
-      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], L);     \
-      acc[r][2] = vdotq_laneq_s32(acc[r][2], b2, av[r], L);     \
-      acc[r][3] = vdotq_laneq_s32(acc[r][3], b3, av[r], L);     \
-    }                                                           \
+    p += 64;                                                      \
+    _Pragma("GCC unroll 4") for (size_t r = 0; r < kRows; ++r) {  \
+      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], L);       \
+      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], L);       \
+      acc[r][2] = vdotq_laneq_s32(acc[r][2], b2, av[r], L);       \
+      acc[r][3] = vdotq_laneq_s32(acc[r][3], b3, av[r], L);       \
+    }                                                             \
   } while (0)
 
 // a: kRows rows of ka int8 (ka a multiple of 16, zero past K); quads: K / 4 rounded up.
@@ -81,8 +81,8 @@ void tile(const int8_t* a, size_t ka, size_t quads, const int8_t* panel, const i
 void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const size_t n = g.out_c, quads = w.kp4() / 4, ka = (w.kp4() + 15) / 16 * 16, blocks = (n + 15) / 16;
   const size_t pixels = g.batch * g.out_h * g.out_w;
-  const size_t chunk = std::min<size_t>(std::max<size_t>(kRows, (16384 / ka) / kRows * kRows),
-                                        (pixels + kRows - 1) / kRows * kRows);
+  const size_t chunk =
+      std::min<size_t>(std::max<size_t>(kRows, (16384 / ka) / kRows * kRows), (pixels + kRows - 1) / kRows * kRows);
   std::vector<int8_t> a(chunk * ka, 0);
   const Output q(w.gemm().requantization());
   const int32_t* start = w.gemm().bias_minus_zero_point_terms();

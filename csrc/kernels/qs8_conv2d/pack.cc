@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "../../quant/rq_params.h"
 #include "conv2d.h"
-#include "rq_params.h"
 
 namespace edgeinf::qs8 {
 
@@ -92,8 +92,8 @@ EDGEINF_NO_LIBCALLS inline void fill_run(int8_t* d, int8_t v, size_t n) {
 
 }  // namespace
 
-EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t p0, size_t m, size_t kp,
-                      int8_t* dst) {
+EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t p0,
+                                          size_t m, size_t kp, int8_t* dst) {
   const size_t C = g.in_c, run = g.k_w * C, k = g.k_h * run;
   size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
   const ptrdiff_t in_h = static_cast<ptrdiff_t>(g.in_h), in_w = static_cast<ptrdiff_t>(g.in_w);

@@ -1,5 +1,4 @@
 // Scalar reference conv2d: TFLite's reference_integer_ops::ConvPerChannel loop order.
-#include "../../dispatch.h"
 #include "conv2d.h"
 
 namespace edgeinf::qs8 {
@@ -22,7 +21,8 @@ void qs8_conv2d__scalar(const ConvWeights& cw, const ConvGeometry& g, const int8
             for (size_t kx = 0; kx < g.k_w; ++kx) {
               const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(kx * g.dilation_w);
               // Taps outside the image are skipped: padding contributes nothing.
-              if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(g.in_h) || ix >= static_cast<ptrdiff_t>(g.in_w)) continue;
+              if (iy < 0 || ix < 0 || iy >= static_cast<ptrdiff_t>(g.in_h) || ix >= static_cast<ptrdiff_t>(g.in_w))
+                continue;
               const int8_t* px = in + ((b * g.in_h + iy) * g.in_w + ix) * g.in_c;
               const int8_t* pw = wc + (ky * g.k_w + kx) * g.in_c;
               for (size_t ic = 0; ic < g.in_c; ++ic) {
@@ -36,30 +36,6 @@ void qs8_conv2d__scalar(const ConvWeights& cw, const ConvGeometry& g, const int8
       }
     }
   }
-}
-
-namespace {
-
-void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  qs8_conv2d__gemm(w.gemm(), g, in, out);
-}
-
-}  // namespace
-
-void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
-  if (w.direct()) {
-    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
-               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
-    return;
-  }
-  // Every other SIMD path goes through the GEMM, which dispatches to its own variant.
-  const Fn simd = &conv2d_gemm;
-  if (w.avx2_direct()) {
-    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd)(w, g, in, out);
-    return;
-  }
-  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

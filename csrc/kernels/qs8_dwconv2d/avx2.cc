@@ -24,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../qs8_conv2d/rq_avx2_inl.h"
+#include "../../quant/rq_avx2_inl.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
@@ -37,7 +37,9 @@ inline void requantize_store(__m256i acc0, __m256i acc1, const int32_t* prm, con
   _mm_storeu_si128(reinterpret_cast<__m128i*>(o), requantize16<kRq>(acc0, acc1, prm, q));
 }
 
-inline __m256i widen16(const int8_t* p) { return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i widen16(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 struct Ctx {
   const DwWeights& w;

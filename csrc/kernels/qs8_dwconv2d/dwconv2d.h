@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "../qs8_conv2d/rq_params.h"
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
+#include "../../quant/rq_params.h"
 
 namespace edgeinf::qs8 {
 
@@ -27,7 +27,8 @@ struct DwTapPair {
 
 class DwWeights {
  public:
-  // w is TFLite's [1, k_h, k_w, channels] filter; bias may be null. Throws std::invalid_argument.
+  // w is TFLite's [1, k_h, k_w, channels] filter; bias may be null. Expects
+  // non-zero sizes and an int8 input zero point (asserted; the bindings check them).
   DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, const int32_t* bias, int32_t input_zero_point,
             Requantization rq);
   size_t k_h() const { return k_h_; }
@@ -35,8 +36,8 @@ class DwWeights {
   size_t channels() const { return channels_; }
   size_t padded_channels() const { return padded_; }
   int32_t input_zero_point() const { return input_zero_point_; }
-  const int8_t* weights() const { return w_.data(); }       // [taps][channels]
-  const int32_t* bias() const { return bias_.data(); }      // [padded_channels]
+  const int8_t* weights() const { return w_.data(); }   // [taps][channels]
+  const int32_t* bias() const { return bias_.data(); }  // [padded_channels]
   // bias[c] - input_zero_point * sum over taps of w[t][c] (wrapping): the start value of
   // paths that multiply raw int8 inputs, padded taps reading zero points.
   const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
@@ -95,7 +96,7 @@ class DwRows {
   // rows[ky] for output row oy of image b, ky < k_h.
   void get(size_t b, size_t oy, const int8_t** rows);
   const int8_t* zero_row() const { return zero_.data(); }  // in_w pixels plus 64 bytes of slack
-  size_t channels() const { return oc_; }                 // values per pixel
+  size_t channels() const { return oc_; }                  // values per pixel
 
  private:
   const DwGeometry& g_;

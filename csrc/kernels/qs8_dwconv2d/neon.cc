@@ -12,7 +12,7 @@
 
 #include <vector>
 
-#include "../qs8_conv2d/rq_neon_inl.h"
+#include "../../quant/rq_neon_inl.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {

@@ -1,27 +1,23 @@
-// Scalar reference depthwise conv2d, weight preparation and dispatch.
-#include <stdexcept>
-#include <string>
+// Scalar reference depthwise conv2d and its weight preparation.
+#include <cassert>
 
-#include "../../dispatch.h"
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
 
 DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, const int32_t* bias,
                      int32_t input_zero_point, Requantization rq)
-    : k_h_(k_h), k_w_(k_w), channels_(channels), padded_((channels + 15) / 16 * 16),
-      input_zero_point_(input_zero_point), w_(w, w + k_h * k_w * channels), rq_(std::move(rq)) {
-  if (k_h == 0 || k_w == 0 || channels == 0) {
-    throw std::invalid_argument("depthwise filter must be non-empty, got [1, " + std::to_string(k_h) + ", " +
-                                std::to_string(k_w) + ", " + std::to_string(channels) + "]");
-  }
-  if (input_zero_point < -128 || input_zero_point > 127) {
-    throw std::invalid_argument("input zero point must be in [-128, 127], got " + std::to_string(input_zero_point));
-  }
-  if (rq_.channels() != channels) {
-    throw std::invalid_argument("expected " + std::to_string(channels) + " requantization channels, got " +
-                                std::to_string(rq_.channels()));
-  }
+    : k_h_(k_h),
+      k_w_(k_w),
+      channels_(channels),
+      padded_((channels + 15) / 16 * 16),
+      input_zero_point_(input_zero_point),
+      w_(w, w + k_h * k_w * channels),
+      rq_(std::move(rq)) {
+  // Preconditions, checked by the bindings (bindings/quant_arrays.h).
+  assert(k_h > 0 && k_w > 0 && channels > 0);
+  assert(input_zero_point >= -128 && input_zero_point <= 127);
+  assert(rq_.channels() == channels);
   const size_t taps = k_h * k_w;
   for (int8_t v : w_) weights_above_min_ = weights_above_min_ && v != -128;
   for (size_t r = 0; r < k_h / 2; ++r) {
@@ -105,7 +101,10 @@ void dwconv_pixel_channels(const DwWeights& w, const DwGeometry& g, const int8_t
 }
 
 DwRows::DwRows(const DwGeometry& g, const int8_t* in, int8_t zero_point)
-    : g_(g), in_(in), oc_(g.in_c * g.depth_multiplier), slots_(0),
+    : g_(g),
+      in_(in),
+      oc_(g.in_c * g.depth_multiplier),
+      slots_(0),
       zero_(g.in_w * g.in_c * g.depth_multiplier + 64, zero_point) {
   if (g.depth_multiplier != 1) {
     slots_ = (g.k_h - 1) * g.dilation_h + 1;  // a window's rows are consecutive modulo this
@@ -154,12 +153,6 @@ void qs8_dwconv2d__scalar(const DwWeights& w, const DwGeometry& g, const int8_t*
       }
     }
   }
-}
-
-void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const DwWeights&, const DwGeometry&, const int8_t*, int8_t*);
-  select<Fn>(&qs8_dwconv2d__scalar, EDGEINF_AVX2(qs8_dwconv2d__avx2), EDGEINF_NEON(qs8_dwconv2d__neon),
-             EDGEINF_NEON(qs8_dwconv2d__neon))(w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

@@ -2,8 +2,8 @@
 //
 // A rows are converted once per block to int16 (a - zero_point), or arrive converted
 // (GemmRows16), and are read as broadcast pairs of K; packed weights hold pairs of K per
-// column and are sign-extended in the loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <= 255,
-// |w| <= 128), unlike VPMADDUBSW's saturating int16 pairs, so the result is exact.
+// column and are sign-extended in the loop. int16 * int16 products of pairs cannot overflow an int32 lane (|a - zp| <=
+// 255, |w| <= 128), unlike VPMADDUBSW's saturating int16 pairs, so the result is exact.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <vector>
 
-#include "../qs8_conv2d/rq_avx2_inl.h"
-#include "../qs8_requantize/avx2_inl.h"
+#include "../../quant/avx2_inl.h"
+#include "../../quant/rq_avx2_inl.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8 {
@@ -94,11 +94,14 @@ class Epilogue {
   void store_rows(const int32_t* acc, size_t rows, int8_t* out, size_t out_stride) const {
     using namespace avx2;
     if (in_double_) {
-      for (size_t r = 0; r < rows; ++r) store(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8), out + r * out_stride);
+      for (size_t r = 0; r < rows; ++r)
+        store(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8), out + r * out_stride);
     } else if (in_float_) {
-      for (size_t r = 0; r < rows; ++r) put(in_float(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
+      for (size_t r = 0; r < rows; ++r)
+        put(in_float(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
     } else {
-      for (size_t r = 0; r < rows; ++r) put(fixed(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
+      for (size_t r = 0; r < rows; ++r)
+        put(fixed(load8_i32(acc + 16 * r), load8_i32(acc + 16 * r + 8)), out + r * out_stride);
     }
   }
 
@@ -305,7 +308,7 @@ void gemm_tiles(const GemmWeights& w, size_t m, size_t taps, size_t seg_pairs, R
   const bool wide = m >= kWideMinRows;
   const int8_t* packed = w.packed(wide ? kAvx2WideLayout : kAvx2Layout);
   const TileFn* tiles = taps == 1 ? (wide ? kTileSet<true, true> : kTileSet<false, true>)
-                                   : (wide ? kTileSet<true, false> : kTileSet<false, false>);
+                                  : (wide ? kTileSet<true, false> : kTileSet<false, false>);
   const size_t panel_bytes = kp * kNr * (wide ? 2 : 1);
   const size_t blocks = (n + kNr - 1) / kNr;
   const size_t mc = block_rows(m, kp);
@@ -338,27 +341,6 @@ void gemm_tiles(const GemmWeights& w, size_t m, size_t taps, size_t seg_pairs, R
 
 }  // namespace
 
-uint64_t qs8_peak_probe__avx2(size_t iterations) {
-  // Six independent chains, few enough registers that nothing spills to the stack.
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i a = _mm256_set1_epi8(3), b0 = _mm256_set1_epi8(1), b1 = _mm256_set1_epi8(2);
-  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
-  for (size_t i = 0; i < iterations; ++i) {
-    // Opaque to the compiler, so the products are not hoisted out of the loop.
-    __asm__ volatile("" : "+x"(a), "+x"(b0), "+x"(b1));
-    c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b0), ones));
-    c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b1), ones));
-    c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, a), ones));
-    c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, a), ones));
-    c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, b1), ones));
-    c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, b0), ones));
-  }
-  const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
-                                       _mm256_add_epi32(c4, c5));
-  __asm__ volatile("" : : "x"(sum));
-  return static_cast<uint64_t>(iterations) * 6 * 64;  // 32 multiply-adds per VPMADDUBSW
-}
-
 void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   if (a.m == 0) return;
   if (a.m == 1 && w.weights_negatable()) return gemv(w, a, out);
@@ -379,7 +361,8 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
 
 void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, size_t out_stride) {
   if (a.m == 0) return;
-  gemm_tiles(w, a.m, a.taps, a.seg / 2, [&](size_t m0, size_t) { return a.ptrs + m0 * a.taps; }, out, out_stride);
+  gemm_tiles(
+      w, a.m, a.taps, a.seg / 2, [&](size_t m0, size_t) { return a.ptrs + m0 * a.taps; }, out, out_stride);
 }
 
 }  // namespace edgeinf::qs8

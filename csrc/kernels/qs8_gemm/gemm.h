@@ -14,8 +14,8 @@
 #include <mutex>
 #include <vector>
 
-#include "../qs8_conv2d/rq_params.h"
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
+#include "../../quant/rq_params.h"
 
 namespace edgeinf::qs8 {
 
@@ -25,15 +25,13 @@ namespace edgeinf::qs8 {
 struct PackLayout {
   size_t nr, kq, kpad, mr;
   bool wide = false;
-  bool operator==(const PackLayout& o) const {
-    return nr == o.nr && kq == o.kq && kpad == o.kpad && wide == o.wide;
-  }
+  bool operator==(const PackLayout& o) const { return nr == o.nr && kq == o.kq && kpad == o.kpad && wide == o.wide; }
 };
-inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};          // pairs of K, sign-extended in the kernel (few rows)
+inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};            // pairs of K, sign-extended in the kernel (few rows)
 inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K as int16 (many rows)
-inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};       // quads of K for VPMADDUBSW (one row)
-inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};           // pairs of K for VMULL + VPADAL
-inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};        // quads of K for SDOT; A rows read 16 at a time
+inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};        // quads of K for VPMADDUBSW (one row)
+inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};             // pairs of K for VMULL + VPADAL
+inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};         // quads of K for SDOT; A rows read 16 at a time
 
 size_t round_up(size_t x, size_t m);
 
@@ -43,14 +41,14 @@ class GemmWeights {
   // per output channel) the accumulators are requantized in double as TFLite's
   // reference FULLY_CONNECTED does (rq then only supplies the zero point and the
   // clamp); without it, with rq's fixed-point multipliers as CONV_2D does.
-  // Throws std::invalid_argument.
-  GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
-              Requantization rq, std::vector<double> double_scale = {});
+  // Expects n, k > 0 and an int8 input zero point (asserted; the bindings check them).
+  GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point, Requantization rq,
+              std::vector<double> double_scale = {});
 
   size_t n() const { return n_; }
   size_t k() const { return k_; }
   int32_t input_zero_point() const { return input_zero_point_; }
-  const int8_t* weights() const { return w_.data(); }  // [n][k]
+  const int8_t* weights() const { return w_.data(); }   // [n][k]
   const int32_t* bias() const { return bias_.data(); }  // [n padded to 16]
   // bias[c] - input_zero_point * sum_k w[c][k]: the accumulator start of paths that
   // multiply raw int8 activations (NEON), padded to 16 entries.
@@ -108,11 +106,6 @@ void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, si
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
-
-// Throughput probe of the CPU's int8 multiply-add units (VPMADDUBSW + VPMADDWD, the
-// usual definition of the AVX2 int8 peak): runs `iterations` rounds of independent
-// chains and returns the number of int8 operations (multiply and add each count one).
-uint64_t qs8_peak_probe__avx2(size_t iterations);
 
 // Per-thread scratch memory of the GEMM paths, kept between calls: a fresh vector per
 // call would zero-fill (and, past malloc's mmap threshold, page-fault) up to a few

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "../qs8_requantize/neon_inl.h"
+#include "../../quant/neon_inl.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8::neon {

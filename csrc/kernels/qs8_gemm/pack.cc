@@ -1,10 +1,9 @@
-// Weight preparation shared by every path: validation, bias terms, packed panels.
+// Weight preparation shared by every path: bias terms, packed panels.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 #include "gemm.h"
 
@@ -14,20 +13,17 @@ size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bias, int32_t input_zero_point,
                          Requantization rq, std::vector<double> double_scale)
-    : n_(n), k_(k), input_zero_point_(input_zero_point),
-      weights_negatable_(std::find(w, w + n * k, int8_t{-128}) == w + n * k), w_(w, w + n * k), rq_(std::move(rq)),
+    : n_(n),
+      k_(k),
+      input_zero_point_(input_zero_point),
+      weights_negatable_(std::find(w, w + n * k, int8_t{-128}) == w + n * k),
+      w_(w, w + n * k),
+      rq_(std::move(rq)),
       double_scale_(std::move(double_scale)) {
-  if (n == 0 || k == 0) {
-    throw std::invalid_argument("weights must have at least one output channel and one input value, got [" +
-                                std::to_string(n) + ", " + std::to_string(k) + "]");
-  }
-  if (input_zero_point < -128 || input_zero_point > 127) {
-    throw std::invalid_argument("input zero point must be in [-128, 127], got " + std::to_string(input_zero_point));
-  }
-  if (rq_.channels() != n) {
-    throw std::invalid_argument("expected " + std::to_string(n) + " requantization channels, got " +
-                                std::to_string(rq_.channels()));
-  }
+  // Preconditions, checked by the bindings (bindings/quant_arrays.h).
+  assert(n > 0 && k > 0);
+  assert(input_zero_point >= -128 && input_zero_point <= 127);
+  assert(rq_.channels() == n);
   const size_t padded = round_up(n, 16);
   bias_.assign(padded, 0);
   bias_zp_.assign(padded, 0);
@@ -36,20 +32,13 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
     // Wrapping int32 arithmetic, like the reference accumulator.
     uint32_t sum = 0;
     for (size_t i = 0; i < k; ++i) sum += static_cast<uint32_t>(static_cast<int32_t>(w[c * k + i]));
-    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) -
-                                       static_cast<uint32_t>(input_zero_point) * sum);
+    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
   }
   rq_.pad_to(padded);
   if (!double_scale_.empty()) {
-    if (double_scale_.size() != n) {
-      throw std::invalid_argument("expected " + std::to_string(n) + " requantization scales, got " +
-                                  std::to_string(double_scale_.size()));
-    }
-    for (double s : double_scale_) {
-      if (!(s >= 0.0) || !std::isfinite(s)) {
-        throw std::invalid_argument("requantization scale must be finite and >= 0, got " + std::to_string(s));
-      }
-    }
+    assert(double_scale_.size() == n);
+    assert(
+        std::all_of(double_scale_.begin(), double_scale_.end(), [](double s) { return s >= 0.0 && std::isfinite(s); }));
     double_scale_.resize(padded, 0.0);
   }
   // Accumulators: bias + (a - zero_point) * w in the tiles, bias_zp + a * w in the GEMV.
@@ -59,7 +48,8 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
   }
   const double* ds = double_scale_.empty() ? nullptr : double_scale_.data();
   if (fit_float_requantization(rq_, bound.data(), n, false, ds, &float_rq_)) {
-    float_rq_.scale.resize(padded, 0.0f), float_rq_.offset.resize(padded, 0.0f), float_rq_.offset_neg.resize(padded, 0.0f);
+    float_rq_.scale.resize(padded, 0.0f), float_rq_.offset.resize(padded, 0.0f),
+        float_rq_.offset_neg.resize(padded, 0.0f);
   }
 }
 

@@ -1,5 +1,4 @@
 // Scalar reference GEMM: TFLite's reference loop, one output at a time.
-#include "../../dispatch.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8 {
@@ -22,13 +21,6 @@ void qs8_gemm__scalar(const GemmWeights& w, const GemmRows& a, int8_t* out, size
       out[m * out_stride + c] = w.requantize(static_cast<int32_t>(acc), c);
     }
   }
-}
-
-void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
-  if (a.m == 0) return;  // zero rows in, zero rows out: no path needs to handle it
-  using Fn = void (*)(const GemmWeights&, const GemmRows&, int8_t*, size_t);
-  select<Fn>(&qs8_gemm__scalar, EDGEINF_AVX2(qs8_gemm__avx2), EDGEINF_NEON(qs8_gemm__neon),
-             EDGEINF_NEONDOT(qs8_gemm__neondot))(w, a, out, out_stride);
 }
 
 }  // namespace edgeinf::qs8

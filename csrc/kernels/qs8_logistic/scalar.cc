@@ -1,9 +1,8 @@
-// Scalar reference of the logistic table and of table lookup; dispatch. (AVX2 has no
+// Scalar reference of the logistic table and of table lookup. (AVX2 has no
 // byte table lookup wider than 16 entries; the scalar loop serves that path.)
 #include <algorithm>
 #include <cmath>
 
-#include "../../dispatch.h"
 #include "logistic.h"
 
 namespace edgeinf::qs8 {
@@ -23,11 +22,6 @@ void logistic_table(float input_scale, int32_t input_zero_point, int8_t table[25
 
 void qs8_lut__scalar(const int8_t* in, int8_t* out, size_t n, const int8_t table[256]) {
   for (size_t i = 0; i < n; ++i) out[i] = table[static_cast<uint8_t>(in[i])];
-}
-
-void qs8_lut(const int8_t* in, int8_t* out, size_t n, const int8_t table[256]) {
-  using Fn = void (*)(const int8_t*, int8_t*, size_t, const int8_t*);
-  select<Fn>(&qs8_lut__scalar, nullptr, EDGEINF_NEON(qs8_lut__neon), EDGEINF_NEON(qs8_lut__neon))(in, out, n, table);
 }
 
 }  // namespace edgeinf::qs8

@@ -1,7 +1,6 @@
-// Scalar reference pooling and dispatch.
+// Scalar reference pooling.
 #include <algorithm>
 
-#include "../../dispatch.h"
 #include "pool.h"
 
 namespace edgeinf::qs8 {
@@ -57,18 +56,6 @@ void qs8_avgpool__scalar(const PoolGeometry& g, const int8_t* in, int8_t* out) {
     taps([&](int32_t v) { sum += v; });
     return average_rounded(sum, count);
   });
-}
-
-void qs8_maxpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
-  select<Fn>(&qs8_maxpool__scalar, EDGEINF_AVX2(qs8_maxpool__avx2), EDGEINF_NEON(qs8_maxpool__neon),
-             EDGEINF_NEON(qs8_maxpool__neon))(g, in, out);
-}
-
-void qs8_avgpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
-  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
-  select<Fn>(&qs8_avgpool__scalar, EDGEINF_AVX2(qs8_avgpool__avx2), EDGEINF_NEON(qs8_avgpool__neon),
-             EDGEINF_NEON(qs8_avgpool__neon))(g, in, out);
 }
 
 }  // namespace edgeinf::qs8

@@ -21,7 +21,7 @@ inline __m256i quantize8(__m256 x, __m256 scale, __m256 lo, __m256 hi, __m256 ze
   __m256 r = round_half_away(_mm256_div_ps(x, scale));
   const __m256 is_number = _mm256_cmp_ps(r, r, _CMP_ORD_Q);
   r = _mm256_min_ps(_mm256_max_ps(r, lo), hi);
-  r = _mm256_and_ps(r, is_number);  // NaN -> 0 (then + zero point)
+  r = _mm256_and_ps(r, is_number);                      // NaN -> 0 (then + zero point)
   return _mm256_cvtps_epi32(_mm256_add_ps(r, zero_f));  // integers: the conversion is exact
 }
 

@@ -1,5 +1,5 @@
 // AVX2 requantization: 16 channels per step; the tail goes through the scalar helper.
-#include "avx2_inl.h"
+#include "../../quant/avx2_inl.h"
 #include "requantize.h"
 
 namespace edgeinf::qs8 {
@@ -14,8 +14,9 @@ void qs8_requantize__avx2(const int32_t* acc, int8_t* out, size_t rows, size_t c
     int8_t* o = out + r * channels;
     size_t c = 0;
     for (; c + 16 <= channels; c += 16) {
-      const __m256i v0 = requantize(load8_i32(a + c), load8_i32(rq.multiplier.data() + c),
-                                    load8_i32(rq.left_shift.data() + c), load8_i32(rq.right_shift.data() + c), zp, lo, hi);
+      const __m256i v0 =
+          requantize(load8_i32(a + c), load8_i32(rq.multiplier.data() + c), load8_i32(rq.left_shift.data() + c),
+                     load8_i32(rq.right_shift.data() + c), zp, lo, hi);
       const __m256i v1 =
           requantize(load8_i32(a + c + 8), load8_i32(rq.multiplier.data() + c + 8),
                      load8_i32(rq.left_shift.data() + c + 8), load8_i32(rq.right_shift.data() + c + 8), zp, lo, hi);

@@ -1,5 +1,5 @@
 // NEON requantization: 8 channels per step; the tail goes through the scalar helper.
-#include "neon_inl.h"
+#include "../../quant/neon_inl.h"
 #include "requantize.h"
 
 namespace edgeinf::qs8 {

@@ -1,111 +1,12 @@
-// Scalar reference of requantization, and the parameter helpers every int8 kernel uses.
-#include <cmath>
-#include <stdexcept>
-#include <string>
-
-#include "../../dispatch.h"
+// Scalar reference of the requantization kernel.
 #include "requantize.h"
 
 namespace edgeinf::qs8 {
-
-QuantizedMultiplier quantize_multiplier(double real_multiplier) {
-  QuantizedMultiplier out;
-  if (real_multiplier == 0.0) return out;
-  int shift = 0;
-  const double significand = std::frexp(real_multiplier, &shift);
-  // std::round rounds half away from zero, as TfLiteRound does.
-  int64_t q = static_cast<int64_t>(std::round(significand * static_cast<double>(int64_t{1} << 31)));
-  if (q == (int64_t{1} << 31)) {
-    q /= 2;
-    ++shift;
-  }
-  if (shift < -31) {  // too small for any shift: TFLite flushes it to zero
-    shift = 0;
-    q = 0;
-  }
-  out.multiplier = static_cast<int32_t>(q);
-  out.shift = shift;
-  return out;
-}
-
-Requantization::Requantization(std::vector<int32_t> m, std::vector<int32_t> s, int32_t zp, int32_t lo, int32_t hi)
-    : multiplier(std::move(m)), shift(std::move(s)), output_zero_point(zp), act_min(lo), act_max(hi) {
-  if (multiplier.size() != shift.size() || multiplier.empty()) {
-    throw std::invalid_argument("requantization: expected as many shifts as multipliers (>= 1), got " +
-                                std::to_string(multiplier.size()) + " multipliers and " +
-                                std::to_string(shift.size()) + " shifts");
-  }
-  for (size_t c = 0; c < multiplier.size(); ++c) {
-    if (multiplier[c] < 0) {
-      throw std::invalid_argument("requantization: multiplier must be >= 0, got " + std::to_string(multiplier[c]) +
-                                  " at channel " + std::to_string(c));
-    }
-    if (shift[c] < -31 || shift[c] > 30) {
-      throw std::invalid_argument("requantization: shift must be in [-31, 30], got " + std::to_string(shift[c]) +
-                                  " at channel " + std::to_string(c) + " (real multiplier out of range)");
-    }
-  }
-  if (zp < -128 || zp > 127) {
-    throw std::invalid_argument("requantization: output zero point must be in [-128, 127], got " + std::to_string(zp));
-  }
-  if (lo < -128 || hi > 127 || lo > hi) {
-    throw std::invalid_argument("requantization: activation range must satisfy -128 <= min <= max <= 127, got [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  left_shift.resize(shift.size());
-  right_shift.resize(shift.size());
-  for (size_t c = 0; c < shift.size(); ++c) {
-    left_shift[c] = shift[c] > 0 ? shift[c] : 0;
-    right_shift[c] = shift[c] > 0 ? 0 : -shift[c];
-  }
-}
-
-void Requantization::pad_to(size_t n) {
-  if (multiplier.size() >= n) return;
-  multiplier.resize(n, 0);
-  shift.resize(n, 0);
-  left_shift.resize(n, 0);
-  right_shift.resize(n, 0);
-}
-
-void activation_range(Activation act, float scale, int32_t zp, int32_t* act_min, int32_t* act_max) {
-  // TFLite quantizes the bounds in float: round(f / scale) + zero_point.
-  // The rounded value is clamped before the cast so that a tiny scale cannot overflow.
-  auto quantize = [&](float f) {
-    const float q = std::round(f / scale);
-    return zp + static_cast<int32_t>(std::min(std::max(q, -1e6f), 1e6f));
-  };
-  int32_t lo = -128, hi = 127;
-  switch (act) {
-    case Activation::kNone:
-      break;
-    case Activation::kRelu:
-      lo = std::max(lo, quantize(0.0f));
-      break;
-    case Activation::kRelu6:
-      lo = std::max(lo, quantize(0.0f));
-      hi = std::min(hi, quantize(6.0f));
-      break;
-    case Activation::kReluN1To1:
-      lo = std::max(lo, quantize(-1.0f));
-      hi = std::min(hi, quantize(1.0f));
-      break;
-  }
-  *act_min = lo;
-  *act_max = hi;
-}
 
 void qs8_requantize__scalar(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq) {
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < channels; ++c) out[r * channels + c] = requantize_one(acc[r * channels + c], rq, c);
   }
-}
-
-void qs8_requantize(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq) {
-  using Fn = void (*)(const int32_t*, int8_t*, size_t, size_t, const Requantization&);
-  const Fn fn = select<Fn>(&qs8_requantize__scalar, EDGEINF_AVX2(qs8_requantize__avx2),
-                           EDGEINF_NEON(qs8_requantize__neon), EDGEINF_NEON(qs8_requantize__neon));
-  fn(acc, out, rows, channels, rq);
 }
 
 }  // namespace edgeinf::qs8

@@ -1,13 +1,12 @@
 // Scalar reference softmax: gemmlowp's fixed-point exp and reciprocal, step by step as
-// TFLite's reference_ops::Softmax does them; plus parameters and dispatch.
+// TFLite's reference_ops::Softmax does them; plus parameters.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
-#include "../../dispatch.h"
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
 #include "softmax.h"
 
 namespace edgeinf::qs8 {
@@ -152,13 +151,6 @@ void qs8_softmax__scalar(const int8_t* in, int8_t* out, size_t rows, size_t dept
       y[c] = static_cast<int8_t>(v);
     }
   }
-}
-
-void qs8_softmax(const int8_t* in, int8_t* out, size_t rows, size_t depth, const SoftmaxParams& p) {
-  using Fn = void (*)(const int8_t*, int8_t*, size_t, size_t, const SoftmaxParams&);
-  const Fn table = &qs8_softmax__table;
-  select<Fn>(&qs8_softmax__scalar, isa_built(Isa::kAvx2) ? table : nullptr, isa_built(Isa::kNeon) ? table : nullptr,
-             isa_built(Isa::kNeonDot) ? table : nullptr)(in, out, rows, depth, p);
 }
 
 }  // namespace edgeinf::qs8

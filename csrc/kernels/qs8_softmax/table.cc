@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "../qs8_requantize/requantize.h"
+#include "../../quant/requantization.h"
 #include "softmax.h"
 
 namespace edgeinf::qs8 {

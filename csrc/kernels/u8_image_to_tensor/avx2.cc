@@ -76,9 +76,9 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
   constexpr int nch = kNch;  // a constant: one general register fewer in a loop that spills
   // per lane, pair k of pixel k / 2 (dwords 0-3) takes bytes i0, i1 of its window; the
   // upper half of each lane is zero (0x80 + i keeps the zeroing bit)
-  const __m256i window_base = _mm256_setr_epi8(0, 0, 4, 4, 8, 8, 12, 12, -128, -128, -128, -128, -128, -128, -128,
-                                               -128, 0, 0, 4, 4, 8, 8, 12, 12, -128, -128, -128, -128, -128, -128,
-                                               -128, -128);
+  const __m256i window_base =
+      _mm256_setr_epi8(0, 0, 4, 4, 8, 8, 12, 12, -128, -128, -128, -128, -128, -128, -128, -128, 0, 0, 4, 4, 8, 8, 12,
+                       12, -128, -128, -128, -128, -128, -128, -128, -128);
   __m256i control[2];
   for (int c = 0; c < nch; ++c)
     control[c] = _mm256_add_epi8(window_base, _mm256_set1_epi16(static_cast<int16_t>(pass.i0[c] | pass.i1[c] << 8)));
@@ -119,9 +119,9 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
 // Chunks j and j + 4 of a block (HPass::chunk_offset) as the two lanes of one register,
 // their bytes moved by `control`.
 inline __m256i gather_chunks(const uint8_t* row, const int32_t* chunk, __m256i control, int j) {
-  const __m256i both = _mm256_inserti128_si256(
-      _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j]))),
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j + 4])), 1);
+  const __m256i both =
+      _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j]))),
+                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + chunk[j + 4])), 1);
   return _mm256_shuffle_epi8(both, control);
 }
 
@@ -130,12 +130,12 @@ inline __m256i gather_chunks(const uint8_t* row, const int32_t* chunk, __m256i c
 // unpacks and inserts, and the pixels come out in order (no lane permutes). The loads
 // are what bound these loops on Zen 1 (two per cycle).
 template <bool kTwoRows, int kNch>
-int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end,
-                     int16_t* out, int plane_stride, LinePrefetch& ahead) {
+int hresample_chunks(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                     int plane_stride, LinePrefetch& ahead) {
   const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
   // two channels: the weight pairs of pixels 0-3 | 8-11, twice per lane, and of 4-7 | 12-15
-  const __m256i wselect0 = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7,
-                                            0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i wselect0 =
+      _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i wselect1 = _mm256_add_epi8(wselect0, _mm256_set1_epi8(8));
   const int32_t* chunk = pass.chunk_offset.data();
   const uint8_t* control = pass.chunk_control.data();
@@ -212,17 +212,17 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
                   int plane_stride, LinePrefetch& ahead) {
   const int nch = pass.nch;
   const WindowControls& layout = kWindowControls[kPlanar ? nch - 1 : nch + 1];
-  const __m256i taps = _mm256_broadcastsi128_si256(_mm_setr_epi8(
-      static_cast<char>(pass.i0[0]), static_cast<char>(pass.i1[0]), static_cast<char>(pass.i0[1]),
-      static_cast<char>(pass.i1[1]), static_cast<char>(pass.i0[2]), static_cast<char>(pass.i1[2]), 0, 0, 0, 0, 0, 0,
-      0, 0, 0, 0));
+  const __m256i taps = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(static_cast<char>(pass.i0[0]), static_cast<char>(pass.i1[0]), static_cast<char>(pass.i0[1]),
+                    static_cast<char>(pass.i1[1]), static_cast<char>(pass.i0[2]), static_cast<char>(pass.i1[2]), 0, 0,
+                    0, 0, 0, 0, 0, 0, 0, 0));
   const __m256i pcontrol = _mm256_add_epi8(load32(layout.pixel), _mm256_shuffle_epi8(taps, load32(layout.tap)));
   // weights of pixels 0-3 and 4-7 of 8 broadcast pairs (the second step's bytes are 8 on;
   // 0x80 + 8 keeps the zeroing bit)
   const __m256i wcontrol0 = load32(layout.weight);
   const __m256i wcontrol1 = _mm256_add_epi8(wcontrol0, _mm256_set1_epi8(8));
   const __m256i bv = _mm256_set1_epi16(static_cast<int16_t>(b1));
-  const int32_t* offsets = pass.offset.data();  // locals: the compiler cannot know that
+  const int32_t* offsets = pass.offset.data();     // locals: the compiler cannot know that
   const uint16_t* wpairs = pass.wpair_neg.data();  // stores to `out` leave pass's vectors alone
   // four 8-byte loads beat VPGATHERDQ here (it stalls badly on these machines)
   auto products = [&](const uint8_t* row, const int32_t* o, __m256i w) {
@@ -248,8 +248,7 @@ int hresample_nch(const HPass& pass, const uint8_t* row0, const uint8_t* row1, i
       // dword c of a lane is channel c of its two pixels
       const __m128i c01 = _mm_unpacklo_epi32(lo, hi);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(out + x), c01);
-      if (nch >= 2)
-        _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(c01, c01));
+      if (nch >= 2) _mm_storel_epi64(reinterpret_cast<__m128i*>(out + plane_stride + x), _mm_unpackhi_epi64(c01, c01));
       if (nch == 3)
         _mm_storel_epi64(reinterpret_cast<__m128i*>(out + 2 * plane_stride + x), _mm_unpackhi_epi32(lo, hi));
     }
@@ -352,8 +351,7 @@ inline void store24(const __m256 x[3], OutType type, bool saturating, const __m2
     return;
   }
   __m256i q[3];
-  for (int k = 0; k < 3; ++k)
-    q[k] = _mm256_cvtps_epi32(saturating ? x[k] : _mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
+  for (int k = 0; k < 3; ++k) q[k] = _mm256_cvtps_epi32(saturating ? x[k] : _mm256_min_ps(_mm256_max_ps(x[k], lo), hi));
   const __m256i a = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[2]), _MM_SHUFFLE(3, 1, 2, 0));
   const __m256i bytes = type == OutType::kInt8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b);
@@ -485,9 +483,9 @@ struct YuvConvert {
   void operator()(const int16_t* y, const int16_t* u, const int16_t* v, __m256i ch[3]) const {
     const __m256i cbias = _mm256_set1_epi16(2 - 4 * 4096), top = _mm256_set1_epi16(255 * 32);
     constexpr bool known = kDown != kAnyDown;
-    const __m256i ys = load<known ? (kDown & 3) : -1>(y, ybias, sy);
-    const __m256i us = load<known ? (kDown >> 2 & 3) : -1>(u, cbias, su);
-    const __m256i vs = load<known ? (kDown >> 4 & 3) : -1>(v, cbias, sv);
+    const __m256i ys = load < known ? (kDown & 3) : -1 > (y, ybias, sy);
+    const __m256i us = load < known ? (kDown >> 2 & 3) : -1 > (u, cbias, su);
+    const __m256i vs = load < known ? (kDown >> 4 & 3) : -1 > (v, cbias, sv);
     const __m256i luma = _mm256_mulhrs_epi16(ys, ky);
     for (int c = 0; c < kNch; ++c) {
       __m256i x = luma;
@@ -673,8 +671,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
-                         yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize};
   return k;
 }
 

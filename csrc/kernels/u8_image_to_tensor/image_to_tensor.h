@@ -29,21 +29,21 @@ enum class YuvRange { kLimited, kFull };
 // Fixed-point units of the intermediate rows. A horizontal tap pair p0*w0 + p1*w1 with
 // w0 + w1 = 128 lands in [0, 255*128] = [0, 32640]: 1/128 of a level, fits int16.
 constexpr int kHBits = 7;
-constexpr int kHOne = 1 << kHBits;    // 128
-constexpr int kVBits = 15;            // vertical weight: v = h0 + ((h1-h0)*b1 + 2^14) >> 15
-constexpr int kAreaBits = 11;         // area weights per axis sum to 2^11
+constexpr int kHOne = 1 << kHBits;                            // 128
+constexpr int kVBits = 15;                                    // vertical weight: v = h0 + ((h1-h0)*b1 + 2^14) >> 15
+constexpr int kAreaBits = 11;                                 // area weights per axis sum to 2^11
 constexpr int kAreaShift = 2 * kAreaBits + 8 - (8 + kHBits);  // 15: area sum -> 1/128 units
-constexpr int kRowSlack = 32;         // int16 elements of slack after each row buffer (SIMD overrun)
-constexpr int kWindow = 8;            // bytes a SIMD path may read from a tap-0 pixel onwards
+constexpr int kRowSlack = 32;  // int16 elements of slack after each row buffer (SIMD overrun)
+constexpr int kWindow = 8;     // bytes a SIMD path may read from a tap-0 pixel onwards
 
 // One horizontal pass: `nch` output channels read from one source plane. Output channel
 // c of output pixel x is w0 * row[offset[x] + i0[c]] + w1 * row[offset[x] + i1[c]].
 struct HPass {
-  int plane = 0;             // 0: packed / luma, 1: chroma (NV12 UV, I420 U), 2: I420 V
-  int nch = 1;               // 1..3 output channels
-  bool planar = false;       // channel c goes to row buffer c (else interleaved x*nch+c)
-  bool chroma_rows = false;  // rows follow the 4:2:0 chroma table
-  int bpp = 1;               // bytes between horizontally adjacent samples of this plane
+  int plane = 0;                      // 0: packed / luma, 1: chroma (NV12 UV, I420 U), 2: I420 V
+  int nch = 1;                        // 1..3 output channels
+  bool planar = false;                // channel c goes to row buffer c (else interleaved x*nch+c)
+  bool chroma_rows = false;           // rows follow the 4:2:0 chroma table
+  int bpp = 1;                        // bytes between horizontally adjacent samples of this plane
   std::array<uint8_t, 3> i0{}, i1{};  // byte positions of tap 0 / tap 1 inside the window
   // bilinear / nearest: per output pixel, byte offset of tap 0 in the row and w0|w1<<8
   std::vector<int32_t> offset;
@@ -139,10 +139,10 @@ struct Stage {
 // (x86 PMULHRSW, Arm SQRDMULH), clamped to [0, 255 * 32] and returned in 1/128 levels
 // (c * 4), the input of the affine stage. Every intermediate fits int16.
 struct Yuv {
-  int nch = 3;                       // output channels, interleaved (1: one channel plane)
-  int16_t y_off = 0;                 // 32 * 16 (limited range) or 0 (full range)
-  int sy = 0, su = 0, sv = 0;        // left shifts of Y', U', V' (0, 1 or 2)
-  int16_t ky = 0;                    // luma coefficient, Q15 after the shift
+  int nch = 3;                        // output channels, interleaved (1: one channel plane)
+  int16_t y_off = 0;                  // 32 * 16 (limited range) or 0 (full range)
+  int sy = 0, su = 0, sv = 0;         // left shifts of Y', U', V' (0, 1 or 2)
+  int16_t ky = 0;                     // luma coefficient, Q15 after the shift
   std::array<int16_t, 3> ku{}, kv{};  // per output channel
 };
 
@@ -151,18 +151,18 @@ struct Plan {
   Resize resize = Resize::kBilinear;
   OutType out_type = OutType::kFloat32;
   bool nchw = false;
-  bool matrix = false;  // colour stage needs a0, a1, a2 (RGB -> gray)
-  bool yuv = false;     // YUV source: fixed-point YUV -> RGB (inputs a0, a1, a2), then the affine stage
-  Yuv yuv_row;                    // NHWC: all channels of a row, interleaved
+  bool matrix = false;             // colour stage needs a0, a1, a2 (RGB -> gray)
+  bool yuv = false;                // YUV source: fixed-point YUV -> RGB (inputs a0, a1, a2), then the affine stage
+  Yuv yuv_row;                     // NHWC: all channels of a row, interleaved
   std::array<Yuv, 3> yuv_plane{};  // NCHW: one per channel plane
-  bool expand = false;  // matrix inputs hold one value per pixel, the output three (NHWC YUV)
+  bool expand = false;             // matrix inputs hold one value per pixel, the output three (NHWC YUV)
   int src_w = 0, src_h = 0;
   int roi_x = 0, roi_y = 0, roi_w = 0, roi_h = 0;
   int out_w = 0, out_h = 0, out_c = 3;
   int dst_x = 0, dst_y = 0, dst_w = 0, dst_h = 0;  // content rectangle inside the output
   float qmin = 0, qmax = 0;
   std::array<Channel, 3> channel{};
-  std::array<Stage, 3> stage{};  // NHWC: stage[0] for the whole row; NCHW: stage[c] per plane
+  std::array<Stage, 3> stage{};      // NHWC: stage[0] for the whole row; NCHW: stage[c] per plane
   std::array<float, 3> pad_value{};  // output-domain value of the pad, per channel
   std::array<int, 3> plane_w{}, plane_h{}, plane_bpp{};
   int planes = 1;
@@ -207,8 +207,7 @@ struct Kernels {
   // Bilinear / nearest horizontal pass over one source row. `out` has nch rows of
   // `plane_stride` elements when planar, else one interleaved row.
   // `ahead`: see LinePrefetch (a kernel may leave it untouched).
-  void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride,
-                    LinePrefetch& ahead);
+  void (*hresample)(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead);
   // hresample of row0 and row1 blended by vblend, fused (rows no other output row needs).
   void (*hblend)(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
                  int plane_stride, LinePrefetch& ahead);
@@ -233,10 +232,11 @@ struct Kernels {
 const Kernels& kernels__scalar();
 const Kernels& kernels__avx2();
 const Kernels& kernels__neon();
+// The primitives of the active path (kernels/dispatch.cc).
+const Kernels& active_kernels();
 
 // The scalar primitives, also used by SIMD files for tails and unvectorized cases.
-void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,
-                          int plane_stride);
+void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out, int plane_stride);
 void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int begin, int end,
                        int16_t* out, int plane_stride);
 void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int begin, int end, int16_t* out);
@@ -247,8 +247,8 @@ void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, i
                          int16_t* out);
 void s16_yuv_quantize__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
                               const Stage& st, void* out);
-void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
-                        const Stage& st, void* out);
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, const Stage& st,
+                        void* out);
 
 // Building and running (portable).
 struct PlanRequest {
@@ -274,8 +274,5 @@ constexpr int kMaxThreads = 256;
 
 Plan build_plan(const PlanRequest& request);  // throws std::invalid_argument
 void run_plan(const Plan& plan, const Frame& frame, void* out);
-
-// Benchmark probe: reads rows[0..n) of a plane (row_bytes each), returns the OR of their bytes.
-uint64_t read_rows_probe(const uint8_t* plane, size_t row_stride, size_t row_bytes, const int64_t* rows, size_t n);
 
 }  // namespace edgeinf::preprocess

@@ -366,8 +366,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__neon() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
-                         yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize};
   return k;
 }
 

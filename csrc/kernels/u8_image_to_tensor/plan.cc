@@ -2,8 +2,8 @@
 // and the colour stage. Everything a frame does not change is computed here, once.
 #include <algorithm>
 #include <climits>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -141,9 +141,8 @@ void validate(const PlanRequest& r) {
   if (r.roi_w <= 0 || r.roi_h <= 0)
     throw std::invalid_argument("ROI size must be positive, got " + str(r.roi_w) + "x" + str(r.roi_h));
   if (r.roi_x < 0 || r.roi_y < 0 || r.roi_x > r.src_w - r.roi_w || r.roi_y > r.src_h - r.roi_h)
-    throw std::invalid_argument("ROI (x=" + str(r.roi_x) + ", y=" + str(r.roi_y) + ", w=" + str(r.roi_w) +
-                                ", h=" + str(r.roi_h) + ") lies outside the " + str(r.src_w) + "x" +
-                                str(r.src_h) + " image");
+    throw std::invalid_argument("ROI (x=" + str(r.roi_x) + ", y=" + str(r.roi_y) + ", w=" + str(r.roi_w) + ", h=" +
+                                str(r.roi_h) + ") lies outside the " + str(r.src_w) + "x" + str(r.src_h) + " image");
   // The plan's tables grow with the ROI and the output, and column offsets are int32
   // bytes from the ROI's first column: both are bounded before anything is allocated.
   if (r.roi_w > kMaxRoiSide || r.roi_h > kMaxRoiSide)
@@ -152,8 +151,7 @@ void validate(const PlanRequest& r) {
   if (r.out_w <= 0 || r.out_h <= 0 || r.out_w > kMaxOutputSide || r.out_h > kMaxOutputSide)
     throw std::invalid_argument("output size must be in [1, " + str(kMaxOutputSide) + "] per side, got " +
                                 str(r.out_w) + "x" + str(r.out_h));
-  if (r.out_c != 1 && r.out_c != 3)
-    throw std::invalid_argument("output channels must be 1 or 3, got " + str(r.out_c));
+  if (r.out_c != 1 && r.out_c != 3) throw std::invalid_argument("output channels must be 1 or 3, got " + str(r.out_c));
   if (r.threads < 1 || r.threads > kMaxThreads)
     throw std::invalid_argument("threads must be in [1, " + str(kMaxThreads) + "], got " + str(r.threads));
   if (!(r.qmin <= r.qmax)) throw std::invalid_argument("qmin must not exceed qmax");
@@ -368,11 +366,9 @@ Plan build_plan(const PlanRequest& r) {
   if (!is_yuv(f) && f != Format::kGray) {
     const int bpp = p.plane_bpp[0];
     if (out_c == 3) {
-      p.passes.push_back(make_pass(0, 3, planar,
-                                   bpp,
-                                   {packed_index(f, out_colour(0)), packed_index(f, out_colour(1)),
-                                    packed_index(f, out_colour(2))},
-                                   bpp));
+      p.passes.push_back(make_pass(
+          0, 3, planar, bpp,
+          {packed_index(f, out_colour(0)), packed_index(f, out_colour(1)), packed_index(f, out_colour(2))}, bpp));
     } else {  // luma from R, G, B planes
       p.matrix = true;
       p.passes.push_back(make_pass(0, 3, true, bpp, {packed_index(f, 0), packed_index(f, 1), packed_index(f, 2)}, bpp));
@@ -518,7 +514,7 @@ Plan build_plan(const PlanRequest& r) {
     }
     ch.scale = scale;
     ch.bias = bias;
-    const double u = 1.0 / kHOne;  // inputs are in 1/128 levels
+    const double u = 1.0 / kHOne;           // inputs are in 1/128 levels
     ch.k1 = static_cast<float>(0.299 * u);  // BT.601 luma from R, G, B
     ch.k2 = static_cast<float>(0.587 * u);
     ch.k3 = static_cast<float>(0.114 * u);

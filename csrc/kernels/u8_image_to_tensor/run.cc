@@ -3,29 +3,11 @@
 #include <cstring>
 #include <vector>
 
-#include "../../dispatch.h"
 #include "../../threadpool.h"
 #include "image_to_tensor.h"
 
 namespace edgeinf::preprocess {
 namespace {
-
-const Kernels& active_kernels() {
-  const Kernels* (*pick)() =
-      select<const Kernels* (*)()>([] { return &kernels__scalar(); },
-#if defined(EDGEINF_BUILD_AVX2)
-                                   [] { return &kernels__avx2(); },
-#else
-                                   nullptr,
-#endif
-#if defined(EDGEINF_BUILD_NEON)
-                                   [] { return &kernels__neon(); },
-#else
-                                   nullptr,
-#endif
-                                   nullptr);
-  return *pick();
-}
 
 int element_size(OutType t) { return t == OutType::kFloat32 ? 4 : 1; }
 
@@ -42,7 +24,7 @@ struct PassRows {
 
 struct Workspace {
   std::vector<PassRows> pass;
-  std::vector<int16_t> colour;  // YUV: the converted row (1/128 levels), input of the affine stage
+  std::vector<int16_t> colour;     // YUV: the converted row (1/128 levels), input of the affine stage
   std::vector<int32_t> acc[3][2];  // area: per plane, the current and the next output row's sums
 };
 
@@ -59,8 +41,8 @@ class RowRunner {
       r.tag[0] = r.tag[1] = -1;
       r.primed = false;
       r.plane_stride = n + kRowSlack;
-      const size_t size = pass.planar ? static_cast<size_t>(pass.nch) * r.plane_stride
-                                      : static_cast<size_t>(pass.nch) * n + kRowSlack;
+      const size_t size =
+          pass.planar ? static_cast<size_t>(pass.nch) * r.plane_stride : static_cast<size_t>(pass.nch) * n + kRowSlack;
       // Zero-initialized: SIMD stores may run into the slack, nothing reads it.
       r.h[0].assign(size, 0);
       r.h[1].assign(size, 0);

@@ -10,8 +10,7 @@ namespace edgeinf::preprocess {
 // Tap pair with 7-bit weights: w0 * p0 + w1 * p1, w0 + w1 = 128, exact in [0, 32640].
 // Tap 1 is read only when it weighs something: at the right edge of a one-pixel ROI
 // there is no tap 1.
-void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out,
-                          int plane_stride) {
+void u8_hresample__scalar(const HPass& pass, const uint8_t* row, int begin, int end, int16_t* out, int plane_stride) {
   const int nch = pass.nch;
   for (int x = begin; x < end; ++x) {
     const uint8_t* px = row + pass.offset[x];
@@ -127,8 +126,8 @@ void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, v
 
 // Colour matrix, always evaluated as ((k0 + k1*a0) + k2*a1) + k3*a2 so every ISA rounds
 // the same way; the colour is clamped to [0, 255] levels like an 8-bit conversion would.
-void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end,
-                        const Stage& st, void* out) {
+void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, const Stage& st,
+                        void* out) {
   for (int i = begin; i < end; ++i) {
     const Channel& c = st.ch[i % st.period];
     const int j = st.expand ? i / 3 : i;
@@ -214,8 +213,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, hblend, vblend, accumulate, s32_area_reduce__scalar, affine, matrix, yuv_rgb,
-                         yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize};
   return k;
 }
 

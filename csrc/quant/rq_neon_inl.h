@@ -5,8 +5,8 @@
 
 #include <arm_neon.h>
 
-#include "../qs8_requantize/neon_inl.h"
-#include "../qs8_requantize/requantize.h"
+#include "neon_inl.h"
+#include "requantization.h"
 
 namespace edgeinf::qs8::neon_rq {
 
@@ -20,9 +20,8 @@ struct Output {
 // Channels c .. c + 7 from accumulators a0 (c .. c + 3) and a1 (c + 4 .. c + 7).
 static inline int8x8_t requantize8(int32x4_t a0, int32x4_t a1, const Output& q, size_t c) {
   const Requantization& rq = q.rq;
-  const int32x4_t v0 =
-      neon::requantize(a0, vld1q_s32(rq.multiplier.data() + c), vld1q_s32(rq.left_shift.data() + c),
-                       vnegq_s32(vld1q_s32(rq.right_shift.data() + c)), q.zero_point, q.lo, q.hi);
+  const int32x4_t v0 = neon::requantize(a0, vld1q_s32(rq.multiplier.data() + c), vld1q_s32(rq.left_shift.data() + c),
+                                        vnegq_s32(vld1q_s32(rq.right_shift.data() + c)), q.zero_point, q.lo, q.hi);
   const int32x4_t v1 =
       neon::requantize(a1, vld1q_s32(rq.multiplier.data() + c + 4), vld1q_s32(rq.left_shift.data() + c + 4),
                        vnegq_s32(vld1q_s32(rq.right_shift.data() + c + 4)), q.zero_point, q.lo, q.hi);

@@ -18,8 +18,8 @@ static inline int32x4_t mbqm(int32x4_t x, int32x4_t multiplier, int32x4_t left_s
   return vrshlq_s32(vqaddq_s32(high, fixup), neg_right_shift);
 }
 
-static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_t left_shift,
-                                   int32x4_t neg_right_shift, int32x4_t zero_point, int32x4_t lo, int32x4_t hi) {
+static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_t left_shift, int32x4_t neg_right_shift,
+                                   int32x4_t zero_point, int32x4_t lo, int32x4_t hi) {
   const int32x4_t v = vaddq_s32(mbqm(acc, multiplier, left_shift, neg_right_shift), zero_point);
   return vminq_s32(vmaxq_s32(v, lo), hi);
 }

@@ -7,26 +7,26 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include "../../dispatch.h"
-#include "../qs8_requantize/requantize.h"
+#include "../dispatch.h"
+#include "requantization.h"
 
 namespace edgeinf::qs8 {
 
 enum RqParam : size_t {
-  kRqStart = 0,       // accumulator start value (bias, zero point term folded in)
-  kRqMultiplier,      // Q31 multiplier
-  kRqMultiplierOdd,   // the multiplier of lane i | 1 (VPMULDQ reads even lanes)
-  kRqLeftShift,       // max(shift, 0)
-  kRqRightShift,      // max(-shift, 0)
-  kRqHalf,            // (1 << right_shift) >> 1, the rounding term
-  kRqScale,           // float form (kRqFloat, below): the factor, as float bits
-  kRqOffset,          // float form: the term added to accumulators >= 0, as float bits
-  kRqOffsetNeg,       // float form: the term added to accumulators < 0, as float bits
+  kRqStart = 0,      // accumulator start value (bias, zero point term folded in)
+  kRqMultiplier,     // Q31 multiplier
+  kRqMultiplierOdd,  // the multiplier of lane i | 1 (VPMULDQ reads even lanes)
+  kRqLeftShift,      // max(shift, 0)
+  kRqRightShift,     // max(-shift, 0)
+  kRqHalf,           // (1 << right_shift) >> 1, the rounding term
+  kRqScale,          // float form (kRqFloat, below): the factor, as float bits
+  kRqOffset,         // float form: the term added to accumulators >= 0, as float bits
+  kRqOffsetNeg,      // float form: the term added to accumulators < 0, as float bits
   kRqParams
 };
 

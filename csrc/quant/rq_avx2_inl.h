@@ -66,7 +66,9 @@ static inline __m256i float_form8(__m256i acc, const int32_t* prm, size_t h) {
 static inline bool rounds_to_nearest() { return (_mm_getcsr() & _MM_ROUND_MASK) == _MM_ROUND_NEAREST; }
 
 // The flags of a call: the float form only while rounding to nearest.
-static inline int call_flags(int flags) { return (flags & kRqFloat) && !rounds_to_nearest() ? flags & ~kRqFloat : flags; }
+static inline int call_flags(int flags) {
+  return (flags & kRqFloat) && !rounds_to_nearest() ? flags & ~kRqFloat : flags;
+}
 
 struct Output {
   __m256i zero_point16;
@@ -81,19 +83,31 @@ struct Output {
 template <class F>
 inline void with_rq_flags(int flags, F&& f) {
   switch (flags) {
-    case 0: return f(std::integral_constant<int, 0>());
-    case 1: return f(std::integral_constant<int, 1>());
-    case 2: return f(std::integral_constant<int, 2>());
-    case 3: return f(std::integral_constant<int, 3>());
-    case 4: return f(std::integral_constant<int, 4>());
-    case 5: return f(std::integral_constant<int, 5>());
-    case 6: return f(std::integral_constant<int, 6>());
-    case 7: return f(std::integral_constant<int, 7>());
+    case 0:
+      return f(std::integral_constant<int, 0>());
+    case 1:
+      return f(std::integral_constant<int, 1>());
+    case 2:
+      return f(std::integral_constant<int, 2>());
+    case 3:
+      return f(std::integral_constant<int, 3>());
+    case 4:
+      return f(std::integral_constant<int, 4>());
+    case 5:
+      return f(std::integral_constant<int, 5>());
+    case 6:
+      return f(std::integral_constant<int, 6>());
+    case 7:
+      return f(std::integral_constant<int, 7>());
     // the float form: never with kRqLeft
-    case kRqFloat: return f(std::integral_constant<int, kRqFloat>());
-    case kRqFloat | kRqClamp: return f(std::integral_constant<int, kRqFloat | kRqClamp>());
-    case kRqFloat | kRqRight: return f(std::integral_constant<int, kRqFloat | kRqRight>());
-    default: return f(std::integral_constant<int, kRqFloat | kRqClamp | kRqRight>());
+    case kRqFloat:
+      return f(std::integral_constant<int, kRqFloat>());
+    case kRqFloat | kRqClamp:
+      return f(std::integral_constant<int, kRqFloat | kRqClamp>());
+    case kRqFloat | kRqRight:
+      return f(std::integral_constant<int, kRqFloat | kRqRight>());
+    default:
+      return f(std::integral_constant<int, kRqFloat | kRqClamp | kRqRight>());
   }
 }
 

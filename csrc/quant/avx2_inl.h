@@ -52,9 +52,10 @@ static inline __m256d round_half_away_pd(__m256d x) {
 // requantize_double of requantize.h on 8 lanes; scale points at 8 doubles. VCVTTPD2DQ
 // gives INT32_MIN out of range, as the scalar conversion on x86.
 static inline __m256i requantize_double(__m256i acc, const double* scale, __m256i zero_point, __m256i lo, __m256i hi) {
-  const __m256d a = round_half_away_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(acc)), _mm256_loadu_pd(scale)));
-  const __m256d b =
-      round_half_away_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(acc, 1)), _mm256_loadu_pd(scale + 4)));
+  const __m256d a =
+      round_half_away_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(acc)), _mm256_loadu_pd(scale)));
+  const __m256d b = round_half_away_pd(
+      _mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(acc, 1)), _mm256_loadu_pd(scale + 4)));
   const __m256i v = _mm256_add_epi32(_mm256_set_m128i(_mm256_cvttpd_epi32(b), _mm256_cvttpd_epi32(a)), zero_point);
   return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
 }

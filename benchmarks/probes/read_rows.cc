@@ -1,25 +1,26 @@
-// A benchmark probe, not part of a pass: loads every byte of the listed rows of a plane,
-// in the given order, and nothing else. It reads as fast as a pass can: 16-byte vector
-// loads, four independent OR chains, and the row two ahead prefetched (which the passes
-// do too; without it the loads run about 30% slower). benchmarks/bench_preprocess.py
-// reports the passes against it.
+// The row-read probe: loads every byte of the listed rows of a plane, in the given order,
+// and nothing else. It reads as fast as a preprocessing pass can: 16-byte vector loads,
+// four independent OR chains, and the row two ahead prefetched (which the passes do too;
+// without it the loads run about 30% slower). bench_preprocess.py reports the passes
+// against it.
 #include <cstring>
 
-#include "image_to_tensor.h"
+#include "probes.h"
 
-namespace edgeinf::preprocess {
+namespace edgeinf::bench_probes {
 
 namespace {
 typedef uint64_t u64x2 __attribute__((vector_size(16)));  // SSE2 / NEON register
 constexpr size_t kPrefetchRows = 2;
 }  // namespace
 
-uint64_t read_rows_probe(const uint8_t* plane, size_t row_stride, size_t row_bytes, const int64_t* rows, size_t n) {
+uint64_t read_rows(const uint8_t* plane, size_t row_stride, size_t row_bytes, const int64_t* rows, size_t n) {
   u64x2 acc[4] = {};
   uint64_t tail = 0;  // then the OR of every byte
   for (size_t r = 0; r < n; ++r) {
     const uint8_t* row = plane + static_cast<size_t>(rows[r]) * row_stride;
-    const uint8_t* ahead = r + kPrefetchRows < n ? plane + static_cast<size_t>(rows[r + kPrefetchRows]) * row_stride : nullptr;
+    const uint8_t* ahead =
+        r + kPrefetchRows < n ? plane + static_cast<size_t>(rows[r + kPrefetchRows]) * row_stride : nullptr;
     size_t i = 0;
     for (; i + 64 <= row_bytes; i += 64) {
       if (ahead) __builtin_prefetch(ahead + i);
@@ -37,4 +38,4 @@ uint64_t read_rows_probe(const uint8_t* plane, size_t row_stride, size_t row_byt
   return tail;
 }
 
-}  // namespace edgeinf::preprocess
+}  // namespace edgeinf::bench_probes

@@ -20,7 +20,7 @@
 #include <cmath>
 #include <limits>
 
-#include "../qs8_requantize/avx2_inl.h"
+#include "avx2_inl.h"
 #include "rq_avx2_inl.h"
 #include "rq_params.h"
 
@@ -42,7 +42,8 @@ struct Channel {
 
 // The output of the path being replaced, saturated to int8.
 int32_t reference(const Channel& ch, int64_t x) {
-  if (ch.scale > 0) return static_cast<int32_t>(std::clamp<double>(std::round(x * ch.scale) + ch.zero_point, -128, 127));
+  if (ch.scale > 0)
+    return static_cast<int32_t>(std::clamp<double>(std::round(x * ch.scale) + ch.zero_point, -128, 127));
   const int shift = ch.left_shift > 0 ? ch.left_shift : -ch.right_shift;
   const int32_t y = multiply_by_quantized_multiplier(static_cast<int32_t>(x), ch.multiplier, shift);
   return static_cast<int32_t>(std::clamp<int64_t>(int64_t{y} + ch.zero_point, -128, 127));
@@ -81,8 +82,10 @@ bool exact_on(const Channel& ch, float scale, float offset, int64_t x0, int64_t 
     *budget -= 8;
     const __m256i xc = _mm256_min_epi32(x, last);
     const __m256i want8 =
-        ch.scale > 0 ? avx2::requantize_double(xc, dscale, zp, lo, hi)
-                     : _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(avx2_rq::mbqm8<true, true>(xc, m, m, l, r, half), zp), lo), hi);
+        ch.scale > 0
+            ? avx2::requantize_double(xc, dscale, zp, lo, hi)
+            : _mm256_min_epi32(
+                  _mm256_max_epi32(_mm256_add_epi32(avx2_rq::mbqm8<true, true>(xc, m, m, l, r, half), zp), lo), hi);
     const __m256i got = _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(xc), s, o));
     const __m256i got8 = _mm256_min_epi32(_mm256_max_epi32(got, lo), hi);
     if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(want8, got8)) != -1) return false;
@@ -96,7 +99,8 @@ bool find_offset(const Channel& ch, float scale, double base, int64_t x0, int64_
     *offset = static_cast<float>(base);
     return true;
   }
-  static constexpr int kSteps[] = {0, 1, -1, 2, -2, 3, -3, 4, -4, 6, -6, 8, -8, 12, 16, -16, 24, 32, -32, 48, 64, 128, 256};
+  static constexpr int kSteps[] = {0,  1,  -1, 2,   -2, 3,  -3,  4,  -4, 6,   -6, 8,
+                                   -8, 12, 16, -16, 24, 32, -32, 48, 64, 128, 256};
   float tried[std::size(kSteps)];
   size_t n = 0;
   for (int k : kSteps) {
@@ -117,7 +121,8 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
                  float* offset_neg) {
   if (bound >= kMaxAccumulator || (bound << ch.left_shift) >= kMaxAccumulator) return false;
   bound = std::max<int64_t>(bound, 1);
-  const double exact = ch.scale > 0 ? ch.scale : std::ldexp(static_cast<double>(ch.multiplier), ch.left_shift - 31 - ch.right_shift);
+  const double exact =
+      ch.scale > 0 ? ch.scale : std::ldexp(static_cast<double>(ch.multiplier), ch.left_shift - 31 - ch.right_shift);
   if (bound * exact >= kMaxAccumulator) return false;
   if (exact == 0) {  // every accumulator requantizes to 0
     *scale = 0.0f;
@@ -132,7 +137,8 @@ bool fit_channel(const Channel& ch, int64_t bound, bool split, int64_t* budget, 
   const float nearest = static_cast<float>(exact);
   for (int ulps : {0, 1, -1, 2, -2, 3, -3, 4, -4, 6, -6, 8, -8}) {
     float s = nearest;
-    for (int i = 0; i < std::abs(ulps); ++i) s = std::nextafter(s, ulps > 0 ? std::numeric_limits<float>::infinity() : 0.0f);
+    for (int i = 0; i < std::abs(ulps); ++i)
+      s = std::nextafter(s, ulps > 0 ? std::numeric_limits<float>::infinity() : 0.0f);
     if (split) {
       if (find_offset(ch, s, ch.zero_point + d, 0, x1, budget, offset) &&
           find_offset(ch, s, ch.zero_point - d, x0, -1, budget, offset_neg)) {
@@ -162,8 +168,8 @@ bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc
   fl.scale.resize(channels), fl.offset.resize(channels), fl.offset_neg.resize(channels);
   int64_t budget = kMaxPointsPerLayer;
   for (size_t c = 0; c < channels; ++c) {
-    const Channel ch{rq.multiplier[c], rq.output_zero_point, left_shift_folded ? 0 : rq.left_shift[c], rq.right_shift[c],
-                     double_scale ? double_scale[c] : 0.0};
+    const Channel ch{rq.multiplier[c], rq.output_zero_point, left_shift_folded ? 0 : rq.left_shift[c],
+                     rq.right_shift[c], double_scale ? double_scale[c] : 0.0};
     if (!fit_channel(ch, acc_bound[c], split, &budget, &fl.scale[c], &fl.offset[c], &fl.offset_neg[c])) return false;
   }
   fl.split = split;

@@ -1,0 +1,125 @@
+// Every kernel's entry point, in one place: each picks the variant of the active path
+// through dispatch.h's select(), at each call, so that EDGEINF_ISA and set_active_isa()
+// reach every kernel alike. A variant that is null (not built for this target, or not
+// written for that ISA) falls back along neondot -> neon -> scalar and avx2 -> scalar.
+// The variants themselves live in kernels/<dtype>_<op>/{scalar,avx2,neon,neondot}.cc.
+#include "../dispatch.h"
+#include "qs8_binary/binary.h"
+#include "qs8_conv2d/conv2d.h"
+#include "qs8_dwconv2d/dwconv2d.h"
+#include "qs8_gemm/gemm.h"
+#include "qs8_logistic/logistic.h"
+#include "qs8_pool/pool.h"
+#include "qs8_quantize/quantize.h"
+#include "qs8_requantize/requantize.h"
+#include "qs8_softmax/softmax.h"
+#include "u8_image_to_tensor/image_to_tensor.h"
+
+namespace edgeinf {
+namespace qs8 {
+
+void qs8_requantize(const int32_t* acc, int8_t* out, size_t rows, size_t channels, const Requantization& rq) {
+  using Fn = void (*)(const int32_t*, int8_t*, size_t, size_t, const Requantization&);
+  select<Fn>(&qs8_requantize__scalar, EDGEINF_AVX2(qs8_requantize__avx2), EDGEINF_NEON(qs8_requantize__neon),
+             EDGEINF_NEON(qs8_requantize__neon))(acc, out, rows, channels, rq);
+}
+
+void qs8_quantize(const float* x, int8_t* q, size_t n, float scale, int32_t zero_point) {
+  using Fn = void (*)(const float*, int8_t*, size_t, float, int32_t);
+  select<Fn>(&qs8_quantize__scalar, EDGEINF_AVX2(qs8_quantize__avx2), EDGEINF_NEON(qs8_quantize__neon),
+             EDGEINF_NEON(qs8_quantize__neon))(x, q, n, scale, zero_point);
+}
+
+void qs8_dequantize(const int8_t* q, float* x, size_t n, float scale, int32_t zero_point) {
+  using Fn = void (*)(const int8_t*, float*, size_t, float, int32_t);
+  select<Fn>(&qs8_dequantize__scalar, EDGEINF_AVX2(qs8_dequantize__avx2), EDGEINF_NEON(qs8_dequantize__neon),
+             EDGEINF_NEON(qs8_dequantize__neon))(q, x, n, scale, zero_point);
+}
+
+void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  using Fn = void (*)(const GemmWeights&, const GemmRows&, int8_t*, size_t);
+  select<Fn>(&qs8_gemm__scalar, EDGEINF_AVX2(qs8_gemm__avx2), EDGEINF_NEON(qs8_gemm__neon),
+             EDGEINF_NEONDOT(qs8_gemm__neondot))(w, a, out, out_stride);
+}
+
+namespace {
+
+void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  qs8_conv2d__gemm(w.gemm(), g, in, out);
+}
+
+}  // namespace
+
+// The weights were prepared for one of three algorithms (ConvWeights): a direct kernel,
+// the AVX2 direct kernel only, or the GEMM, which then dispatches to its own variant.
+void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
+  if (w.direct()) {
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
+               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
+    return;
+  }
+  const Fn simd = &conv2d_gemm;
+  if (w.avx2_direct()) {
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd)(w, g, in, out);
+    return;
+  }
+  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
+}
+
+void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const DwWeights&, const DwGeometry&, const int8_t*, int8_t*);
+  select<Fn>(&qs8_dwconv2d__scalar, EDGEINF_AVX2(qs8_dwconv2d__avx2), EDGEINF_NEON(qs8_dwconv2d__neon),
+             EDGEINF_NEON(qs8_dwconv2d__neon))(w, g, in, out);
+}
+
+void qs8_maxpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
+  select<Fn>(&qs8_maxpool__scalar, EDGEINF_AVX2(qs8_maxpool__avx2), EDGEINF_NEON(qs8_maxpool__neon),
+             EDGEINF_NEON(qs8_maxpool__neon))(g, in, out);
+}
+
+void qs8_avgpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {
+  using Fn = void (*)(const PoolGeometry&, const int8_t*, int8_t*);
+  select<Fn>(&qs8_avgpool__scalar, EDGEINF_AVX2(qs8_avgpool__avx2), EDGEINF_NEON(qs8_avgpool__neon),
+             EDGEINF_NEON(qs8_avgpool__neon))(g, in, out);
+}
+
+void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p) {
+  using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const AddParams&);
+  select<Fn>(&qs8_add__scalar, EDGEINF_AVX2(qs8_add__avx2), EDGEINF_NEON(qs8_add__neon), EDGEINF_NEON(qs8_add__neon))(
+      a, b, out, n, p);
+}
+
+void qs8_mul(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p) {
+  using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const MulParams&);
+  select<Fn>(&qs8_mul__scalar, EDGEINF_AVX2(qs8_mul__avx2), EDGEINF_NEON(qs8_mul__neon), EDGEINF_NEON(qs8_mul__neon))(
+      a, b, out, n, p);
+}
+
+// AVX2 has no byte table lookup wider than 16 entries: the scalar loop serves that path.
+void qs8_lut(const int8_t* in, int8_t* out, size_t n, const int8_t table[256]) {
+  using Fn = void (*)(const int8_t*, int8_t*, size_t, const int8_t*);
+  select<Fn>(&qs8_lut__scalar, nullptr, EDGEINF_NEON(qs8_lut__neon), EDGEINF_NEON(qs8_lut__neon))(in, out, n, table);
+}
+
+// The table variant is portable C++, faster than the step-by-step reference wherever a
+// SIMD path runs; the scalar path keeps the reference.
+void qs8_softmax(const int8_t* in, int8_t* out, size_t rows, size_t depth, const SoftmaxParams& p) {
+  using Fn = void (*)(const int8_t*, int8_t*, size_t, size_t, const SoftmaxParams&);
+  const Fn table = &qs8_softmax__table;
+  select<Fn>(&qs8_softmax__scalar, table, table, table)(in, out, rows, depth, p);
+}
+
+}  // namespace qs8
+
+namespace preprocess {
+
+const Kernels& active_kernels() {
+  using Fn = const Kernels& (*)();
+  return select<Fn>(&kernels__scalar, EDGEINF_AVX2(kernels__avx2), EDGEINF_NEON(kernels__neon),
+                    EDGEINF_NEON(kernels__neon))();
+}
+
+}  // namespace preprocess
+}  // namespace edgeinf
