@@ -156,6 +156,8 @@ def synthetic_simulation(traces, controllers, seeds: int) -> dict:
                         # A seed that served nothing has no energy per inference.
                         "energy_per_inference_mj": float("nan") if seed == 0 else float(rng.uniform(10, 40)),
                         "controller_seconds": float(rng.uniform(0.001, 2.0)),
+                        "max_temp_c": float(rng.uniform(40, 80)),
+                        "throttled_fraction": float(rng.uniform(0, 0.1)),
                     }
                 )
             per_controller[name] = runs
@@ -240,14 +242,16 @@ def test_power_benchmark_quick_run_keeps_the_contract(tmp_path):
     simulation = doc["simulation"]
     pairs = [(r["trace"], r["controller"]) for r in doc["rows"]]
     expected_pairs = [(t, c) for t, data in simulation.items() for c in data["rows"]]
-    assert len(expected_pairs) == 20 and pairs[:20] == expected_pairs
-    assert pairs[20:] == [("decision alone (32 configurations)", "scheduler")]
+    n = len(expected_pairs)
+    assert n == 5 * len(simulation) and len(simulation) >= 7  # every trace, the thermal ones included
+    assert pairs[:n] == expected_pairs
+    assert pairs[n:] == [("decision alone (32 configurations)", "scheduler")]
     # With one seed the median and the worst seed are that seed's own figures.
-    for row in doc["rows"][:20]:
+    for row in doc["rows"][:n]:
         (run,) = simulation[row["trace"]]["rows"][row["controller"]]
         assert row["seeds"] == 1
         assert row["throughput_per_s"] == run["throughput_per_s"], f"{row['trace']}/{row['controller']}"
         assert row["vs_best_static_worst"] == run["vs_best_static"], f"{row['trace']}/{row['controller']}"
         assert row["violation_fraction_worst"] == run["violation_fraction"], f"{row['trace']}/{row['controller']}"
-    assert doc["rows"][20]["controller_us_per_step"] == doc["overhead"]["wall"]["decision"]["median_us"]
+    assert doc["rows"][n]["controller_us_per_step"] == doc["overhead"]["wall"]["decision"]["median_us"]
     assert "vs best" in printed and "decision" in printed  # the table is printed too
