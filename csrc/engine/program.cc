@@ -147,6 +147,31 @@ void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
   });
 }
 
+// fn(begin, end) over rows [0, rows) of values_per_row values each, in up to
+// kTasksPerThread bands of rows per thread, or at once when the rows hold few values.
+template <class Fn>
+void by_rows(ThreadPool& pool, size_t rows, size_t values_per_row, Fn fn) {
+  const size_t values = rows * values_per_row;
+  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
+                           ? 1
+                           : std::min({pool.size() * kTasksPerThread, rows, values / kMinChunkValues});
+  if (tasks <= 1) {
+    fn(size_t{0}, rows);
+    return;
+  }
+  pool.run(tasks, [&](size_t i) { fn(rows * i / tasks, rows * (i + 1) / tasks); });
+}
+
+// n bytes (at least Piece) from src to dst in Piece-byte moves, the last one overlapping
+// the one before: a pixel's few channels, where a memcpy call costs more than the copy.
+template <size_t Piece, class T>
+inline void copy_in_pieces(T* dst, const T* src, size_t n) {
+  static_assert(sizeof(T) == 1, "bytes");
+  size_t i = 0;
+  for (; i + Piece < n; i += Piece) std::memcpy(dst + i, src + i, Piece);
+  std::memcpy(dst + n - Piece, src + n - Piece, Piece);
+}
+
 }  // namespace
 
 void Conv2dStep::run(ThreadPool& pool) const {
@@ -163,18 +188,6 @@ void DepthwiseConv2dStep::run(ThreadPool& pool) const {
     qs8::qs8_dwconv2d(*w_, g, in, out);
   });
 }
-
-namespace {
-
-// n >= 8 bytes in 8-byte moves, the last one overlapping the one before: a pixel's few
-// channels, where a memcpy call costs more than the copy.
-inline void copy_pieces(int8_t* dst, const int8_t* src, size_t n) {
-  size_t i = 0;
-  for (; i + 8 < n; i += 8) std::memcpy(dst + i, src + i, 8);
-  std::memcpy(dst + n - 8, src + n - 8, 8);
-}
-
-}  // namespace
 
 PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
                                                      size_t channels, int8_t zero_point,
@@ -201,7 +214,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
     int8_t* dst = padded_in + p * cp;
     if (pieces) {
       for (size_t j = 0; j < cp; j += 16) std::memcpy(dst + j, fill, 16);
-      copy_pieces(dst, in_ + p * c, c);
+      copy_in_pieces<8>(dst, in_ + p * c, c);
     } else {
       std::memcpy(dst, in_ + p * c, c);
       std::memset(dst + c, zero_point_, cp - c);
@@ -213,7 +226,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   });
   for (size_t p = 0; p < out_pixels; ++p) {
     if (pieces) {
-      copy_pieces(out_ + p * c, padded_out + p * cp, c);
+      copy_in_pieces<8>(out_ + p * c, padded_out + p * cp, c);
     } else {
       std::memcpy(out_ + p * c, padded_out + p * cp, c);
     }
@@ -232,24 +245,20 @@ void FullyConnectedStep::run(ThreadPool& pool) const {
 
 namespace {
 
-// out[i0][i1][i2][i3] = f(x at the broadcast index, y at the broadcast index).
-template <class F>
-void broadcast_apply(const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out, F f) {
+// row(x row, y row, out row) for each output row (the last axis) of a broadcast, the rows
+// split over the pool's threads.
+template <class Row>
+void broadcast_rows(ThreadPool& pool, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out, Row row) {
   const auto& s = b.shape;
   const auto& sa = b.a_strides;
   const auto& sb = b.b_strides;
-  for (size_t i0 = 0; i0 < s[0]; ++i0) {
-    for (size_t i1 = 0; i1 < s[1]; ++i1) {
-      for (size_t i2 = 0; i2 < s[2]; ++i2) {
-        const int8_t* xa = x + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
-        const int8_t* yb = y + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
-        for (size_t i3 = 0; i3 < s[3]; ++i3) *out++ = f(xa[i3 * sa[3]], yb[i3 * sb[3]]);
-      }
+  by_rows(pool, s[0] * s[1] * s[2], s[3], [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t i2 = r % s[2], i1 = r / s[2] % s[1], i0 = r / (s[2] * s[1]);
+      row(x + i0 * sa[0] + i1 * sa[1] + i2 * sa[2], y + i0 * sb[0] + i1 * sb[1] + i2 * sb[2], out + r * s[3]);
     }
-  }
+  });
 }
-
-}  // namespace
 
 // TFLite's SUB on one pair of values: both rescaled to the common scale, subtracted,
 // requantized to the output.
@@ -263,32 +272,70 @@ int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
   return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
 }
 
+}  // namespace
+
+AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
+                 bool subtract)
+    : table_(subtract ? PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); })
+                      : PairTable::of([&p](int8_t a, int8_t c) { return qs8::add_one(a, c, p); })),
+      b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
+
 void AddStep::run(ThreadPool& pool) const {
-  if (subtract_) {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return sub_one(a, b, p_); });
+  if (b_.same_shape) {
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { pair_lookup(table_, x_ + i, y_ + i, out_ + i, e - i); });
     return;
   }
-  if (b_.same_shape) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
-  } else {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::add_one(a, b, p_); });
-  }
+  const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
+  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* out) {
+    if (sx == 1 && sy == 1) {
+      pair_lookup(table_, x, y, out, n);
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = table_.at(x[i * sx], y[i * sy]);
+    }
+  });
 }
 
 void MulStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
     by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
-  } else {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::mul_one(a, b, p_); });
+    return;
   }
+  const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
+  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* out) {
+    if (sx == 1 && sy == 1) {
+      qs8::qs8_mul(x, y, out, n, p_);
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = qs8::mul_one(x[i * sx], y[i * sy], p_);
+    }
+  });
 }
 
 void PoolStep::run(ThreadPool& pool) const {
-  if (is_max_) {
-    qs8::qs8_maxpool(g_, in_, out_);
-  } else {
-    qs8::qs8_avgpool(g_, in_, out_);
+  auto kernel = [this](const qs8::PoolGeometry& g, const int8_t* in, int8_t* out) {
+    if (is_max_) {
+      qs8::qs8_maxpool(g, in, out);
+    } else {
+      qs8::qs8_avgpool(g, in, out);
+    }
+  };
+  const qs8::PoolGeometry& g = g_;
+  if (g.batch != 1) {
+    kernel(g, in_, out_);
+    return;
   }
+  // Output rows [r0, r1) as a pooling of their own over the input rows their windows
+  // reach: the windows are clipped to the same input rows, so every value is the same.
+  by_rows(pool, g.out_h, g.out_w * g.channels * g.filter_h * g.filter_w, [&](size_t r0, size_t r1) {
+    const ptrdiff_t first = static_cast<ptrdiff_t>(r0 * g.stride_h) - g.pad_top;
+    const ptrdiff_t last = static_cast<ptrdiff_t>((r1 - 1) * g.stride_h + g.filter_h - 1) - g.pad_top;
+    const ptrdiff_t lo = std::max<ptrdiff_t>(first, 0);
+    const ptrdiff_t hi = std::min<ptrdiff_t>(last, static_cast<ptrdiff_t>(g.in_h) - 1);
+    qs8::PoolGeometry s = g;
+    s.in_h = static_cast<size_t>(hi - lo + 1);
+    s.pad_top = lo - first;
+    s.out_h = r1 - r0;
+    kernel(s, in_ + static_cast<size_t>(lo) * g.in_w * g.channels, out_ + r0 * g.out_w * g.channels);
+  });
 }
 
 LutStep::LutStep(std::string op, const int8_t table[256], size_t n, const int8_t* in, int8_t* out)
@@ -328,19 +375,6 @@ void ConcatStep::run(ThreadPool& pool) const {
   }
 }
 
-namespace {
-
-// n bytes (at least 16) from src to dst in 16-byte moves, the last one overlapping the one
-// before: for the short rows of a channel padding, where a call to memcpy per row costs
-// more than the copy.
-inline void copy_short(uint8_t* dst, const uint8_t* src, size_t n) {
-  size_t i = 0;
-  for (; i + 16 < n; i += 16) std::memcpy(dst + i, src + i, 16);
-  std::memcpy(dst + n - 16, src + n - 16, 16);
-}
-
-}  // namespace
-
 void PadStep::run(ThreadPool& pool) const {
   const auto& is = in_shape_;
   const auto& os = out_shape_;
@@ -354,7 +388,7 @@ void PadStep::run(ThreadPool& pool) const {
     std::memset(fill, value_, sizeof(fill));
     for (size_t p = 0; p < pixels; ++p) {
       uint8_t* dst = out_ + p * out_row;
-      copy_short(dst, in_ + p * row, row);
+      copy_in_pieces<16>(dst, in_ + p * row, row);
       // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
       // next pixel's copy overwrites (the last pixel's padding is set exactly).
       if (pad <= 16 && p + 1 < pixels) {
@@ -425,15 +459,7 @@ void ResizeBilinearStep::run(ThreadPool& pool) const {
       bilinear_row(row, out_ + r * out_w * c_);
     }
   };
-  const size_t values = rows * out_w * c_;
-  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
-                           ? 1
-                           : std::min({pool.size() * kTasksPerThread, rows, values / kMinChunkValues});
-  if (tasks <= 1) {
-    run_rows(0, rows);
-    return;
-  }
-  pool.run(tasks, [&](size_t i) { run_rows(rows * i / tasks, rows * (i + 1) / tasks); });
+  by_rows(pool, rows, out_w * c_, run_rows);
 }
 
 void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }

@@ -16,6 +16,7 @@
 #include "../kernels/qs8_gemm/gemm.h"
 #include "../kernels/qs8_pool/pool.h"
 #include "../kernels/qs8_softmax/softmax.h"
+#include "pair_table.h"
 #include "prelu.h"
 #include "program.h"
 
@@ -95,18 +96,17 @@ struct Broadcast4 {
   size_t size() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
 };
 
-// ADD, or SUB (`subtract`): TFLite's SUB rescales both inputs as ADD does and subtracts
-// the rescaled values (scalar arithmetic; the ADD kernels' SIMD paths add).
+// ADD, or SUB (`subtract`): TFLite's arithmetic (both inputs rescaled to a common scale,
+// added or subtracted, the result requantized) as a table of every pair's result.
 class AddStep final : public Step {
  public:
   AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
-          bool subtract = false)
-      : p_(p), b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
+          bool subtract = false);
   void run(ThreadPool& pool) const override;
   const char* name() const override { return subtract_ ? "SUB" : "ADD"; }
 
  private:
-  qs8::AddParams p_;
+  PairTable table_;
   Broadcast4 b_;
   const int8_t *x_, *y_;
   int8_t* out_;

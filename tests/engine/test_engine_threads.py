@@ -39,6 +39,29 @@ def test_split_elementwise_and_padded_depthwise(threads):
     assert_engine_exact(g.build([x], [y]), rng, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("other", [(1, 1, 100, 24), (1, 120, 1, 24), (1, 120, 100, 1)])
+def test_split_broadcast_binary(threads, op, other):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    x = g.tensor((1, 120, 100, 24), q=random_q(rng))  # its rows split over the threads
+    b = g.tensor(other, q=random_q(rng))
+    y = g.binary(op, x, b, out_q=random_q(rng, 0.05, 0.5))
+    assert_engine_exact(g.build([x, b], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
+@pytest.mark.parametrize("size, stride, padding", [(3, 2, "same"), (2, 2, "valid"), (5, 1, "same"), (4, 3, "same")])
+def test_split_pools(threads, op, size, stride, padding):
+    rng = np.random.default_rng(threads * 10 + size)
+    g = Graph(rng)
+    x = g.tensor((1, 97, 80, 24), q=random_q(rng))  # output rows split into bands
+    y = g.pool(op, x, size, stride, padding)
+    assert_engine_exact(g.build([x], [y]), rng, threads=threads)
+
+
 def test_a_program_keeps_its_threads():
     program = _C.EngineProgram(64, 3)
     assert program.threads == 3
