@@ -354,25 +354,33 @@ void PreluStep::run(ThreadPool& pool) const {
 
 void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
-void QuantizeStep::run(ThreadPool& pool) const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }
+void QuantizeStep::run(ThreadPool& pool) const {
+  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, scale_, zero_point_); });
+}
 
 void DequantizeStep::run(ThreadPool& pool) const {
-  if (!unsigned_) {
-    qs8::qs8_dequantize(in_, out_, n_, scale_, zero_point_);
-    return;
-  }
-  const auto* in = reinterpret_cast<const uint8_t*>(in_);
-  for (size_t i = 0; i < n_; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+  by_chunks(pool, n_, [this](size_t i, size_t e) {
+    if (!unsigned_) {
+      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, scale_, zero_point_);
+      return;
+    }
+    const auto* in = reinterpret_cast<const uint8_t*>(in_);
+    for (; i < e; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+  });
 }
 
 void ConcatStep::run(ThreadPool& pool) const {
-  uint8_t* dst = out_;
-  for (size_t o = 0; o < outer_; ++o) {
-    for (const Part& part : parts_) {
-      std::memcpy(dst, part.src + o * part.bytes, part.bytes);
-      dst += part.bytes;
+  size_t bytes = 0;  // of the output per outer index
+  for (const Part& part : parts_) bytes += part.bytes;
+  by_rows(pool, outer_, bytes, [&](size_t o0, size_t o1) {
+    uint8_t* dst = out_ + o0 * bytes;
+    for (size_t o = o0; o < o1; ++o) {
+      for (const Part& part : parts_) {
+        std::memcpy(dst, part.src + o * part.bytes, part.bytes);
+        dst += part.bytes;
+      }
     }
-  }
+  });
 }
 
 void PadStep::run(ThreadPool& pool) const {
@@ -386,30 +394,37 @@ void PadStep::run(ThreadPool& pool) const {
     const size_t pixels = is[0] * is[1] * is[2], out_row = os[3] * element_, pad = out_row - row;
     uint8_t fill[16];
     std::memset(fill, value_, sizeof(fill));
-    for (size_t p = 0; p < pixels; ++p) {
-      uint8_t* dst = out_ + p * out_row;
-      copy_in_pieces<16>(dst, in_ + p * row, row);
-      // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
-      // next pixel's copy overwrites (the last pixel's padding is set exactly).
-      if (pad <= 16 && p + 1 < pixels) {
-        std::memcpy(dst + row, fill, 16);
-      } else {
-        std::memset(dst + row, value_, pad);
+    by_rows(pool, pixels, out_row, [&](size_t p0, size_t p1) {
+      for (size_t p = p0; p < p1; ++p) {
+        uint8_t* dst = out_ + p * out_row;
+        copy_in_pieces<16>(dst, in_ + p * row, row);
+        // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
+        // next pixel's copy overwrites (the last pixel of a task's share, which another
+        // thread's may follow, has its padding set exactly).
+        if (pad <= 16 && p + 1 < p1) {
+          std::memcpy(dst + row, fill, 16);
+        } else {
+          std::memset(dst + row, value_, pad);
+        }
       }
-    }
+    });
     return;
   }
-  std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
-  const uint8_t* src = in_;
-  for (size_t i0 = 0; i0 < is[0]; ++i0) {
-    for (size_t i1 = 0; i1 < is[1]; ++i1) {
+  // Per output row (the first two axes): the padding value everywhere, then the input's
+  // pixels of that row, if any.
+  const size_t out_row = os[2] * os[3] * element_;
+  by_rows(pool, os[0] * os[1], out_row, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      uint8_t* dst = out_ + r * out_row;
+      std::memset(dst, value_, out_row);
+      const size_t o0 = r / os[1], o1 = r % os[1];
+      if (o0 < before_[0] || o0 - before_[0] >= is[0] || o1 < before_[1] || o1 - before_[1] >= is[1]) continue;
+      const uint8_t* src = in_ + ((o0 - before_[0]) * is[1] + (o1 - before_[1])) * is[2] * row;
       for (size_t i2 = 0; i2 < is[2]; ++i2) {
-        const size_t at = (((i0 + before_[0]) * os[1] + i1 + before_[1]) * os[2] + i2 + before_[2]) * os[3] + before_[3];
-        std::memcpy(out_ + at * element_, src, row);
-        src += row;
+        std::memcpy(dst + ((i2 + before_[2]) * os[3] + before_[3]) * element_, src + i2 * row, row);
       }
     }
-  }
+  });
 }
 
 void MeanStep::run(ThreadPool& pool) const {

@@ -62,6 +62,29 @@ def test_split_pools(threads, op, size, stride, padding):
     assert_engine_exact(g.build([x], [y]), rng, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("pads", [[(0, 0), (0, 0), (0, 0), (0, 8)], [(0, 0), (0, 0), (0, 0), (0, 40)],
+                                  [(0, 0), (1, 2), (0, 3), (0, 1)]])  # fmt: skip
+def test_split_pad_and_concatenation(threads, pads):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    q = random_q(rng)
+    x = g.tensor((1, 97, 80, 24), q=q)  # channels appended (per pixel) or rows padded, split
+    p = g.pad(x, pads, None)
+    y = g.concat([x, x], 3)
+    assert_engine_exact(g.build([x], [p, y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_split_quantize_and_dequantize(threads):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    x = g.tensor((1, 97, 80, 8), "float32")
+    q = g.unary("QUANTIZE", x, out_q=random_q(rng, 0.02, 0.05))
+    y = g.unary("DEQUANTIZE", q, out_q=None, dtype="float32")
+    assert_engine_exact(g.build([x], [q, y]), rng, threads=threads)
+
+
 def test_a_program_keeps_its_threads():
     program = _C.EngineProgram(64, 3)
     assert program.threads == 3
