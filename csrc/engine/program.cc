@@ -78,6 +78,12 @@ constexpr size_t kMinParallelMacs = 400000;
 // for it (tasks are claimed one at a time).
 constexpr size_t kTasksPerThread = 4;
 constexpr size_t kMinTaskMacs = 100000;
+// A convolution of fewer output rows than this also gets its output channels cut into up
+// to kMaxTiles tiles of whole kTileChannelBlock blocks (the SIMD kernels' channel block),
+// run as tasks when its rows are too few to go round the threads.
+constexpr size_t kMaxTileRows = 8;
+constexpr size_t kMaxTiles = 8;
+constexpr size_t kTileChannelBlock = 16;
 // Elementwise steps split above this many values, in chunks of at least kMinChunkValues.
 constexpr size_t kMinParallelValues = 32768;
 constexpr size_t kMinChunkValues = 8192;
@@ -174,8 +180,49 @@ inline void copy_in_pieces(T* dst, const T* src, size_t n) {
 
 }  // namespace
 
+Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in,
+                       int8_t* out)
+    : w_(std::move(w)), g_(g), in_(in), out_(out) {
+  if (g_.batch != 1 || g_.out_h >= kMaxTileRows || g_.out_c < 2 * kTileChannelBlock) return;
+  // Up to kMaxTiles tiles, each a multiple of the kernels' channel block.
+  const size_t blocks = (g_.out_c + kTileChannelBlock - 1) / kTileChannelBlock;
+  const size_t tiles = std::min(kMaxTiles, blocks);
+  tile_channels_ = (blocks + tiles - 1) / tiles * kTileChannelBlock;
+  const qs8::GemmWeights& gw = w_->gemm();
+  const qs8::Requantization& rq = gw.requantization();
+  for (size_t c0 = 0; c0 < g_.out_c; c0 += tile_channels_) {
+    const size_t c1 = std::min(g_.out_c, c0 + tile_channels_);
+    qs8::Requantization tile_rq(
+        std::vector<int32_t>(rq.multiplier.begin() + c0, rq.multiplier.begin() + c1),
+        std::vector<int32_t>(rq.shift.begin() + c0, rq.shift.begin() + c1), rq.output_zero_point, rq.act_min,
+        rq.act_max);
+    tiles_.push_back(std::make_unique<qs8::ConvWeights>(gw.weights() + c0 * gw.k(), c1 - c0, w_->k_h(), w_->k_w(),
+                                                        w_->in_c(), gw.bias() + c0, w_->input_zero_point(),
+                                                        std::move(tile_rq)));
+  }
+  if (g_.out_h * g_.out_w > 1) scratch_.resize(g_.out_h * g_.out_w * g_.out_c);
+}
+
+void Conv2dStep::run_tile(size_t t) const {
+  const qs8::ConvWeights& w = *tiles_[t];
+  qs8::ConvGeometry g = g_;
+  g.out_c = w.out_c();
+  const size_t c0 = t * tile_channels_, pixels = g_.out_h * g_.out_w;
+  if (pixels == 1) {
+    qs8::qs8_conv2d(w, g, in_, out_ + c0);
+    return;
+  }
+  int8_t* block = scratch_.data() + c0 * pixels;  // [pixels][g.out_c]
+  qs8::qs8_conv2d(w, g, in_, block);
+  for (size_t p = 0; p < pixels; ++p) std::memcpy(out_ + p * g_.out_c + c0, block + p * g.out_c, g.out_c);
+}
+
 void Conv2dStep::run(ThreadPool& pool) const {
   const size_t macs = g_.out_h * g_.out_w * g_.out_c * g_.k_h * g_.k_w * g_.in_c;
+  if (!tiles_.empty() && pool.size() > 1 && macs >= kMinParallelMacs && g_.out_h < 2 * pool.size()) {
+    pool.run(tiles_.size(), [this](size_t t) { run_tile(t); });
+    return;
+  }
   by_row_bands(pool, g_, g_.out_c, macs, in_, out_, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) {
     qs8::qs8_conv2d(*w_, g, in, out);
   });

@@ -22,15 +22,23 @@
 
 namespace edgeinf::engine {
 
+// A layer with few output rows (a network's head: 3x3 or 1x1 outputs of many channels)
+// splits its output channels instead: the weights are also cut into channel tiles at
+// load, each tile computed into its own [pixels][tile channels] block of a scratch buffer
+// (or straight into the output when the layer has one pixel) and copied into place.
 class Conv2dStep final : public Step {
  public:
-  Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out)
-      : w_(std::move(w)), g_(g), in_(in), out_(out) {}
+  Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out);
   void run(ThreadPool& pool) const override;
   const char* name() const override { return "CONV_2D"; }
 
  private:
+  void run_tile(size_t t) const;
+
   std::unique_ptr<qs8::ConvWeights> w_;
+  std::vector<std::unique_ptr<qs8::ConvWeights>> tiles_;  // empty unless the layer has few rows
+  size_t tile_channels_ = 0;
+  mutable std::vector<int8_t> scratch_;
   qs8::ConvGeometry g_;
   const int8_t* in_;
   int8_t* out_;

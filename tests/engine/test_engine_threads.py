@@ -40,6 +40,21 @@ def test_split_elementwise_and_padded_depthwise(threads):
 
 
 @pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize(
+    "shape, out_c, kernel, padding",
+    [((1, 3, 3, 32), 1404, 3, "valid"),  # one output pixel: tiles write into the output
+     ((1, 3, 3, 128), 400, 1, "valid"),  # 3 rows: tiles through the scratch
+     ((1, 4, 5, 96), 250, 3, "same")],  # fmt: skip
+)
+def test_split_few_row_convolutions_by_channels(threads, shape, out_c, kernel, padding):
+    rng = np.random.default_rng(threads + out_c)
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng))
+    y = g.conv(x, out_c, kernel, padding=padding, out_q=random_q(rng, 0.05, 0.5), activation="relu6")
+    assert_engine_exact(g.build([x], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize("other", [(1, 1, 100, 24), (1, 120, 1, 24), (1, 120, 100, 1)])
 def test_split_broadcast_binary(threads, op, other):
