@@ -26,6 +26,19 @@ class PairTable {
     return t;
   }
 
+  // The same from a kernel over arrays, kernel(x, y, out, n), run once per value of x.
+  template <class Kernel>
+  static PairTable of_rows(Kernel kernel) {
+    PairTable t;
+    int8_t xs[256], ys[256];
+    for (int y = -128; y < 128; ++y) ys[static_cast<uint8_t>(y)] = static_cast<int8_t>(y);
+    for (int x = -128; x < 128; ++x) {
+      for (int8_t& v : xs) v = static_cast<int8_t>(x);
+      kernel(xs, ys, t.values_.data() + index(static_cast<int8_t>(x), 0), size_t{256});
+    }
+    return t;
+  }
+
   static size_t index(int8_t x, int8_t y) { return size_t{static_cast<uint8_t>(x)} << 8 | static_cast<uint8_t>(y); }
   int8_t at(int8_t x, int8_t y) const { return values_[index(x, y)]; }
   // The table; readable 3 bytes past its end (the AVX2 path gathers 4 bytes per entry).

@@ -324,7 +324,9 @@ int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
 AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
                  bool subtract)
     : table_(subtract ? PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); })
-                      : PairTable::of([&p](int8_t a, int8_t c) { return qs8::add_one(a, c, p); })),
+                      : PairTable::of_rows([&p](const int8_t* a, const int8_t* c, int8_t* out, size_t n) {
+                          qs8::qs8_add(a, c, out, n, p);
+                        })),
       b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
 
 void AddStep::run(ThreadPool& pool) const {
