@@ -42,9 +42,11 @@ def test_split_elementwise_and_padded_depthwise(threads):
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize(
     "shape, out_c, kernel, padding",
-    [((1, 3, 3, 32), 1404, 3, "valid"),  # one output pixel: tiles write into the output
-     ((1, 3, 3, 128), 400, 1, "valid"),  # 3 rows: tiles through the scratch
-     ((1, 4, 5, 96), 250, 3, "same")],  # fmt: skip
+    [
+        ((1, 3, 3, 32), 1404, 3, "valid"),  # one output pixel: tiles write into the output
+        ((1, 3, 3, 128), 400, 1, "valid"),  # 3 rows: tiles through the scratch
+        ((1, 4, 5, 96), 250, 3, "same"),
+    ],
 )
 def test_split_few_row_convolutions_by_channels(threads, shape, out_c, kernel, padding):
     rng = np.random.default_rng(threads + out_c)
