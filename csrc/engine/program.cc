@@ -84,7 +84,8 @@ constexpr size_t kMinTaskMacs = 100000;
 constexpr size_t kMaxTileRows = 8;
 constexpr size_t kMaxTiles = 8;
 constexpr size_t kTileChannelBlock = 16;
-// Elementwise steps split above this many values, in chunks of at least kMinChunkValues.
+// Elementwise, data-movement, pooling and resize steps split above this many values (a
+// pooling's output values times its window's taps), in chunks of at least kMinChunkValues.
 constexpr size_t kMinParallelValues = 32768;
 constexpr size_t kMinChunkValues = 8192;
 
