@@ -78,7 +78,14 @@ constexpr size_t kMinParallelMacs = 400000;
 // for it (tasks are claimed one at a time).
 constexpr size_t kTasksPerThread = 4;
 constexpr size_t kMinTaskMacs = 100000;
-// Elementwise steps split above this many values, in chunks of at least kMinChunkValues.
+// A convolution of fewer output rows than this also gets its output channels cut into up
+// to kMaxTiles tiles of whole kTileChannelBlock blocks (the SIMD kernels' channel block),
+// run as tasks when its rows are too few to go round the threads.
+constexpr size_t kMaxTileRows = 8;
+constexpr size_t kMaxTiles = 8;
+constexpr size_t kTileChannelBlock = 16;
+// Elementwise, data-movement, pooling and resize steps split above this many values (a
+// pooling's output values times its window's taps), in chunks of at least kMinChunkValues.
 constexpr size_t kMinParallelValues = 32768;
 constexpr size_t kMinChunkValues = 8192;
 
@@ -147,10 +154,76 @@ void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
   });
 }
 
+// fn(begin, end) over rows [0, rows) of values_per_row values each, in up to
+// kTasksPerThread bands of rows per thread, or at once when the rows hold few values.
+template <class Fn>
+void by_rows(ThreadPool& pool, size_t rows, size_t values_per_row, Fn fn) {
+  const size_t values = rows * values_per_row;
+  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
+                           ? 1
+                           : std::min({pool.size() * kTasksPerThread, rows, values / kMinChunkValues});
+  if (tasks <= 1) {
+    fn(size_t{0}, rows);
+    return;
+  }
+  pool.run(tasks, [&](size_t i) { fn(rows * i / tasks, rows * (i + 1) / tasks); });
+}
+
+// n bytes (at least Piece) from src to dst in Piece-byte moves, the last one overlapping
+// the one before: a pixel's few channels, where a memcpy call costs more than the copy.
+template <size_t Piece, class T>
+inline void copy_in_pieces(T* dst, const T* src, size_t n) {
+  static_assert(sizeof(T) == 1, "bytes");
+  size_t i = 0;
+  for (; i + Piece < n; i += Piece) std::memcpy(dst + i, src + i, Piece);
+  std::memcpy(dst + n - Piece, src + n - Piece, Piece);
+}
+
 }  // namespace
+
+Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in,
+                       int8_t* out)
+    : w_(std::move(w)), g_(g), in_(in), out_(out) {
+  if (g_.batch != 1 || g_.out_h >= kMaxTileRows || g_.out_c < 2 * kTileChannelBlock) return;
+  // Up to kMaxTiles tiles, each a multiple of the kernels' channel block.
+  const size_t blocks = (g_.out_c + kTileChannelBlock - 1) / kTileChannelBlock;
+  const size_t tiles = std::min(kMaxTiles, blocks);
+  tile_channels_ = (blocks + tiles - 1) / tiles * kTileChannelBlock;
+  const qs8::GemmWeights& gw = w_->gemm();
+  const qs8::Requantization& rq = gw.requantization();
+  for (size_t c0 = 0; c0 < g_.out_c; c0 += tile_channels_) {
+    const size_t c1 = std::min(g_.out_c, c0 + tile_channels_);
+    qs8::Requantization tile_rq(
+        std::vector<int32_t>(rq.multiplier.begin() + c0, rq.multiplier.begin() + c1),
+        std::vector<int32_t>(rq.shift.begin() + c0, rq.shift.begin() + c1), rq.output_zero_point, rq.act_min,
+        rq.act_max);
+    tiles_.push_back(std::make_unique<qs8::ConvWeights>(gw.weights() + c0 * gw.k(), c1 - c0, w_->k_h(), w_->k_w(),
+                                                        w_->in_c(), gw.bias() + c0, w_->input_zero_point(),
+                                                        std::move(tile_rq)));
+  }
+  if (g_.out_h * g_.out_w > 1) scratch_.resize(g_.out_h * g_.out_w * g_.out_c);
+}
+
+void Conv2dStep::run_tile(size_t t) const {
+  const qs8::ConvWeights& w = *tiles_[t];
+  qs8::ConvGeometry g = g_;
+  g.out_c = w.out_c();
+  const size_t c0 = t * tile_channels_, pixels = g_.out_h * g_.out_w;
+  if (pixels == 1) {
+    qs8::qs8_conv2d(w, g, in_, out_ + c0);
+    return;
+  }
+  int8_t* block = scratch_.data() + c0 * pixels;  // [pixels][g.out_c]
+  qs8::qs8_conv2d(w, g, in_, block);
+  for (size_t p = 0; p < pixels; ++p) std::memcpy(out_ + p * g_.out_c + c0, block + p * g.out_c, g.out_c);
+}
 
 void Conv2dStep::run(ThreadPool& pool) const {
   const size_t macs = g_.out_h * g_.out_w * g_.out_c * g_.k_h * g_.k_w * g_.in_c;
+  if (!tiles_.empty() && pool.size() > 1 && macs >= kMinParallelMacs && g_.out_h < 2 * pool.size()) {
+    pool.run(tiles_.size(), [this](size_t t) { run_tile(t); });
+    return;
+  }
   by_row_bands(pool, g_, g_.out_c, macs, in_, out_, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) {
     qs8::qs8_conv2d(*w_, g, in, out);
   });
@@ -163,18 +236,6 @@ void DepthwiseConv2dStep::run(ThreadPool& pool) const {
     qs8::qs8_dwconv2d(*w_, g, in, out);
   });
 }
-
-namespace {
-
-// n >= 8 bytes in 8-byte moves, the last one overlapping the one before: a pixel's few
-// channels, where a memcpy call costs more than the copy.
-inline void copy_pieces(int8_t* dst, const int8_t* src, size_t n) {
-  size_t i = 0;
-  for (; i + 8 < n; i += 8) std::memcpy(dst + i, src + i, 8);
-  std::memcpy(dst + n - 8, src + n - 8, 8);
-}
-
-}  // namespace
 
 PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
                                                      size_t channels, int8_t zero_point,
@@ -201,7 +262,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
     int8_t* dst = padded_in + p * cp;
     if (pieces) {
       for (size_t j = 0; j < cp; j += 16) std::memcpy(dst + j, fill, 16);
-      copy_pieces(dst, in_ + p * c, c);
+      copy_in_pieces<8>(dst, in_ + p * c, c);
     } else {
       std::memcpy(dst, in_ + p * c, c);
       std::memset(dst + c, zero_point_, cp - c);
@@ -213,7 +274,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   });
   for (size_t p = 0; p < out_pixels; ++p) {
     if (pieces) {
-      copy_pieces(out_ + p * c, padded_out + p * cp, c);
+      copy_in_pieces<8>(out_ + p * c, padded_out + p * cp, c);
     } else {
       std::memcpy(out_ + p * c, padded_out + p * cp, c);
     }
@@ -232,24 +293,20 @@ void FullyConnectedStep::run(ThreadPool& pool) const {
 
 namespace {
 
-// out[i0][i1][i2][i3] = f(x at the broadcast index, y at the broadcast index).
-template <class F>
-void broadcast_apply(const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out, F f) {
+// row(x row, y row, out row) for each output row (the last axis) of a broadcast, the rows
+// split over the pool's threads.
+template <class Row>
+void broadcast_rows(ThreadPool& pool, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out, Row row) {
   const auto& s = b.shape;
   const auto& sa = b.a_strides;
   const auto& sb = b.b_strides;
-  for (size_t i0 = 0; i0 < s[0]; ++i0) {
-    for (size_t i1 = 0; i1 < s[1]; ++i1) {
-      for (size_t i2 = 0; i2 < s[2]; ++i2) {
-        const int8_t* xa = x + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
-        const int8_t* yb = y + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
-        for (size_t i3 = 0; i3 < s[3]; ++i3) *out++ = f(xa[i3 * sa[3]], yb[i3 * sb[3]]);
-      }
+  by_rows(pool, s[0] * s[1] * s[2], s[3], [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t i2 = r % s[2], i1 = r / s[2] % s[1], i0 = r / (s[2] * s[1]);
+      row(x + i0 * sa[0] + i1 * sa[1] + i2 * sa[2], y + i0 * sb[0] + i1 * sb[1] + i2 * sb[2], out + r * s[3]);
     }
-  }
+  });
 }
-
-}  // namespace
 
 // TFLite's SUB on one pair of values: both rescaled to the common scale, subtracted,
 // requantized to the output.
@@ -263,32 +320,72 @@ int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
   return static_cast<int8_t>(std::min(p.act_max, std::max(p.act_min, raw)));
 }
 
+}  // namespace
+
+AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
+                 bool subtract)
+    : table_(subtract ? PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); })
+                      : PairTable::of_rows([&p](const int8_t* a, const int8_t* c, int8_t* out, size_t n) {
+                          qs8::qs8_add(a, c, out, n, p);
+                        })),
+      b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
+
 void AddStep::run(ThreadPool& pool) const {
-  if (subtract_) {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return sub_one(a, b, p_); });
+  if (b_.same_shape) {
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { pair_lookup(table_, x_ + i, y_ + i, out_ + i, e - i); });
     return;
   }
-  if (b_.same_shape) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
-  } else {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::add_one(a, b, p_); });
-  }
+  const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
+  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* out) {
+    if (sx == 1 && sy == 1) {
+      pair_lookup(table_, x, y, out, n);
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = table_.at(x[i * sx], y[i * sy]);
+    }
+  });
 }
 
 void MulStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
     by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
-  } else {
-    broadcast_apply(b_, x_, y_, out_, [this](int8_t a, int8_t b) { return qs8::mul_one(a, b, p_); });
+    return;
   }
+  const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
+  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* out) {
+    if (sx == 1 && sy == 1) {
+      qs8::qs8_mul(x, y, out, n, p_);
+    } else {
+      for (size_t i = 0; i < n; ++i) out[i] = qs8::mul_one(x[i * sx], y[i * sy], p_);
+    }
+  });
 }
 
 void PoolStep::run(ThreadPool& pool) const {
-  if (is_max_) {
-    qs8::qs8_maxpool(g_, in_, out_);
-  } else {
-    qs8::qs8_avgpool(g_, in_, out_);
+  auto kernel = [this](const qs8::PoolGeometry& g, const int8_t* in, int8_t* out) {
+    if (is_max_) {
+      qs8::qs8_maxpool(g, in, out);
+    } else {
+      qs8::qs8_avgpool(g, in, out);
+    }
+  };
+  const qs8::PoolGeometry& g = g_;
+  if (g.batch != 1) {
+    kernel(g, in_, out_);
+    return;
   }
+  // Output rows [r0, r1) as a pooling of their own over the input rows their windows
+  // reach: the windows are clipped to the same input rows, so every value is the same.
+  by_rows(pool, g.out_h, g.out_w * g.channels * g.filter_h * g.filter_w, [&](size_t r0, size_t r1) {
+    const ptrdiff_t first = static_cast<ptrdiff_t>(r0 * g.stride_h) - g.pad_top;
+    const ptrdiff_t last = static_cast<ptrdiff_t>((r1 - 1) * g.stride_h + g.filter_h - 1) - g.pad_top;
+    const ptrdiff_t lo = std::max<ptrdiff_t>(first, 0);
+    const ptrdiff_t hi = std::min<ptrdiff_t>(last, static_cast<ptrdiff_t>(g.in_h) - 1);
+    qs8::PoolGeometry s = g;
+    s.in_h = static_cast<size_t>(hi - lo + 1);
+    s.pad_top = lo - first;
+    s.out_h = r1 - r0;
+    kernel(s, in_ + static_cast<size_t>(lo) * g.in_w * g.channels, out_ + r0 * g.out_w * g.channels);
+  });
 }
 
 LutStep::LutStep(std::string op, const int8_t table[256], size_t n, const int8_t* in, int8_t* out)
@@ -307,39 +404,34 @@ void PreluStep::run(ThreadPool& pool) const {
 
 void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
-void QuantizeStep::run(ThreadPool& pool) const { qs8::qs8_quantize(in_, out_, n_, scale_, zero_point_); }
+void QuantizeStep::run(ThreadPool& pool) const {
+  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, scale_, zero_point_); });
+}
 
 void DequantizeStep::run(ThreadPool& pool) const {
-  if (!unsigned_) {
-    qs8::qs8_dequantize(in_, out_, n_, scale_, zero_point_);
-    return;
-  }
-  const auto* in = reinterpret_cast<const uint8_t*>(in_);
-  for (size_t i = 0; i < n_; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+  by_chunks(pool, n_, [this](size_t i, size_t e) {
+    if (!unsigned_) {
+      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, scale_, zero_point_);
+      return;
+    }
+    const auto* in = reinterpret_cast<const uint8_t*>(in_);
+    for (; i < e; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+  });
 }
 
 void ConcatStep::run(ThreadPool& pool) const {
-  uint8_t* dst = out_;
-  for (size_t o = 0; o < outer_; ++o) {
-    for (const Part& part : parts_) {
-      std::memcpy(dst, part.src + o * part.bytes, part.bytes);
-      dst += part.bytes;
+  size_t bytes = 0;  // of the output per outer index
+  for (const Part& part : parts_) bytes += part.bytes;
+  by_rows(pool, outer_, bytes, [&](size_t o0, size_t o1) {
+    uint8_t* dst = out_ + o0 * bytes;
+    for (size_t o = o0; o < o1; ++o) {
+      for (const Part& part : parts_) {
+        std::memcpy(dst, part.src + o * part.bytes, part.bytes);
+        dst += part.bytes;
+      }
     }
-  }
+  });
 }
-
-namespace {
-
-// n bytes (at least 16) from src to dst in 16-byte moves, the last one overlapping the one
-// before: for the short rows of a channel padding, where a call to memcpy per row costs
-// more than the copy.
-inline void copy_short(uint8_t* dst, const uint8_t* src, size_t n) {
-  size_t i = 0;
-  for (; i + 16 < n; i += 16) std::memcpy(dst + i, src + i, 16);
-  std::memcpy(dst + n - 16, src + n - 16, 16);
-}
-
-}  // namespace
 
 void PadStep::run(ThreadPool& pool) const {
   const auto& is = in_shape_;
@@ -352,30 +444,37 @@ void PadStep::run(ThreadPool& pool) const {
     const size_t pixels = is[0] * is[1] * is[2], out_row = os[3] * element_, pad = out_row - row;
     uint8_t fill[16];
     std::memset(fill, value_, sizeof(fill));
-    for (size_t p = 0; p < pixels; ++p) {
-      uint8_t* dst = out_ + p * out_row;
-      copy_short(dst, in_ + p * row, row);
-      // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
-      // next pixel's copy overwrites (the last pixel's padding is set exactly).
-      if (pad <= 16 && p + 1 < pixels) {
-        std::memcpy(dst + row, fill, 16);
-      } else {
-        std::memset(dst + row, value_, pad);
+    by_rows(pool, pixels, out_row, [&](size_t p0, size_t p1) {
+      for (size_t p = p0; p < p1; ++p) {
+        uint8_t* dst = out_ + p * out_row;
+        copy_in_pieces<16>(dst, in_ + p * row, row);
+        // Up to 16 padding values in one 16-byte store; what it writes past the pixel, the
+        // next pixel's copy overwrites (the last pixel of a task's share, which another
+        // thread's may follow, has its padding set exactly).
+        if (pad <= 16 && p + 1 < p1) {
+          std::memcpy(dst + row, fill, 16);
+        } else {
+          std::memset(dst + row, value_, pad);
+        }
       }
-    }
+    });
     return;
   }
-  std::memset(out_, value_, os[0] * os[1] * os[2] * os[3] * element_);
-  const uint8_t* src = in_;
-  for (size_t i0 = 0; i0 < is[0]; ++i0) {
-    for (size_t i1 = 0; i1 < is[1]; ++i1) {
+  // Per output row (the first two axes): the padding value everywhere, then the input's
+  // pixels of that row, if any.
+  const size_t out_row = os[2] * os[3] * element_;
+  by_rows(pool, os[0] * os[1], out_row, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      uint8_t* dst = out_ + r * out_row;
+      std::memset(dst, value_, out_row);
+      const size_t o0 = r / os[1], o1 = r % os[1];
+      if (o0 < before_[0] || o0 - before_[0] >= is[0] || o1 < before_[1] || o1 - before_[1] >= is[1]) continue;
+      const uint8_t* src = in_ + ((o0 - before_[0]) * is[1] + (o1 - before_[1])) * is[2] * row;
       for (size_t i2 = 0; i2 < is[2]; ++i2) {
-        const size_t at = (((i0 + before_[0]) * os[1] + i1 + before_[1]) * os[2] + i2 + before_[2]) * os[3] + before_[3];
-        std::memcpy(out_ + at * element_, src, row);
-        src += row;
+        std::memcpy(dst + ((i2 + before_[2]) * os[3] + before_[3]) * element_, src + i2 * row, row);
       }
     }
-  }
+  });
 }
 
 void MeanStep::run(ThreadPool& pool) const {
@@ -425,15 +524,7 @@ void ResizeBilinearStep::run(ThreadPool& pool) const {
       bilinear_row(row, out_ + r * out_w * c_);
     }
   };
-  const size_t values = rows * out_w * c_;
-  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
-                           ? 1
-                           : std::min({pool.size() * kTasksPerThread, rows, values / kMinChunkValues});
-  if (tasks <= 1) {
-    run_rows(0, rows);
-    return;
-  }
-  pool.run(tasks, [&](size_t i) { run_rows(rows * i / tasks, rows * (i + 1) / tasks); });
+  by_rows(pool, rows, out_w * c_, run_rows);
 }
 
 void CopyStep::run(ThreadPool& pool) const { std::memmove(dst_, src_, bytes_); }

@@ -16,20 +16,29 @@
 #include "../kernels/qs8_gemm/gemm.h"
 #include "../kernels/qs8_pool/pool.h"
 #include "../kernels/qs8_softmax/softmax.h"
+#include "pair_table.h"
 #include "prelu.h"
 #include "program.h"
 
 namespace edgeinf::engine {
 
+// A layer with few output rows (a network's head: 3x3 or 1x1 outputs of many channels)
+// splits its output channels instead: the weights are also cut into channel tiles at
+// load, each tile computed into its own [pixels][tile channels] block of a scratch buffer
+// (or straight into the output when the layer has one pixel) and copied into place.
 class Conv2dStep final : public Step {
  public:
-  Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out)
-      : w_(std::move(w)), g_(g), in_(in), out_(out) {}
+  Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out);
   void run(ThreadPool& pool) const override;
   const char* name() const override { return "CONV_2D"; }
 
  private:
+  void run_tile(size_t t) const;
+
   std::unique_ptr<qs8::ConvWeights> w_;
+  std::vector<std::unique_ptr<qs8::ConvWeights>> tiles_;  // empty unless the layer has few rows
+  size_t tile_channels_ = 0;
+  mutable std::vector<int8_t> scratch_;
   qs8::ConvGeometry g_;
   const int8_t* in_;
   int8_t* out_;
@@ -95,18 +104,17 @@ struct Broadcast4 {
   size_t size() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
 };
 
-// ADD, or SUB (`subtract`): TFLite's SUB rescales both inputs as ADD does and subtracts
-// the rescaled values (scalar arithmetic; the ADD kernels' SIMD paths add).
+// ADD, or SUB (`subtract`): TFLite's arithmetic (both inputs rescaled to a common scale,
+// added or subtracted, the result requantized) as a table of every pair's result.
 class AddStep final : public Step {
  public:
   AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
-          bool subtract = false)
-      : p_(p), b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
+          bool subtract = false);
   void run(ThreadPool& pool) const override;
   const char* name() const override { return subtract_ ? "SUB" : "ADD"; }
 
  private:
-  qs8::AddParams p_;
+  PairTable table_;
   Broadcast4 b_;
   const int8_t *x_, *y_;
   int8_t* out_;

@@ -439,3 +439,32 @@ def test_resize_bilinear_channel_blocks(channels, threads):
     opts.alignCorners, opts.halfPixelCenters = False, True
     g.op("RESIZE_BILINEAR", [x, _int32(g, (64, 65))], [y], opts, 3)
     assert_engine_exact(g.build([x], [y]), rng, runs=3, threads=threads)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("op", ["ADD", "SUB"])
+def test_add_sub_every_pair_of_values(seed, op):
+    """ADD and SUB run as a table of every (x, y) pair's result: fed all 65536 pairs, each
+    entry is compared, under quantizations from near-equal input scales to far apart ones."""
+    from engine_models import engine, first_mismatch, reference_outputs
+
+    from edgeinf import kernels
+
+    rng = np.random.default_rng(seed)
+    g = Graph(rng)
+    spread = 10.0 ** rng.uniform(0, 2)  # ratio of the input scales
+    a = g.tensor((1, 256, 256, 1), q=random_q(rng, 0.01, 0.02))
+    b = g.tensor((1, 256, 256, 1), q=random_q(rng, 0.01 * spread, 0.02 * spread))
+    y = g.binary(op, a, b, out_q=random_q(rng, 0.02, 0.2 * spread), activation="relu6" if seed % 3 == 2 else "none")
+    data = g.build([a, b], [y])
+    values = np.arange(-128, 128, dtype=np.int8)
+    x1 = np.repeat(values, 256).reshape(1, 256, 256, 1)
+    x2 = np.tile(values, 256).reshape(1, 256, 256, 1)
+    want = reference_outputs(data, [x1, x2])[0]
+    backend = engine(data, 1)
+    for isa in kernels.supported_isas():
+        with kernels.use_isa(isa):
+            backend.set_input(0, x1)
+            backend.set_input(1, x2)
+            got = backend.invoke()[0]
+        assert not first_mismatch(got, want), f"{op} on {isa}: {first_mismatch(got, want)}"

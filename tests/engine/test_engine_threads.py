@@ -39,6 +39,69 @@ def test_split_elementwise_and_padded_depthwise(threads):
     assert_engine_exact(g.build([x], [y]), rng, threads=threads)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize(
+    "shape, out_c, kernel, padding",
+    [
+        ((1, 3, 3, 32), 1404, 3, "valid"),  # one output pixel: tiles write into the output
+        ((1, 3, 3, 128), 400, 1, "valid"),  # 3 rows: tiles through the scratch
+        ((1, 4, 5, 96), 250, 3, "same"),
+    ],
+)
+def test_split_few_row_convolutions_by_channels(threads, shape, out_c, kernel, padding):
+    rng = np.random.default_rng(threads + out_c)
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng))
+    y = g.conv(x, out_c, kernel, padding=padding, out_q=random_q(rng, 0.05, 0.5), activation="relu6")
+    assert_engine_exact(g.build([x], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("other", [(1, 1, 100, 24), (1, 120, 1, 24), (1, 120, 100, 1)])
+def test_split_broadcast_binary(threads, op, other):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    x = g.tensor((1, 120, 100, 24), q=random_q(rng))  # its rows split over the threads
+    b = g.tensor(other, q=random_q(rng))
+    y = g.binary(op, x, b, out_q=random_q(rng, 0.05, 0.5))
+    assert_engine_exact(g.build([x, b], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
+@pytest.mark.parametrize("size, stride, padding", [(3, 2, "same"), (2, 2, "valid"), (5, 1, "same"), (4, 3, "same")])
+def test_split_pools(threads, op, size, stride, padding):
+    rng = np.random.default_rng(threads * 10 + size)
+    g = Graph(rng)
+    x = g.tensor((1, 97, 80, 24), q=random_q(rng))  # output rows split into bands
+    y = g.pool(op, x, size, stride, padding)
+    assert_engine_exact(g.build([x], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("pads", [[(0, 0), (0, 0), (0, 0), (0, 8)], [(0, 0), (0, 0), (0, 0), (0, 40)],
+                                  [(0, 0), (1, 2), (0, 3), (0, 1)]])  # fmt: skip
+def test_split_pad_and_concatenation(threads, pads):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    q = random_q(rng)
+    x = g.tensor((1, 97, 80, 24), q=q)  # channels appended (per pixel) or rows padded, split
+    p = g.pad(x, pads, None)
+    y = g.concat([x, x], 3)
+    assert_engine_exact(g.build([x], [p, y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_split_quantize_and_dequantize(threads):
+    rng = np.random.default_rng(threads)
+    g = Graph(rng)
+    x = g.tensor((1, 97, 80, 8), "float32")
+    q = g.unary("QUANTIZE", x, out_q=random_q(rng, 0.02, 0.05))
+    y = g.unary("DEQUANTIZE", q, out_q=None, dtype="float32")
+    assert_engine_exact(g.build([x], [q, y]), rng, threads=threads)
+
+
 def test_a_program_keeps_its_threads():
     program = _C.EngineProgram(64, 3)
     assert program.threads == 3
