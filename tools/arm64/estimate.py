@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -84,7 +83,11 @@ def classify(disas: str) -> str:
 
 
 def is_q_form(disas: str) -> bool:
-    return bool(_Q_FORM.search(disas))
+    """A 128-bit operation: a 128-bit source (a widening op of 64-bit sources, SMULL .8h from
+    .8b, is one pass of the A53's 64-bit datapath) or a 2-suffixed high-half op."""
+    mnemonic, _, operands = disas.strip().partition(" ")
+    sources = operands.split(",", 1)[1] if "," in operands else operands
+    return mnemonic.endswith("2") or bool(_Q_FORM.search(sources))
 
 
 # MACs one instruction of the class does on 128-bit registers: SDOT 16 (4 lanes x 4), a
@@ -491,8 +494,8 @@ def sanity(rows: list[dict]) -> dict:
     """Dot-product kernels need about 4x fewer multiply(-accumulate) instructions per MAC."""
     ratios = {}
     for row in rows:
-        if row["contender"] != "edgeinf" or row["isa"] != "neondot" or "mac_instructions_per_kmac" not in row:
-            continue
+        if row["contender"] != "edgeinf" or row["isa"] != "neondot" or not row["classes"]["dot"]:
+            continue  # a kernel without a dot-product path (depthwise) runs the same code on both
         plain = next(
             (r for r in rows if r["cpu"] == row["cpu"] and r["case"] == row["case"] and r["isa"] == "neon"
              and r["contender"] == "edgeinf" and "mac_instructions_per_kmac" in r), None,
@@ -505,28 +508,48 @@ def sanity(rows: list[dict]) -> dict:
     return ratios
 
 
+TITLE = (
+    "ESTIMATES for Cortex-A53/A72/A76 (Pi 3/4/5), not measurements: edgeinf vs XNNPACK cycles from "
+    "instructions counted under qemu (tools/arm64/estimate.py)"
+)
+
+
+def report_rows(result: dict) -> list[dict]:
+    """One flat row per case, CPU and edgeinf path: the speedup by both methods (benchmarks/README.md)."""
+    merged: dict[tuple, dict] = {}
+    for c in result["comparisons"]:
+        key = (c["title"], c["cpu"], c["edgeinf"], c["against"])
+        row = merged.setdefault(
+            key, {"case": c["title"], "cpu": c["cpu"], "edgeinf_path": c["edgeinf"], "against": c["against"]}
+        )
+        name = "speedup_issue_limits" if c["method"] == "throughput_cycles" else "speedup_llvm_mca"
+        row[name] = round(c["speedup"], 2) if c["speedup"] else None
+    for row in merged.values():
+        row.setdefault("speedup_issue_limits", None)
+        row.setdefault("speedup_llvm_mca", None)
+    return list(merged.values())
+
+
 def table(result: dict) -> str:
-    """benchmarks/README.md's section: estimated speedups per CPU, both methods."""
+    """The same rows as markdown, with the method and its limits."""
     lines = [
-        "### Estimated Cortex-A53 / A72 / A76 (Pi 3 / 4 / 5) speed: edgeinf vs XNNPACK (estimates, not measurements)",
+        f"### {TITLE}",
         "",
-        "`tools/arm64/estimate.py`: executed instructions counted under qemu-user (a TCG plugin) for one",
-        "call of each contender in the same emulated run, turned into cycles by (1) each core's issue limits",
-        "and (2) llvm-mca's scheduling models on the hot blocks. Memory system not modelled (every load",
-        f"hits L1). llvm-mca {result['llvm_mca_version']}. Speedup = XNNPACK cycles / edgeinf cycles",
-        "(preprocessing: against the fastest OpenCV contender of bench_preprocess).",
+        "Executed instructions counted by a qemu-user TCG plugin for one call of each contender, all in the",
+        "same emulated run per CPU, turned into cycles by (1) each core's issue limits and (2) llvm-mca's",
+        "scheduling models on the hot blocks. The memory system is not modelled (every load hits L1).",
+        f"llvm-mca {result['versions']['llvm-mca']}. Speedup = XNNPACK cycles / edgeinf cycles (preprocessing:",
+        "against the fastest OpenCV or Pillow contender of bench_preprocess).",
         "",
         "| case | CPU | edgeinf path | vs | speedup (issue limits) | speedup (llvm-mca) |",
         "|---|---|---|---|---:|---:|",
     ]
-    merged = {}
-    for c in result["comparisons"]:
-        key = (c["title"], c["cpu"], c["edgeinf"], c["against"])
-        merged.setdefault(key, {})[c["method"]] = c["speedup"]
-    for (title, cpu, path, against), sp in merged.items():
-        m1, m2 = sp.get("throughput_cycles"), sp.get("mca_cycles")
-        fmt = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
-        lines.append(f"| {title} | {cpu} | {path} | {against} | {fmt(m1)} | {fmt(m2)} |")
+    fmt = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['case']} | {r['cpu']} | {r['edgeinf_path']} | {r['against']} "
+            f"| {fmt(r['speedup_issue_limits'])} | {fmt(r['speedup_llvm_mca'])} |"
+        )
     if result["sanity"]:
         lines += ["", "Sanity check (counts): plain NEON / dot-product multiply-accumulate instructions per MAC:"]
         lines += [f"{case} {r['mac_instructions']:.2f}x" for case, r in result["sanity"].items()]
@@ -540,6 +563,76 @@ def host_models(names: list[str]) -> dict[str, str]:
     return {f"{name} int8": str(int8_path(name)) for name in names}
 
 
+def estimate(
+    profiles: list[str],
+    kernels: list[str],
+    model_names: list[str],
+    *,
+    keep: Path | None = None,
+    reuse: Path | None = None,
+    home: Path = emulated.DEFAULT_HOME,
+    log=print,
+) -> dict:
+    """The estimate for these board profiles, kernel cases and zoo models (see the module doc).
+
+    keep: also leave each profile's counts and manifest in this folder; reuse: read them from
+    this folder (a previous --keep) instead of running the emulation again.
+
+    Raises:
+        emulated.EmulationUnavailable: qemu (with plugins), gcc or the emulated Python is missing.
+    """
+    reason = plugin_support() or emulated.Emulator(home).missing()
+    if reason:
+        raise emulated.EmulationUnavailable(reason)
+    emulator = emulated.Emulator(home)
+    started = time.monotonic()
+    so, _ = emulated.cross_build(emulator)
+    work = emulated.DEFAULT_BUILD / "estimate"
+    mca = McaEstimator()
+    rows = []
+    if not reuse:
+        stage = emulated.stage(so, work / "stage")
+        plugin = build_plugin(work)
+        models = host_models(model_names)
+    for profile in profiles:
+        if reuse:
+            manifest = json.loads((reuse / f"manifest-{profile}.json").read_text())
+            counts = "\n".join(p.read_text() for p in sorted(reuse.glob(f"counts-{profile}.*")))
+        else:
+            spec = {"kernels": kernels, "models": models, "isas": ISAS_OF[profile]}
+            with tempfile.TemporaryDirectory() as tmp:
+                folder = keep or Path(tmp)
+                folder.mkdir(parents=True, exist_ok=True)
+                manifest, counts = run_profile(emulator, stage, plugin, profile, spec, folder)
+        rows += estimate_profile(manifest, counts, profile, mca, so)
+        log(f"estimate: {profile} done ({time.monotonic() - started:.0f} s)")
+    qemu = subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    result = {
+        "benchmark": "arm_estimate",
+        "title": TITLE,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": {"cpu": f"emulated {', '.join(CPU_OF[p] for p in profiles)} (estimates)", "arch": "aarch64"},
+        "versions": {"qemu": qemu.split("version")[-1].strip(), "llvm-mca": mca.version, **guest_versions(emulator)},
+        "note": "estimates from emulated instruction counts, not measurements on a board",
+        "cpu_models": {k: vars(v) for k, v in CPU_MODELS.items()},
+        "contenders": rows,
+        "comparisons": compare(rows),
+        "sanity": sanity(rows),
+    }
+    result["rows"] = report_rows(result)
+    return result
+
+
+def guest_versions(emulator) -> dict:
+    """Versions of the aarch64 wheels the guest ran (from their dist-info folder names)."""
+    found = {}
+    for dist in ("ai_edge_litert", "numpy", "opencv_python_headless"):
+        names = sorted(emulator.site.glob(f"{dist}-*.dist-info"))
+        if names:
+            found[dist.replace("_", "-")] = names[-1].name[len(dist) + 1 : -len(".dist-info")]
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a small subset: 4 kernels, 1 model")
@@ -549,43 +642,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=emulated.REPO / "benchmarks/results/arm_estimate.json")
     parser.add_argument("--table", type=Path, help="write the markdown table here")
     parser.add_argument("--keep", type=Path, help="keep the raw counts and manifests in this folder")
+    parser.add_argument("--reuse", type=Path, help="estimate from a --keep folder instead of emulating again")
     parser.add_argument("--home", type=Path, default=emulated.DEFAULT_HOME)
     args = parser.parse_args(argv)
 
-    reason = plugin_support()
-    emulator = emulated.Emulator(args.home)
-    reason = reason or emulator.missing()
-    if reason:
-        print(f"estimate: {reason}", file=sys.stderr)
-        return 2
     kernels = args.kernels.split(",") if args.kernels else (QUICK_KERNELS if args.quick else KERNELS)
-    model_names = (args.models.split(",") if args.models else []) if args.models is not None else (
-        QUICK_MODELS if args.quick else MODELS)  # fmt: skip
-    started = time.monotonic()
-    so, _ = emulated.cross_build(emulator)
-    work = emulated.DEFAULT_BUILD / "estimate"
-    stage = emulated.stage(so, work / "stage")
-    plugin = build_plugin(work)
-    models = host_models([m for m in model_names if m])
-    mca = McaEstimator()
-    rows = []
-    for profile in args.profiles.split(","):
-        spec = {"kernels": kernels, "models": models, "isas": ISAS_OF[profile]}
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = args.keep or Path(tmp)
-            folder.mkdir(parents=True, exist_ok=True)
-            manifest, counts = run_profile(emulator, stage, plugin, profile, spec, folder)
-        rows += estimate_profile(manifest, counts, profile, mca, so)
-        print(f"estimate: {profile} done ({time.monotonic() - started:.0f} s of emulation)", file=sys.stderr)
-    result = {
-        "note": "estimates from emulated instruction counts, not measurements on a board",
-        "llvm_mca_version": mca.version,
-        "qemu": subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True).stdout.split("\n")[0],
-        "cpu_models": {k: vars(v) for k, v in CPU_MODELS.items()},
-        "rows": rows,
-        "comparisons": compare(rows),
-        "sanity": sanity(rows),
-    }
+    if args.models is not None:
+        model_names = [m for m in args.models.split(",") if m]
+    else:
+        model_names = QUICK_MODELS if args.quick else MODELS
+    try:
+        result = estimate(
+            args.profiles.split(","), kernels, model_names, keep=args.keep, reuse=args.reuse, home=args.home,
+            log=lambda text: print(text, file=sys.stderr),
+        )  # fmt: skip
+    except emulated.EmulationUnavailable as exc:
+        print(f"estimate: {exc}", file=sys.stderr)
+        return 2
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")
     text = table(result)
@@ -596,5 +669,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     sys.exit(main())
