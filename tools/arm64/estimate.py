@@ -491,21 +491,37 @@ def compare(rows: list[dict]) -> list[dict]:
 
 
 def sanity(rows: list[dict]) -> dict:
-    """Dot-product kernels need about 4x fewer multiply(-accumulate) instructions per MAC."""
-    ratios = {}
+    """Multiply(-accumulate) instructions per MAC, plain NEON over dot product, per case.
+
+    ``xnnpack_multiplies``: XNNPACK's Cortex-A53 kernels (int16 SMLAL by lane, 4 MACs an
+    instruction) over its Cortex-A76 ones (SDOT, 16): the textbook 4x. ``edgeinf_*``:
+    edgeinf's NEON path (SMULL/SMLAL of int8, 8 MACs, and a SADALP per two) over its SDOT path
+    on the same CPU: 3x the multiply-accumulate instructions and 2x the multiplies with weights
+    in [-127, 127], 4x and 2x when a -128 weight forbids the int16 sum of two products.
+    """
+
+    def per_kmac(contender, isa, cpu, case, key):
+        for r in rows:
+            if (r["contender"], r["isa"], r["cpu"], r["case"]) == (contender, isa, cpu, case) and key in r:
+                return r[key]
+        return None
+
+    ratios: dict[str, dict] = {}
     for row in rows:
-        if row["contender"] != "edgeinf" or row["isa"] != "neondot" or not row["classes"]["dot"]:
-            continue  # a kernel without a dot-product path (depthwise) runs the same code on both
-        plain = next(
-            (r for r in rows if r["cpu"] == row["cpu"] and r["case"] == row["case"] and r["isa"] == "neon"
-             and r["contender"] == "edgeinf" and "mac_instructions_per_kmac" in r), None,
-        )  # fmt: skip
-        if plain:
-            ratios[row["case"]] = {
-                "mac_instructions": plain["mac_instructions_per_kmac"] / row["mac_instructions_per_kmac"],
-                "multiplies": plain["multiplies_per_kmac"] / row["multiplies_per_kmac"],
-            }
-    return ratios
+        if not row["classes"]["dot"] or "mac_instructions_per_kmac" not in row:
+            continue  # kernels without a dot-product path (depthwise) run the same code on both
+        case, found = row["case"], ratios.setdefault(row["case"], {})
+        if row["contender"] == "edgeinf":
+            neon = per_kmac("edgeinf", "neon", row["cpu"], case, "mac_instructions_per_kmac")
+            neon_mul = per_kmac("edgeinf", "neon", row["cpu"], case, "multiplies_per_kmac")
+            if neon:
+                found["edgeinf_mac_instructions"] = neon / row["mac_instructions_per_kmac"]
+                found["edgeinf_multiplies"] = neon_mul / row["multiplies_per_kmac"]
+        else:
+            plain = per_kmac(row["contender"], None, "cortex-a53", case, "multiplies_per_kmac")
+            if plain:
+                found["xnnpack_multiplies"] = plain / row["multiplies_per_kmac"]
+    return {case: found for case, found in ratios.items() if found}
 
 
 TITLE = (
@@ -551,8 +567,12 @@ def table(result: dict) -> str:
             f"| {fmt(r['speedup_issue_limits'])} | {fmt(r['speedup_llvm_mca'])} |"
         )
     if result["sanity"]:
-        lines += ["", "Sanity check (counts): plain NEON / dot-product multiply-accumulate instructions per MAC:"]
-        lines += [f"{case} {r['mac_instructions']:.2f}x" for case, r in result["sanity"].items()]
+        lines += ["", "Sanity check from the counts, plain NEON over dot-product instructions per MAC:", ""]
+        lines += ["| case | XNNPACK multiplies, A53 / A76 | edgeinf multiply-accumulates, NEON / SDOT |"]
+        lines += ["|---|---:|---:|"]
+        fmt = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
+        for case, r in result["sanity"].items():
+            lines.append(f"| {case} | {fmt(r.get('xnnpack_multiplies'))} | {fmt(r.get('edgeinf_mac_instructions'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -587,25 +607,27 @@ def estimate(
     emulator = emulated.Emulator(home)
     started = time.monotonic()
     so, _ = emulated.cross_build(emulator)
-    work = emulated.DEFAULT_BUILD / "estimate"
     mca = McaEstimator()
     rows = []
-    if not reuse:
-        stage = emulated.stage(so, work / "stage")
-        plugin = build_plugin(work)
-        models = host_models(model_names)
-    for profile in profiles:
-        if reuse:
-            manifest = json.loads((reuse / f"manifest-{profile}.json").read_text())
-            counts = "\n".join(p.read_text() for p in sorted(reuse.glob(f"counts-{profile}.*")))
-        else:
-            spec = {"kernels": kernels, "models": models, "isas": ISAS_OF[profile]}
-            with tempfile.TemporaryDirectory() as tmp:
-                folder = keep or Path(tmp)
+    # a stage and plugin of this run's own: runs at the same time (the test, a report) do not
+    # replace each other's files
+    with tempfile.TemporaryDirectory(prefix="edgeinf-estimate-") as tmp:
+        work = Path(tmp)
+        if not reuse:
+            stage = emulated.stage(so, work / "stage")
+            plugin = build_plugin(work)
+            models = host_models(model_names)
+        for profile in profiles:
+            if reuse:
+                manifest = json.loads((reuse / f"manifest-{profile}.json").read_text())
+                counts = "\n".join(p.read_text() for p in sorted(reuse.glob(f"counts-{profile}.*")))
+            else:
+                spec = {"kernels": kernels, "models": models, "isas": ISAS_OF[profile]}
+                folder = keep or work / "counts"
                 folder.mkdir(parents=True, exist_ok=True)
                 manifest, counts = run_profile(emulator, stage, plugin, profile, spec, folder)
-        rows += estimate_profile(manifest, counts, profile, mca, so)
-        log(f"estimate: {profile} done ({time.monotonic() - started:.0f} s)")
+            rows += estimate_profile(manifest, counts, profile, mca, so)
+            log(f"estimate: {profile} done ({time.monotonic() - started:.0f} s)")
     qemu = subprocess.run(["qemu-aarch64", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     result = {
         "benchmark": "arm_estimate",
@@ -642,7 +664,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=emulated.REPO / "benchmarks/results/arm_estimate.json")
     parser.add_argument("--table", type=Path, help="write the markdown table here")
     parser.add_argument("--keep", type=Path, help="keep the raw counts and manifests in this folder")
-    parser.add_argument("--reuse", type=Path, help="estimate from a --keep folder instead of emulating again")
+    parser.add_argument(
+        "--reuse", type=Path, help="estimate from a --keep folder instead of emulating again (same build)"
+    )
     parser.add_argument("--home", type=Path, default=emulated.DEFAULT_HOME)
     args = parser.parse_args(argv)
 
