@@ -317,7 +317,7 @@ class McaEstimator:
                         "cycles_per_run": round(cpi, 2)})  # fmt: skip
         total = sum(i.count for i in insns)
         cycles += (total - covered) / REST_IPC[cpu]
-        return {"cycles": cycles, "hot_share": covered / total if total else 0.0, "hot_blocks": top[:5]}
+        return {"cycles": cycles, "hot_share": covered / total if total else 0.0, "hot_blocks": top[:3]}
 
 
 # ------------------------------------------------------------------ attribution
@@ -341,7 +341,11 @@ def attribute(insns: list[Insn], mappings: list[Mapping]) -> dict[str, int]:
     for insn in insns:
         owner = next((m.library for m in mappings if m.start <= insn.vaddr < m.end), "other")
         found[owner] += insn.count
-    return dict(sorted(found.items(), key=lambda kv: -kv[1]))
+    ranked = sorted(found.items(), key=lambda kv: -kv[1])
+    top = dict(ranked[:4])
+    if len(ranked) > 4:
+        top["(others)"] = sum(count for _, count in ranked[4:])
+    return top
 
 
 def symbol_of(vaddr: int, mappings: list[Mapping], symbols: dict[str, list[tuple[int, str]]]) -> str:
@@ -446,16 +450,16 @@ def estimate_profile(manifest: dict, counts: str, profile: str, mca: McaEstimato
             "classes": classes,
             "by_library": attribute(insns, mappings),
             "hottest": symbol_of(hottest.vaddr, mappings, symbols) if hottest else None,
-            "throughput_cycles": m1,
+            "throughput_cycles": round(m1),
             "throughput_bound": bound,
-            "mca_cycles": m2["cycles"] if m2 else None,
-            "mca_hot_share": m2["hot_share"] if m2 else None,
+            "mca_cycles": round(m2["cycles"]) if m2 else None,
+            "mca_hot_share": round(m2["hot_share"], 3) if m2 else None,
             "mca_hot_blocks": m2["hot_blocks"] if m2 else None,
         }
         mult = classes["dot"] + classes["mul"] + classes["acc"]
         if phase["macs"] and mult:
-            row["mac_instructions_per_kmac"] = 1000 * mult / phase["macs"]
-            row["multiplies_per_kmac"] = 1000 * (classes["dot"] + classes["mul"]) / phase["macs"]
+            row["mac_instructions_per_kmac"] = round(1000 * mult / phase["macs"], 3)
+            row["multiplies_per_kmac"] = round(1000 * (classes["dot"] + classes["mul"]) / phase["macs"], 3)
         rows.append(row)
     return rows
 
@@ -485,7 +489,7 @@ def compare(rows: list[dict]) -> list[dict]:
                     "cpu": cpu, "case": case, "title": mine["title"], "method": metric,
                     "edgeinf": _label(mine), "against": best["contender"],
                     "edgeinf_cycles": mine[metric], "against_cycles": best[metric],
-                    "speedup": best[metric] / mine[metric] if mine[metric] else None,
+                    "speedup": round(best[metric] / mine[metric], 3) if mine[metric] else None,
                 })  # fmt: skip
     return out
 
