@@ -98,6 +98,8 @@ def test_the_sanity_check_compares_plain_neon_with_dot_products():
 def _emulation_missing() -> str | None:
     import emulated
 
+    if not estimate.find_llvm_tool("llvm-mc"):  # qemu 7.2's disassembler does not know SDOT
+        return "llvm-mc not installed (apt-get install llvm)"
     return (
         estimate.plugin_support()
         or emulated.Emulator().missing()
