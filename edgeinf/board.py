@@ -374,3 +374,116 @@ def default_target(
     if major_minor == (3, 9):
         return TargetHint("ai-edge-litert", "2.1.0", "2.1.0 is the last ai-edge-litert release for Python 3.9")
     return TargetHint("ai-edge-litert", None, f"the current LiteRT release has {board.machine} wheels for this Python")
+
+
+# -- run conditions: what makes a board slower than its cores ------------------------------
+
+HOT_C = 80.0  # the Pi 4/5 firmware starts soft throttling at 80-85 °C
+
+
+def conditions(
+    root: str | os.PathLike = "/",
+    *,
+    vcgencmd: str | None = "vcgencmd",
+    runner=None,
+    environ: Mapping[str, str] | None = None,
+) -> dict:
+    """What skews a timing on this machine right now: the CPU, the cpufreq governor and clocks,
+    the temperature, and the Raspberry Pi firmware's throttling and under-voltage flags.
+
+    Args:
+        root: the file-system root (a fake tree in tests).
+        vcgencmd: the Pi's ``vcgencmd``, asked ``get_throttled`` only when it is installed;
+            None to skip it.
+        runner: a replacement for ``subprocess.run`` (tests give canned output).
+        environ: as for `detect` (qemu's variables mark an emulated run).
+
+    Returns:
+        A JSON-ready dict: ``cpu``, ``governors``, ``clock_mhz`` (``current``, ``max``: the policy
+        limit, ``hardware_max``: what the core can do, each per cpufreq policy), ``temperature_c``
+        (the hottest thermal zone, None without one), ``throttled`` (flags now and since boot,
+        None without vcgencmd) and ``warnings``: one sentence per condition that makes a run slower
+        than the board can be. Unreadable files leave their entry empty, never an error.
+    """
+    import shutil
+    import subprocess
+
+    from .errors import SensorError
+    from .power.knobs import cpufreq_policies
+    from .power.sensors.base import Sysfs
+    from .power.sensors.rpi import read_throttled
+    from .power.sensors.thermal import thermal_zones
+
+    sysfs = Sysfs(root)
+    found = detect(root, environ=environ)
+    result: dict = {"cpu": "+".join(found.cores) or found.model, "governors": [], "temperature_c": None}
+    clocks: dict[str, list[float | None]] = {"current": [], "max": [], "hardware_max": []}
+    warnings = []
+    for policy in cpufreq_policies(sysfs):
+        governor = sysfs.try_read_text(policy.directory / "scaling_governor")
+        values = {
+            key: _khz(sysfs.try_read_text(policy.directory / name))
+            for key, name in (("current", "scaling_cur_freq"), ("max", "scaling_max_freq"),
+                              ("hardware_max", "cpuinfo_max_freq"))
+        }  # fmt: skip
+        result["governors"].append(governor)
+        for key, value in values.items():
+            clocks[key].append(value)
+        if governor and governor != "performance":
+            warnings.append(f"cpufreq governor '{governor}' on {policy.directory.name}: clocks ramp up during a run")
+        if values["max"] and values["hardware_max"] and values["max"] < values["hardware_max"]:
+            warnings.append(
+                f"{policy.directory.name} capped at {values['max']:.0f} of {values['hardware_max']:.0f} MHz"
+            )
+    result["clock_mhz"] = clocks
+    temps = []
+    for zone in thermal_zones(sysfs):
+        try:
+            temps.append(zone.read().temp_mc / 1000)
+        except SensorError:
+            continue
+    if temps:
+        result["temperature_c"] = max(temps)
+        if result["temperature_c"] >= HOT_C:
+            warnings.append(f"{result['temperature_c']:.0f} °C: at the firmware's throttling threshold")
+    result["throttled"] = None
+    if vcgencmd and (runner is not None or shutil.which(vcgencmd)):
+        try:
+            flags = read_throttled(vcgencmd, runner=runner or subprocess.run)
+        except SensorError as exc:
+            result["throttled"] = {"error": str(exc)}
+        else:
+            result["throttled"] = {"raw": hex(flags.raw), "flags": flags.active()}
+            now = [f for f in flags.active() if not f.endswith("_occurred")]
+            if now:
+                warnings.append(f"firmware reports {', '.join(now).replace('_', ' ')} now")
+            elif flags.active():
+                warnings.append(f"since boot: {', '.join(flags.active()).replace('_', ' ')}")
+    if found.emulated:
+        warnings.append("emulated under qemu: timings say nothing about the board")
+    result["warnings"] = warnings
+    return result
+
+
+def _khz(text: str | None) -> float | None:
+    """MHz from a cpufreq kHz file's text."""
+    value = _int(text)
+    return value / 1000 if value else None
+
+
+def conditions_summary(cond: dict) -> str:
+    """One line: governor, clock, temperature, flags, then the warnings (or "no throttling seen")."""
+    parts = []
+    if cond.get("governors"):
+        parts.append("governor " + "/".join(sorted({g or "?" for g in cond["governors"]})))
+    current = [c for c in cond.get("clock_mhz", {}).get("current", []) if c]
+    top = [c for c in cond.get("clock_mhz", {}).get("hardware_max", []) if c]
+    if current:
+        parts.append(f"clock {max(current):.0f}" + (f" of {max(top):.0f} MHz" if top else " MHz"))
+    if cond.get("temperature_c") is not None:
+        parts.append(f"{cond['temperature_c']:.1f} °C")
+    if cond.get("throttled") and "flags" in cond["throttled"]:
+        parts.append(f"throttled={cond['throttled']['raw']}")
+    head = ", ".join(parts) or "no cpufreq, thermal or firmware readings"
+    warnings = cond.get("warnings") or []
+    return f"{head}; " + ("; ".join(warnings) if warnings else "nothing slowing the run seen")

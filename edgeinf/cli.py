@@ -111,10 +111,11 @@ def _info(args) -> int:
             "inputs": [_spec_dict(s) for s in model.inputs],
             "outputs": [_spec_dict(s) for s in model.outputs],
         }
-    from .board import detect
+    from .board import conditions, conditions_summary, detect
 
     board = detect()
     facts["board"] = board.as_dict()
+    facts["conditions"] = conditions()
     if args.json:
         print(json.dumps(facts, indent=2))
         return 0
@@ -126,6 +127,8 @@ def _info(args) -> int:
                 print(f"  {spec['describe']}")
         elif key == "board":
             print(f"{key:<{width}}  {board.summary()}")
+        elif key == "conditions":
+            print(f"{key:<{width}}  {conditions_summary(value)}")
         elif key == "load_peak_rss_bytes" and value is not None:
             print(f"{key:<{width}}  {value} ({value / 2**20:.1f} MiB, the process's peak while loading)")
         else:

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import bench
+from .. import bench, board
 from ..errors import EdgeInfError
 from ..model import MAX_THREADS
 
@@ -329,6 +329,8 @@ def to_table(document: dict) -> str:
     for s in document["skipped"]:
         lines.append(f"skipped: {Path(s['model']).name} on {s['variant']}: {s['reason']}")
     m, v = document["machine"], document["versions"]
+    if m.get("conditions"):
+        lines.append(f"conditions: {board.conditions_summary(m['conditions'])}")
     runtimes = ", ".join(f"{k} {val}" for k, val in v.items() if val and k not in ("edgeinf", "python", "numpy"))
     lines.append(
         f"{document['date']}  {m['cpu']} ({m['arch']}, {m['isa']}, {m['cores_usable']} usable cores)  "

@@ -66,6 +66,7 @@ def environment() -> dict:
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
             "board": board.detect().as_dict(),  # "emulated": true marks a run under qemu: not the board's speed
+            "conditions": board.conditions(),  # governor, clocks, temperature, throttling: what skews a run
             "load_avg_1m": _load_average(),
         },
         "versions": {

@@ -69,6 +69,31 @@ def test_fully_connected_matches_tflite_reference(case):
         assert_same(got, want, f"FC m={m} k={k} n={n} act={act} on {isa}")
 
 
+@pytest.mark.parametrize("m, k, n", [(2, 1, 9), (6, 4, 8), (7, 33, 17), (13, 64, 40)])
+@pytest.mark.parametrize("weights", ["symmetric", "extremes"])
+def test_fully_connected_tiles_with_symmetric_weights_match_tflite_reference(m, k, n, weights):
+    # Without a -128 weight the NEON tiles add two K pairs' products in int16 before
+    # widening; "extremes" (x = -128, weights +-127) are the largest sums that must fit.
+    rng = np.random.default_rng(m * 10000 + k * 100 + n)
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, n)
+    out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
+    if weights == "extremes":
+        w = np.where(rng.random((n, k)) < 0.5, -127, 127).astype(np.int8)
+        x = np.where(rng.random((m, k)) < 0.8, -128, 127).astype(np.int8)
+    else:
+        w = rng.integers(-127, 128, (n, k), dtype=np.int8)
+        x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+    bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
+    want = run(fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
+    fc = quant.FullyConnected(
+        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+        output_zero_point=out_q[1],
+    )  # fmt: skip
+    for isa, got in run_each_isa(lambda: fc(x)).items():
+        assert_same(got, want, f"FC m={m} k={k} n={n} {weights} weights on {isa}")
+
+
 @pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
 @pytest.mark.parametrize("weights", ["symmetric", "with -128", "extremes"])
 def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):

@@ -3,7 +3,8 @@
 // Raw int8 activations times int8 weights: VMULL gives exact int16 products (at most
 // 128 * 128), VPADAL adds the pair of K values of each column into int32. The zero
 // point enters through the precomputed bias - zero_point * sum(w) start value, which
-// is equal modulo 2^32 to the reference accumulator.
+// is equal modulo 2^32 to the reference accumulator. With no weight of -128, a VMLAL adds
+// a second K pair's products to the same int16 lanes first (see tile).
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -29,7 +30,29 @@ void tile(size_t kpairs, const int8_t* a, size_t a_stride, const int8_t* b, cons
     acc[r][0] = s0;
     acc[r][1] = s1;
   }
-  for (size_t p = 0; p < kpairs; ++p) {
+  size_t p = 0;
+  if (w.weights_negatable()) {
+    // Two K pairs per int16 lane (VMULL then VMLAL) before one VPADAL: |a * w| <= 128 * 127,
+    // so two products fit int16 when no weight is -128. Half the VPADALs, which the A53's
+    // 64-bit NEON datapath runs in two passes.
+    for (; p + 2 <= kpairs; p += 2) {
+      const int8x16_t b0 = vld1q_s8(b);
+      const int8x16_t b1 = vld1q_s8(b + 16);
+      b += 32;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        int16_t pairs[2];
+        std::memcpy(pairs, a + r * a_stride + 2 * p, sizeof(pairs));
+        const int8x16_t a0 = vreinterpretq_s8_s16(vdupq_n_s16(pairs[0]));
+        const int8x16_t a1 = vreinterpretq_s8_s16(vdupq_n_s16(pairs[1]));
+        const int16x8_t lo = vmlal_s8(vmull_s8(vget_low_s8(a0), vget_low_s8(b0)), vget_low_s8(a1), vget_low_s8(b1));
+        const int16x8_t hi = vmlal_high_s8(vmull_high_s8(a0, b0), a1, b1);
+        acc[r][0] = vpadalq_s16(acc[r][0], lo);
+        acc[r][1] = vpadalq_s16(acc[r][1], hi);
+      }
+    }
+  }
+  for (; p < kpairs; ++p) {
     const int8x16_t bv = vld1q_s8(b);
     b += 16;
 #pragma GCC unroll 8
@@ -53,7 +76,28 @@ void gemv_blocks(size_t kpairs, const int8_t* a, const int8_t* panel, size_t pan
   auto& acc = g.acc;
   auto& b = g.b;
   const size_t ahead = prefetch_next ? kGemvBlocks * panel_bytes : 0;
-  for (size_t p = 0; p < kpairs; ++p) {
+  size_t p = 0;
+  if (w.weights_negatable()) {  // two K pairs per int16 lane, as in tile
+    for (; p + 2 <= kpairs; p += 2) {
+      int16_t pairs[2];
+      std::memcpy(pairs, a + 2 * p, sizeof(pairs));
+      const int8x16_t a0 = vreinterpretq_s8_s16(vdupq_n_s16(pairs[0]));
+      const int8x16_t a1 = vreinterpretq_s8_s16(vdupq_n_s16(pairs[1]));
+      if (ahead && p % 4 == 0) {
+        for (size_t q = 0; q < kGemvBlocks; ++q) __builtin_prefetch(b[q] + ahead + 16 * p);
+      }
+#pragma GCC unroll 4
+      for (size_t q = 0; q < kGemvBlocks; ++q) {
+        const int8x16_t b0 = vld1q_s8(b[q] + 16 * p);
+        const int8x16_t b1 = vld1q_s8(b[q] + 16 * p + 16);
+        const int16x8_t lo = vmlal_s8(vmull_s8(vget_low_s8(a0), vget_low_s8(b0)), vget_low_s8(a1), vget_low_s8(b1));
+        const int16x8_t hi = vmlal_high_s8(vmull_high_s8(a0, b0), a1, b1);
+        acc[q][0][0] = vpadalq_s16(acc[q][0][0], lo);
+        acc[q][0][1] = vpadalq_s16(acc[q][0][1], hi);
+      }
+    }
+  }
+  for (; p < kpairs; ++p) {
     int16_t pair;
     std::memcpy(&pair, a + 2 * p, sizeof(pair));
     const int8x16_t av = vreinterpretq_s8_s16(vdupq_n_s16(pair));

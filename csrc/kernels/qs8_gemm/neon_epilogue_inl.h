@@ -5,12 +5,28 @@
 
 #include <arm_neon.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "../../quant/neon_inl.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8::neon {
+
+// requantize_double without its clamp: FCVTAS rounds to nearest with ties away from zero
+// (std::round) and saturates to int64 as FRINTA + FCVTZS do, in one instruction.
+inline int32x4_t scaled_double(int32x4_t acc, const double* scale, int32x4_t zero_point) {
+  const int64x2_t a = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(acc))), vld1q_f64(scale)));
+  const int64x2_t b = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(acc)), vld1q_f64(scale + 2)));
+  return vaddq_s32(vcombine_s32(vqmovn_s64(a), vqmovn_s64(b)), zero_point);
+}
+
+// 8 requantized int32 lanes (zero point added, wrapping as the reference's int32 sum) to
+// bytes: saturating to int8 first and clamping the 8 bytes after equals clamping in int32,
+// the activation range lying within int8; two clamps of 8 lanes instead of four of 4.
+inline int8x8_t narrow_clamp(int32x4_t a, int32x4_t b, int8x8_t lo, int8x8_t hi) {
+  return vmin_s8(vmax_s8(vqmovn_s16(vcombine_s16(vqmovn_s32(a), vqmovn_s32(b))), lo), hi);
+}
 
 template <int R>
 inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0, size_t ncols, int8_t* out,
@@ -23,14 +39,15 @@ inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0
     nr[h] = vnegq_s32(vld1q_s32(rq.right_shift.data() + col0 + 4 * h));
   }
   const int32x4_t zp = vdupq_n_s32(rq.output_zero_point);
-  const int32x4_t lo = vdupq_n_s32(rq.act_min), hi = vdupq_n_s32(rq.act_max);
+  const int8x8_t lo = vdup_n_s8(static_cast<int8_t>(std::max<int32_t>(rq.act_min, -128)));
+  const int8x8_t hi = vdup_n_s8(static_cast<int8_t>(std::min<int32_t>(rq.act_max, 127)));
   const bool in_double = w.requantizes_in_double();
   const double* ds = w.double_scale() + col0;
   for (int r = 0; r < R; ++r) {
     const int8x8_t bytes =
-        in_double ? pack8(requantize_double(acc[r][0], ds, zp, lo, hi), requantize_double(acc[r][1], ds + 4, zp, lo, hi))
-                  : pack8(requantize(acc[r][0], m[0], l[0], nr[0], zp, lo, hi),
-                          requantize(acc[r][1], m[1], l[1], nr[1], zp, lo, hi));
+        in_double ? narrow_clamp(scaled_double(acc[r][0], ds, zp), scaled_double(acc[r][1], ds + 4, zp), lo, hi)
+                  : narrow_clamp(vaddq_s32(mbqm(acc[r][0], m[0], l[0], nr[0]), zp),
+                                 vaddq_s32(mbqm(acc[r][1], m[1], l[1], nr[1]), zp), lo, hi);
     int8_t* o = out + r * out_stride + col0;
     if (ncols == 8) {
       vst1_s8(o, bytes);
