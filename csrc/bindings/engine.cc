@@ -93,9 +93,9 @@ Spatial spatial(const ConvTuple& t) {
   for (int64_t v : t) {
     if (v < 0) throw std::invalid_argument("geometry values must be >= 0, got " + std::to_string(v));
   }
-  Spatial s{static_cast<size_t>(t[0]), static_cast<size_t>(t[1]), static_cast<size_t>(t[2]),
-            static_cast<size_t>(t[3]), static_cast<size_t>(t[4]), static_cast<size_t>(t[5]),
-            static_cast<size_t>(t[6]), static_cast<size_t>(t[7]), static_cast<size_t>(t[8]),
+  Spatial s{static_cast<size_t>(t[0]), static_cast<size_t>(t[1]),     static_cast<size_t>(t[2]),
+            static_cast<size_t>(t[3]), static_cast<size_t>(t[4]),     static_cast<size_t>(t[5]),
+            static_cast<size_t>(t[6]), static_cast<size_t>(t[7]),     static_cast<size_t>(t[8]),
             static_cast<size_t>(t[9]), static_cast<ptrdiff_t>(t[10]), static_cast<ptrdiff_t>(t[11])};
   check_positive({s.batch, s.in_h, s.in_w, s.in_c, s.out_h, s.out_w}, "tensor sizes");
   check_positive({s.stride_h, s.stride_w, s.dilation_h, s.dilation_w}, "strides and dilations");
@@ -147,14 +147,13 @@ class PyProgram {
         program_.span(in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "conv2d input"), "conv2d input"));
     int8_t* out = reinterpret_cast<int8_t*>(
         program_.span(out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, out_c, "conv2d output"), "conv2d output"));
-    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", out_c),
-                                               int32_channels(shift, "shift", out_c), output_zero_point, act_min,
-                                               act_max);
+    Requantization rq =
+        checked_requantization(int32_channels(multiplier, "multiplier", out_c), int32_channels(shift, "shift", out_c),
+                               output_zero_point, act_min, act_max);
     auto cw = std::make_unique<qs8::ConvWeights>(w, out_c, k_h, k_w, s.in_c, optional_bias(bias, out_c),
                                                  input_zero_point, std::move(rq));
-    const qs8::ConvGeometry g{s.batch,      s.in_h,       s.in_w,   s.in_c,   s.out_h,
-                              s.out_w,      out_c,        k_h,      k_w,      s.stride_h,
-                              s.stride_w,   s.dilation_h, s.dilation_w, s.pad_top, s.pad_left};
+    const qs8::ConvGeometry g{s.batch, s.in_h,     s.in_w,     s.in_c,       s.out_h,      s.out_w,   out_c,     k_h,
+                              k_w,     s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, s.pad_top, s.pad_left};
     program_.add(std::make_unique<engine::Conv2dStep>(std::move(cw), g, in, out));
   }
 
@@ -175,18 +174,17 @@ class PyProgram {
     }
     check_int8_zero_point(input_zero_point, "input");
     check_activation_range(act_min, act_max);
-    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(
-        in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
+    const int8_t* in = reinterpret_cast<const int8_t*>(
+        program_.span(in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(
         out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, out_c, "depthwise output"), "depthwise output"));
-    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", out_c),
-                                               int32_channels(shift, "shift", out_c), output_zero_point, act_min,
-                                               act_max);
+    Requantization rq =
+        checked_requantization(int32_channels(multiplier, "multiplier", out_c), int32_channels(shift, "shift", out_c),
+                               output_zero_point, act_min, act_max);
     auto dw = std::make_unique<qs8::DwWeights>(w, k_h, k_w, out_c, optional_bias(bias, out_c), input_zero_point,
                                                std::move(rq));
-    const qs8::DwGeometry g{s.batch,    s.in_h,     s.in_w,       s.in_c,       depth_multiplier,
-                            s.out_h,    s.out_w,    k_h,          k_w,          s.stride_h,
-                            s.stride_w, s.dilation_h, s.dilation_w, s.pad_top, s.pad_left};
+    const qs8::DwGeometry g{s.batch, s.in_h,     s.in_w,     s.in_c,       depth_multiplier, s.out_h,   s.out_w,   k_h,
+                            k_w,     s.stride_h, s.stride_w, s.dilation_h, s.dilation_w,     s.pad_top, s.pad_left};
     program_.add(std::make_unique<engine::DepthwiseConv2dStep>(std::move(dw), g, in, out));
   }
 
@@ -201,27 +199,27 @@ class PyProgram {
     const Spatial s = spatial(geometry);
     const size_t k_h = static_cast<size_t>(weights.shape(1)), k_w = static_cast<size_t>(weights.shape(2));
     check_positive({k_h, k_w, padded_channels}, "filter sizes");
-    if (weights.shape(0) != 1 || static_cast<size_t>(weights.shape(3)) != padded_channels ||
-        padded_channels < s.in_c || padded_channels > s.in_c + 64) {
+    if (weights.shape(0) != 1 || static_cast<size_t>(weights.shape(3)) != padded_channels || padded_channels < s.in_c ||
+        padded_channels > s.in_c + 64) {
       throw std::invalid_argument("depthwise_conv2d_padded: filter of shape " + shape_str(weights) + " for " +
                                   std::to_string(s.in_c) + " channels padded to " + std::to_string(padded_channels));
     }
     check_int8_zero_point(input_zero_point, "input");
     check_activation_range(act_min, act_max);
-    const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(
-        in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
+    const int8_t* in = reinterpret_cast<const int8_t*>(
+        program_.span(in_offset, nhwc_bytes(s.batch, s.in_h, s.in_w, s.in_c, "depthwise input"), "depthwise input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(
         out_offset, nhwc_bytes(s.batch, s.out_h, s.out_w, s.in_c, "depthwise output"), "depthwise output"));
     nhwc_bytes(s.batch, s.in_h, s.in_w, padded_channels, "padded depthwise input");
     nhwc_bytes(s.batch, s.out_h, s.out_w, padded_channels, "padded depthwise output");
-    Requantization rq = checked_requantization(int32_channels(multiplier, "multiplier", padded_channels),
-                                               int32_channels(shift, "shift", padded_channels), output_zero_point,
-                                               act_min, act_max);
+    Requantization rq =
+        checked_requantization(int32_channels(multiplier, "multiplier", padded_channels),
+                               int32_channels(shift, "shift", padded_channels), output_zero_point, act_min, act_max);
     auto dw = std::make_unique<qs8::DwWeights>(w, k_h, k_w, padded_channels, optional_bias(bias, padded_channels),
                                                input_zero_point, std::move(rq));
-    const qs8::DwGeometry g{s.batch,    s.in_h,     s.in_w,       padded_channels, 1,
-                            s.out_h,    s.out_w,    k_h,          k_w,             s.stride_h,
-                            s.stride_w, s.dilation_h, s.dilation_w, s.pad_top,    s.pad_left};
+    const qs8::DwGeometry g{s.batch,      s.in_h,    s.in_w,    padded_channels, 1,          s.out_h,
+                            s.out_w,      k_h,       k_w,       s.stride_h,      s.stride_w, s.dilation_h,
+                            s.dilation_w, s.pad_top, s.pad_left};
     program_.add(std::make_unique<engine::PaddedDepthwiseConv2dStep>(
         std::move(dw), g, s.in_c, static_cast<int8_t>(input_zero_point), scratch_, in, out));
   }
@@ -310,14 +308,23 @@ class PyProgram {
     for (int64_t v : t) {
       if (v < 0) throw std::invalid_argument("pool geometry values must be >= 0");
     }
-    const qs8::PoolGeometry g{static_cast<size_t>(t[0]), static_cast<size_t>(t[1]), static_cast<size_t>(t[2]),
-                              static_cast<size_t>(t[3]), static_cast<size_t>(t[4]), static_cast<size_t>(t[5]),
-                              static_cast<size_t>(t[6]), static_cast<size_t>(t[7]), static_cast<size_t>(t[8]),
-                              static_cast<size_t>(t[9]), static_cast<ptrdiff_t>(t[10]), static_cast<ptrdiff_t>(t[11]),
-                              act_min, act_max};
-    check_positive({g.batch, g.in_h, g.in_w, g.channels, g.out_h, g.out_w, g.filter_h, g.filter_w, g.stride_h,
-                    g.stride_w},
-                   "pool sizes");
+    const qs8::PoolGeometry g{static_cast<size_t>(t[0]),
+                              static_cast<size_t>(t[1]),
+                              static_cast<size_t>(t[2]),
+                              static_cast<size_t>(t[3]),
+                              static_cast<size_t>(t[4]),
+                              static_cast<size_t>(t[5]),
+                              static_cast<size_t>(t[6]),
+                              static_cast<size_t>(t[7]),
+                              static_cast<size_t>(t[8]),
+                              static_cast<size_t>(t[9]),
+                              static_cast<ptrdiff_t>(t[10]),
+                              static_cast<ptrdiff_t>(t[11]),
+                              act_min,
+                              act_max};
+    check_positive(
+        {g.batch, g.in_h, g.in_w, g.channels, g.out_h, g.out_w, g.filter_h, g.filter_w, g.stride_h, g.stride_w},
+        "pool sizes");
     check_padding(g.pad_top, g.pad_left);
     check_activation_range(act_min, act_max);
     for (size_t o = 0; o < g.out_h; ++o) {
@@ -350,11 +357,12 @@ class PyProgram {
     check_ndim(tables, "tables", 2);
     const auto channels = static_cast<size_t>(tables.shape(0));
     check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
-    if (channels == 0 || n % channels != 0) throw std::invalid_argument("channel_lut: channels do not divide the values");
+    if (channels == 0 || n % channels != 0)
+      throw std::invalid_argument("channel_lut: channels do not divide the values");
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
-    program_.add(std::make_unique<engine::ChannelTableStep>(op, std::vector<int8_t>(t, t + channels * 256), channels,
-                                                            n, in, out));
+    program_.add(std::make_unique<engine::ChannelTableStep>(op, std::vector<int8_t>(t, t + channels * 256), channels, n,
+                                                            in, out));
   }
 
   void prelu(size_t in_offset, size_t out_offset, size_t n, int32_t input_zero_point, int32_t output_zero_point,
@@ -362,7 +370,8 @@ class PyProgram {
              const py::array& alpha, const py::array& tables) {
     check_int8_zero_point(input_zero_point, "input");
     check_int8_zero_point(output_zero_point, "output");
-    for (auto [m, sh] : {std::pair{positive_multiplier, positive_shift}, std::pair{negative_multiplier, negative_shift}}) {
+    for (auto [m, sh] :
+         {std::pair{positive_multiplier, positive_shift}, std::pair{negative_multiplier, negative_shift}}) {
       if (m < 0 || sh < -31 || sh > 30) throw std::invalid_argument("prelu: multiplier or shift out of range");
     }
     const int32_t* a = checked_data<int32_t>(alpha, "alpha");
@@ -376,8 +385,13 @@ class PyProgram {
     }
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "prelu input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "prelu output"));
-    engine::PreluParams p{input_zero_point, output_zero_point, positive_multiplier, positive_shift, negative_multiplier,
-                          negative_shift, std::vector<int32_t>(a, a + channels),
+    engine::PreluParams p{input_zero_point,
+                          output_zero_point,
+                          positive_multiplier,
+                          positive_shift,
+                          negative_multiplier,
+                          negative_shift,
+                          std::vector<int32_t>(a, a + channels),
                           std::vector<int8_t>(t, t + channels * 256)};
     program_.add(std::make_unique<engine::PreluStep>(std::move(p), n / channels, in, out));
   }
@@ -385,7 +399,8 @@ class PyProgram {
   void softmax(size_t in_offset, size_t out_offset, size_t rows, size_t depth, float input_scale, float beta) {
     check_positive({rows, depth}, "softmax sizes");
     check_scale(input_scale, "input");
-    if (!(beta > 0.0f) || !std::isfinite(beta)) throw std::invalid_argument("softmax: beta must be positive and finite");
+    if (!(beta > 0.0f) || !std::isfinite(beta))
+      throw std::invalid_argument("softmax: beta must be positive and finite");
     const size_t n = mul_bounded(rows, depth, "softmax");
     const qs8::SoftmaxParams p = qs8::softmax_params(input_scale, beta);
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "softmax input"));
@@ -405,7 +420,8 @@ class PyProgram {
   void dequantize(size_t in_offset, size_t out_offset, size_t n, float scale, int32_t zero_point, bool is_unsigned) {
     check_scale(scale, "input");
     if (zero_point < (is_unsigned ? 0 : -128) || zero_point > (is_unsigned ? 255 : 127)) {
-      throw std::invalid_argument("dequantize: zero point " + std::to_string(zero_point) + " is outside the input type");
+      throw std::invalid_argument("dequantize: zero point " + std::to_string(zero_point) +
+                                  " is outside the input type");
     }
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "dequantize input"));
     auto* out = reinterpret_cast<float*>(
@@ -429,27 +445,30 @@ class PyProgram {
     if (element_bytes == 0 || element_bytes > 8) throw std::invalid_argument("pad: element size must be 1..8");
     for (size_t d = 0; d < 4; ++d) {
       if (in_shape[d] == 0 || before[d] > out_shape[d] || in_shape[d] > out_shape[d] - before[d]) {
-        throw std::invalid_argument("pad: input dimension " + std::to_string(d) + " of " +
-                                    std::to_string(in_shape[d]) + " after " + std::to_string(before[d]) +
-                                    " does not fit the output's " + std::to_string(out_shape[d]));
+        throw std::invalid_argument("pad: input dimension " + std::to_string(d) + " of " + std::to_string(in_shape[d]) +
+                                    " after " + std::to_string(before[d]) + " does not fit the output's " +
+                                    std::to_string(out_shape[d]));
       }
     }
-    const uint8_t* in = program_.span(
-        in_offset, mul_bounded(product(in_shape, "pad input"), element_bytes, "pad input"), "pad input");
-    uint8_t* out = program_.span(
-        out_offset, mul_bounded(product(out_shape, "pad output"), element_bytes, "pad output"), "pad output");
+    const uint8_t* in =
+        program_.span(in_offset, mul_bounded(product(in_shape, "pad input"), element_bytes, "pad input"), "pad input");
+    uint8_t* out = program_.span(out_offset, mul_bounded(product(out_shape, "pad output"), element_bytes, "pad output"),
+                                 "pad output");
     program_.add(std::make_unique<engine::PadStep>(in_shape, before, out_shape, element_bytes, value, in, out));
   }
 
-  void mean(size_t in_offset, size_t out_offset, size_t outer, size_t count, size_t inner, int32_t multiplier, int32_t shift, int32_t input_zero_point, int32_t output_zero_point) {
+  void mean(size_t in_offset, size_t out_offset, size_t outer, size_t count, size_t inner, int32_t multiplier,
+            int32_t shift, int32_t input_zero_point, int32_t output_zero_point) {
     check_positive({outer, count, inner}, "mean sizes");
     if (count > (size_t{1} << 22)) throw std::invalid_argument("mean: more than 2^22 values per output");
     check_int8_zero_point(input_zero_point, "input");
     check_int8_zero_point(output_zero_point, "output");
-    if (multiplier < 0 || shift < -31 || shift > 30) throw std::invalid_argument("mean: multiplier or shift out of range");
+    if (multiplier < 0 || shift < -31 || shift > 30)
+      throw std::invalid_argument("mean: multiplier or shift out of range");
     const size_t in_bytes = mul_bounded(mul_bounded(outer, count, "mean input"), inner, "mean input");
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, in_bytes, "mean input"));
-    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, mul_bounded(outer, inner, "mean"), "mean output"));
+    int8_t* out =
+        reinterpret_cast<int8_t*>(program_.span(out_offset, mul_bounded(outer, inner, "mean"), "mean output"));
     const engine::MeanStep::Params p{outer, count, inner, multiplier, shift, input_zero_point, output_zero_point};
     program_.add(std::make_unique<engine::MeanStep>(p, in, out));
   }
@@ -491,7 +510,8 @@ class PyProgram {
       for (size_t i = 0; i < n; ++i) {
         if (r.lower[i] < 0 || r.upper[i] < 0 || static_cast<size_t>(r.lower[i]) >= in_size ||
             static_cast<size_t>(r.upper[i]) >= in_size || r.weight[i] < -(1 << 20) || r.weight[i] > (1 << 20)) {
-          throw std::invalid_argument(std::string(what) + ": source index or weight out of range at " + std::to_string(i));
+          throw std::invalid_argument(std::string(what) + ": source index or weight out of range at " +
+                                      std::to_string(i));
         }
       }
       return r;
@@ -501,8 +521,8 @@ class PyProgram {
         program_.span(in_offset, nhwc_bytes(batch, in_h, in_w, channels, "resize input"), "resize input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(
         out_offset, nhwc_bytes(batch, y.lower.size(), x.lower.size(), channels, "resize output"), "resize output"));
-    program_.add(std::make_unique<engine::ResizeBilinearStep>(batch, in_h, in_w, channels, std::move(y), std::move(x),
-                                                              in, out));
+    program_.add(
+        std::make_unique<engine::ResizeBilinearStep>(batch, in_h, in_w, channels, std::move(y), std::move(x), in, out));
   }
 
   void copy(size_t src_offset, size_t dst_offset, size_t bytes) {
@@ -555,12 +575,12 @@ void bind_engine(py::module_& m) {
            py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
            py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"),
            py::arg("act_max"), py::arg("geometry"))
-      .def("depthwise_conv2d_padded", &PyProgram::depthwise_conv2d_padded, py::arg("in_offset"),
-           py::arg("out_offset"), py::arg("padded_channels"), py::arg("weights"), py::arg("bias"),
-           py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"),
-           py::arg("act_min"), py::arg("act_max"), py::arg("geometry"))
-      .def("fully_connected", &PyProgram::fully_connected, py::arg("in_offset"), py::arg("out_offset"),
-           py::arg("rows"), py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
+      .def("depthwise_conv2d_padded", &PyProgram::depthwise_conv2d_padded, py::arg("in_offset"), py::arg("out_offset"),
+           py::arg("padded_channels"), py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"),
+           py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"),
+           py::arg("act_max"), py::arg("geometry"))
+      .def("fully_connected", &PyProgram::fully_connected, py::arg("in_offset"), py::arg("out_offset"), py::arg("rows"),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("add", &PyProgram::add, py::arg("x_offset"), py::arg("y_offset"), py::arg("out_offset"), py::arg("shape"),
            py::arg("x_strides"), py::arg("y_strides"), py::arg("params"), py::arg("subtract") = false)
@@ -583,8 +603,8 @@ void bind_engine(py::module_& m) {
       .def("dequantize", &PyProgram::dequantize, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("scale"), py::arg("zero_point"), py::arg("is_unsigned"))
       .def("concat", &PyProgram::concat, py::arg("out_offset"), py::arg("outer"), py::arg("parts"))
-      .def("pad", &PyProgram::pad, py::arg("in_offset"), py::arg("out_offset"), py::arg("in_shape"),
-           py::arg("before"), py::arg("out_shape"), py::arg("element_bytes"), py::arg("value"))
+      .def("pad", &PyProgram::pad, py::arg("in_offset"), py::arg("out_offset"), py::arg("in_shape"), py::arg("before"),
+           py::arg("out_shape"), py::arg("element_bytes"), py::arg("value"))
       .def("mean", &PyProgram::mean, py::arg("in_offset"), py::arg("out_offset"), py::arg("outer"), py::arg("count"),
            py::arg("inner"), py::arg("multiplier"), py::arg("shift"), py::arg("input_zero_point"),
            py::arg("output_zero_point"))

@@ -58,7 +58,7 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   std::atomic<size_t> done_{0};
   std::atomic<bool> failed_{false};
-  std::atomic<int> sleepers_{0};  // workers asleep on wake_ or about to be
+  std::atomic<int> sleepers_{0};                     // workers asleep on wake_ or about to be
   const std::function<void(size_t)>* fn_ = nullptr;  // written before the job's claim word
   uint64_t job_ = 0;                                 // the caller's job counter
   bool stop_ = false;

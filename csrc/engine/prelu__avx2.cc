@@ -12,7 +12,8 @@ namespace {
 struct Factor {
   __m256i multiplier, left, right;
   explicit Factor(int32_t m, int32_t shift)
-      : multiplier(_mm256_set1_epi32(m)), left(_mm256_set1_epi32(shift > 0 ? shift : 0)),
+      : multiplier(_mm256_set1_epi32(m)),
+        left(_mm256_set1_epi32(shift > 0 ? shift : 0)),
         right(_mm256_set1_epi32(shift > 0 ? 0 : -shift)) {}
   __m256i apply(__m256i x) const { return qs8::avx2::mbqm(x, multiplier, left, right); }
 };

@@ -93,8 +93,7 @@ constexpr size_t kMinChunkValues = 8192;
 // rows they read (clipped to the image), the padding above them, their output rows.
 // False when they read only padding (the caller then runs the whole layer at once).
 template <class Geometry>
-bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry* s, size_t* in_skip,
-                size_t* out_skip) {
+bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry* s, size_t* in_skip, size_t* out_skip) {
   const ptrdiff_t first = static_cast<ptrdiff_t>(r0 * g.stride_h) - g.pad_top;
   const ptrdiff_t last = static_cast<ptrdiff_t>((r1 - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h) - g.pad_top;
   const ptrdiff_t lo = std::max<ptrdiff_t>(first, 0);
@@ -114,8 +113,7 @@ bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry*
 template <class Geometry, class Kernel>
 void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
                   Kernel kernel) {
-  const size_t bands =
-      std::min({pool.size() * kTasksPerThread, g.out_h, macs / kMinTaskMacs});
+  const size_t bands = std::min({pool.size() * kTasksPerThread, g.out_h, macs / kMinTaskMacs});
   if (pool.size() <= 1 || bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
     kernel(g, in, out);
     return;
@@ -140,9 +138,8 @@ void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs
 // values), or at once when n is small or the pool has no workers.
 template <class Fn>
 void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
-  const size_t chunks = n < kMinParallelValues || pool.size() <= 1
-                            ? 1
-                            : std::min(pool.size() * kTasksPerThread, n / kMinChunkValues);
+  const size_t chunks =
+      n < kMinParallelValues || pool.size() <= 1 ? 1 : std::min(pool.size() * kTasksPerThread, n / kMinChunkValues);
   if (chunks <= 1) {
     fn(size_t{0}, n);
     return;
@@ -181,8 +178,7 @@ inline void copy_in_pieces(T* dst, const T* src, size_t n) {
 
 }  // namespace
 
-Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in,
-                       int8_t* out)
+Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out)
     : w_(std::move(w)), g_(g), in_(in), out_(out) {
   if (g_.batch != 1 || g_.out_h >= kMaxTileRows || g_.out_c < 2 * kTileChannelBlock) return;
   // Up to kMaxTiles tiles, each a multiple of the kernels' channel block.
@@ -193,10 +189,9 @@ Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeome
   const qs8::Requantization& rq = gw.requantization();
   for (size_t c0 = 0; c0 < g_.out_c; c0 += tile_channels_) {
     const size_t c1 = std::min(g_.out_c, c0 + tile_channels_);
-    qs8::Requantization tile_rq(
-        std::vector<int32_t>(rq.multiplier.begin() + c0, rq.multiplier.begin() + c1),
-        std::vector<int32_t>(rq.shift.begin() + c0, rq.shift.begin() + c1), rq.output_zero_point, rq.act_min,
-        rq.act_max);
+    qs8::Requantization tile_rq(std::vector<int32_t>(rq.multiplier.begin() + c0, rq.multiplier.begin() + c1),
+                                std::vector<int32_t>(rq.shift.begin() + c0, rq.shift.begin() + c1),
+                                rq.output_zero_point, rq.act_min, rq.act_max);
     tiles_.push_back(std::make_unique<qs8::ConvWeights>(gw.weights() + c0 * gw.k(), c1 - c0, w_->k_h(), w_->k_w(),
                                                         w_->in_c(), gw.bias() + c0, w_->input_zero_point(),
                                                         std::move(tile_rq)));
@@ -224,25 +219,28 @@ void Conv2dStep::run(ThreadPool& pool) const {
     pool.run(tiles_.size(), [this](size_t t) { run_tile(t); });
     return;
   }
-  by_row_bands(pool, g_, g_.out_c, macs, in_, out_, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) {
-    qs8::qs8_conv2d(*w_, g, in, out);
-  });
+  by_row_bands(pool, g_, g_.out_c, macs, in_, out_,
+               [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_conv2d(*w_, g, in, out); });
 }
 
 void DepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t out_c = g_.in_c * g_.depth_multiplier;
   const size_t macs = g_.out_h * g_.out_w * out_c * g_.k_h * g_.k_w;
-  by_row_bands(pool, g_, out_c, macs, in_, out_, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
-    qs8::qs8_dwconv2d(*w_, g, in, out);
-  });
+  by_row_bands(pool, g_, out_c, macs, in_, out_,
+               [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
 }
 
 PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeights> w, const qs8::DwGeometry& padded,
                                                      size_t channels, int8_t zero_point,
                                                      std::shared_ptr<std::vector<int8_t>> scratch, const int8_t* in,
                                                      int8_t* out)
-    : w_(std::move(w)), g_(padded), channels_(channels), zero_point_(zero_point), scratch_(std::move(scratch)),
-      in_(in), out_(out) {
+    : w_(std::move(w)),
+      g_(padded),
+      channels_(channels),
+      zero_point_(zero_point),
+      scratch_(std::move(scratch)),
+      in_(in),
+      out_(out) {
   const size_t in_bytes = g_.batch * g_.in_h * g_.in_w * g_.in_c;
   const size_t out_bytes = g_.batch * g_.out_h * g_.out_w * g_.in_c;
   if (scratch_->size() < in_bytes + out_bytes) scratch_->resize(in_bytes + out_bytes);
@@ -269,9 +267,8 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
     }
   }
   const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w;
-  by_row_bands(pool, g_, cp, macs, padded_in, padded_out, [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) {
-    qs8::qs8_dwconv2d(*w_, g, in, out);
-  });
+  by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
+               [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
   for (size_t p = 0; p < out_pixels; ++p) {
     if (pieces) {
       copy_in_pieces<8>(out_ + p * c, padded_out + p * cp, c);
@@ -328,7 +325,11 @@ AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, 
                       : PairTable::of_rows([&p](const int8_t* a, const int8_t* c, int8_t* out, size_t n) {
                           qs8::qs8_add(a, c, out, n, p);
                         })),
-      b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {}
+      b_(b),
+      x_(x),
+      y_(y),
+      out_(out),
+      subtract_(subtract) {}
 
 void AddStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
@@ -437,8 +438,8 @@ void PadStep::run(ThreadPool& pool) const {
   const auto& is = in_shape_;
   const auto& os = out_shape_;
   const size_t row = is[3] * element_;
-  if (before_[0] + before_[1] + before_[2] + before_[3] == 0 && is[0] == os[0] && is[1] == os[1] &&
-      is[2] == os[2] && row >= 16 && row <= 256) {
+  if (before_[0] + before_[1] + before_[2] + before_[3] == 0 && is[0] == os[0] && is[1] == os[1] && is[2] == os[2] &&
+      row >= 16 && row <= 256) {
     // Only channels added at the end (a residual block widening its shortcut): each pixel's
     // values, then the padding value.
     const size_t pixels = is[0] * is[1] * is[2], out_row = os[3] * element_, pad = out_row - row;

@@ -11,8 +11,8 @@ void bilinear_row__scalar(const BilinearRow& r, int8_t* out) {
     const int32_t w00 = (1024 - wy) * (1024 - wx), w10 = wy * (1024 - wx), w01 = (1024 - wy) * wx, w11 = wy * wx;
     const size_t x0 = static_cast<size_t>(r.x0[ox]) * r.channels, x1 = static_cast<size_t>(r.x1[ox]) * r.channels;
     for (size_t c = 0; c < r.channels; ++c) {
-      *out++ = bilinear_round(r.row0[x0 + c] * w00 + r.row1[x0 + c] * w10 + r.row0[x1 + c] * w01 +
-                              r.row1[x1 + c] * w11);
+      *out++ =
+          bilinear_round(r.row0[x0 + c] * w00 + r.row1[x0 + c] * w10 + r.row0[x1 + c] * w01 + r.row1[x1 + c] * w11);
     }
   }
 }

@@ -16,7 +16,8 @@ inline __m256i lanes(const int8_t* p) {
 // zero (an arithmetic shift after adding 2^20 - 1 to negative values).
 inline __m256i round8(__m256i sum) {
   const __m256i positive = _mm256_cmpgt_epi32(sum, _mm256_setzero_si256());
-  const __m256i v = _mm256_add_epi32(sum, _mm256_blendv_epi8(_mm256_set1_epi32(-(1 << 19)), _mm256_set1_epi32(1 << 19), positive));
+  const __m256i v =
+      _mm256_add_epi32(sum, _mm256_blendv_epi8(_mm256_set1_epi32(-(1 << 19)), _mm256_set1_epi32(1 << 19), positive));
   const __m256i bias = _mm256_and_si256(_mm256_srai_epi32(v, 31), _mm256_set1_epi32((1 << 20) - 1));
   return _mm256_srai_epi32(_mm256_add_epi32(v, bias), 20);
 }

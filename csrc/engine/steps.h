@@ -233,7 +233,8 @@ class ConcatStep final : public Step {
     const uint8_t* src;
     size_t bytes;  // per outer index
   };
-  ConcatStep(std::vector<Part> parts, size_t outer, uint8_t* out) : parts_(std::move(parts)), outer_(outer), out_(out) {}
+  ConcatStep(std::vector<Part> parts, size_t outer, uint8_t* out)
+      : parts_(std::move(parts)), outer_(outer), out_(out) {}
   void run(ThreadPool& pool) const override;
   const char* name() const override { return "CONCATENATION"; }
 
@@ -248,7 +249,12 @@ class PadStep final : public Step {
  public:
   PadStep(const std::array<size_t, 4>& in_shape, const std::array<size_t, 4>& before,
           const std::array<size_t, 4>& out_shape, size_t element_bytes, uint8_t value, const uint8_t* in, uint8_t* out)
-      : in_shape_(in_shape), before_(before), out_shape_(out_shape), element_(element_bytes), value_(value), in_(in),
+      : in_shape_(in_shape),
+        before_(before),
+        out_shape_(out_shape),
+        element_(element_bytes),
+        value_(value),
+        in_(in),
         out_(out) {}
   void run(ThreadPool& pool) const override;
   const char* name() const override { return "PAD"; }
@@ -310,7 +316,13 @@ class ResizeBilinearStep final : public Step {
   };
   ResizeBilinearStep(size_t batch, size_t in_h, size_t in_w, size_t channels, Axis ys, Axis xs, const int8_t* in,
                      int8_t* out)
-      : batch_(batch), in_h_(in_h), in_w_(in_w), c_(channels), ys_(std::move(ys)), xs_(std::move(xs)), in_(in),
+      : batch_(batch),
+        in_h_(in_h),
+        in_w_(in_w),
+        c_(channels),
+        ys_(std::move(ys)),
+        xs_(std::move(xs)),
+        in_(in),
         out_(out) {}
   void run(ThreadPool& pool) const override;
   const char* name() const override { return "RESIZE_BILINEAR"; }

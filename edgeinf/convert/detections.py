@@ -38,7 +38,8 @@ def from_score_map(score_map: np.ndarray, threshold: float = THRESHOLD) -> tuple
     import cv2
 
     probability = np.asarray(score_map, np.float32)
-    count, labels, stats, _ = cv2.connectedComponentsWithStats((probability > threshold).astype(np.uint8), 4)
+    mask = (probability > threshold).astype(np.uint8)
+    count, labels, stats, _ = cv2.connectedComponentsWithStats(mask, connectivity=4)
     boxes, scores = [], []
     for label in range(1, count):
         x, y, w, h, area = (int(v) for v in stats[label])

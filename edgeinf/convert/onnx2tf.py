@@ -206,6 +206,6 @@ def _write_sample_images(folder: Path) -> None:
         shrink = 1.0 - 0.03 * k  # windows from the whole photo towards its centre
         w, h = int(width * shrink), int(height * shrink)
         left, top = (width - w) // 2, (height - h) // 2
-        crop = photo.crop((left, top, left + w, top + h)).resize((128, 128), Image.BILINEAR)
+        crop = photo.crop((left, top, left + w, top + h)).resize((128, 128), Image.Resampling.BILINEAR)
         images.append(np.asarray(crop, np.float32) / 255.0)
     np.save(folder / SAMPLE_IMAGES, np.stack(images))

@@ -87,7 +87,7 @@ def test_a_machine_without_sysfs_or_vcgencmd_gives_empty_readings(tmp_path):
 
 def test_edgeinf_info_and_bench_records_carry_the_conditions(model_path, capsys):
     from edgeinf import bench
-    from edgeinf.bench_cli import to_table
+    from edgeinf.bench.cli import to_table
     from edgeinf.cli import main
 
     here = board.conditions()

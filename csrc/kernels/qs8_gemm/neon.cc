@@ -142,8 +142,7 @@ void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
       const size_t ncols = std::min(kNr, n - j * kNr);
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kp / 2, abuf + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
-                       out_stride);
+        kTiles[height](kp / 2, abuf + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride, out_stride);
       }
     }
   }

@@ -59,7 +59,6 @@ inline void store_tile(int32x4_t (&acc)[R][2], const GemmWeights& w, size_t col0
   }
 }
 
-
 // One row (batch-1 fully connected), four 8-column panels at a time, prefetching the next
 // four: the weights are read once, usually from memory, and several streams in flight
 // move more bytes per second than one (as on AVX2). The ISA files differ only in how they

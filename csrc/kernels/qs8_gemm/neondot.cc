@@ -20,8 +20,8 @@ constexpr size_t kNr = kNeonDotLayout.nr;
 constexpr size_t kMr = kNeonDotLayout.mr;
 
 template <int R>
-void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0,
-          size_t ncols, int8_t* out, size_t out_stride) {
+void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const GemmWeights& w, size_t col0, size_t ncols,
+          int8_t* out, size_t out_stride) {
   int32x4_t acc[R][2];
   const int32x4_t s0 = vld1q_s32(w.bias_minus_zero_point_terms() + col0);
   const int32x4_t s1 = vld1q_s32(w.bias_minus_zero_point_terms() + col0 + 4);
@@ -32,15 +32,15 @@ void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const Ge
   for (size_t k0 = 0; k0 < kp; k0 += 16) {
     int8x16_t av[R];
     for (int r = 0; r < R; ++r) av[r] = vld1q_s8(a + r * a_stride + k0);
-    // Four quads of K per A load; lane q of av selects quad q.
-#define EDGEINF_SDOT_QUAD(q)                                        \
-  {                                                                 \
-    const int8x16_t b0 = vld1q_s8(b), b1 = vld1q_s8(b + 16);        \
-    b += 32;                                                        \
-    for (int r = 0; r < R; ++r) {                                   \
-      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], q);         \
-      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], q);         \
-    }                                                               \
+      // Four quads of K per A load; lane q of av selects quad q.
+#define EDGEINF_SDOT_QUAD(q)                                 \
+  {                                                          \
+    const int8x16_t b0 = vld1q_s8(b), b1 = vld1q_s8(b + 16); \
+    b += 32;                                                 \
+    for (int r = 0; r < R; ++r) {                            \
+      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], q);  \
+      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], q);  \
+    }                                                        \
   }
     EDGEINF_SDOT_QUAD(0)
     EDGEINF_SDOT_QUAD(1)
@@ -54,8 +54,8 @@ void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const Ge
 using neon::kGemvBlocks;
 static_assert(kNr == neon::kGemvPanelColumns, "GemvPanels assumes 8-column panels");
 
-void gemv_blocks(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
-                 size_t col0, int8_t* out_row, bool prefetch_next) {
+void gemv_blocks(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w, size_t col0,
+                 int8_t* out_row, bool prefetch_next) {
   neon::GemvPanels g(w, col0, panel, panel_bytes);
   auto& acc = g.acc;
   auto& b = g.b;
@@ -68,12 +68,12 @@ void gemv_blocks(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_b
         __builtin_prefetch(b[q] + ahead + 64);
       }
     }
-#define EDGEINF_SDOT_QUAD(lane)                                               \
-  for (size_t q = 0; q < kGemvBlocks; ++q) {                                  \
-    const int8x16_t b0 = vld1q_s8(b[q]), b1 = vld1q_s8(b[q] + 16);            \
-    b[q] += 32;                                                               \
-    acc[q][0][0] = vdotq_laneq_s32(acc[q][0][0], b0, av, lane);               \
-    acc[q][0][1] = vdotq_laneq_s32(acc[q][0][1], b1, av, lane);               \
+#define EDGEINF_SDOT_QUAD(lane)                                    \
+  for (size_t q = 0; q < kGemvBlocks; ++q) {                       \
+    const int8x16_t b0 = vld1q_s8(b[q]), b1 = vld1q_s8(b[q] + 16); \
+    b[q] += 32;                                                    \
+    acc[q][0][0] = vdotq_laneq_s32(acc[q][0][0], b0, av, lane);    \
+    acc[q][0][1] = vdotq_laneq_s32(acc[q][0][1], b1, av, lane);    \
   }
     EDGEINF_SDOT_QUAD(0)
     EDGEINF_SDOT_QUAD(1)
@@ -113,8 +113,7 @@ void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, siz
       const size_t ncols = std::min(kNr, n - j * kNr);
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kp, abuf + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride,
-                       out_stride);
+        kTiles[height](kp, abuf + r0 * kp, kp, panel, w, j * kNr, ncols, out + (m0 + r0) * out_stride, out_stride);
       }
     }
   }
