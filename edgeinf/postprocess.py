@@ -39,6 +39,7 @@ __all__ = [
     "DecodeOptions",
     "Detections",
     "decode_ssd",
+    "iou_one_to_many",
     "non_max_suppression",
     "quantized_threshold",
     "ssd_anchors",
@@ -145,6 +146,19 @@ def ssd_anchors(options: AnchorOptions) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- ranking and thresholds
+
+
+def iou_one_to_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Intersection over union of one box with each of ``boxes``, all as (x0, y0, x1, y1)."""
+    x0 = np.maximum(box[0], boxes[:, 0])
+    y0 = np.maximum(box[1], boxes[:, 1])
+    x1 = np.minimum(box[2], boxes[:, 2])
+    y1 = np.minimum(box[3], boxes[:, 3])
+    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    union = area + areas - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
 def top_k(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

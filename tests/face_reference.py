@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgeinf.face import BlazeFaceConfig
+from edgeinf.postprocess import iou_one_to_many
 from edgeinf.preprocess import Letterbox
 
 
@@ -53,18 +54,6 @@ def decode(regressors: np.ndarray, logits: np.ndarray, anchors: np.ndarray, conf
     boxes = np.concatenate([centre - half, centre + half], axis=1)
     keypoints = raw[:, 4:16].reshape(-1, 6, 2) / scale + anchor[:, None, :]
     return boxes.astype(np.float32), keypoints.astype(np.float32), scores.astype(np.float32)
-
-
-def iou_one_to_many(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    x0 = np.maximum(box[0], boxes[:, 0])
-    y0 = np.maximum(box[1], boxes[:, 1])
-    x1 = np.minimum(box[2], boxes[:, 2])
-    y1 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.maximum(union, 1e-12), 0.0)
 
 
 def weighted_nms(boxes, keypoints, scores, iou_threshold: float):

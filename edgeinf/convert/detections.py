@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..postprocess import iou_one_to_many
+
 THRESHOLD = 0.3
 """A pixel of the score map belongs to a detection above this probability (PP-OCR's DB default)."""
 MIN_AREA = 3
@@ -48,19 +50,6 @@ def from_score_map(score_map: np.ndarray, threshold: float = THRESHOLD) -> tuple
         boxes.append((x, y, x + w, y + h))
         scores.append(float(probability[labels == label].mean()))
     return np.asarray(boxes, np.float32).reshape(-1, 4), np.asarray(scores, np.float32)
-
-
-def iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """Intersection over union of one box with each of ``boxes`` (x0, y0, x1, y1)."""
-    x0 = np.maximum(box[0], boxes[:, 0])
-    y0 = np.maximum(box[1], boxes[:, 1])
-    x1 = np.minimum(box[2], boxes[:, 2])
-    y1 = np.minimum(box[3], boxes[:, 3])
-    inter = np.clip(x1 - x0, 0, None) * np.clip(y1 - y0, 0, None)
-    area = (box[2] - box[0]) * (box[3] - box[1])
-    areas = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    union = area + areas - inter
-    return np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
 
 
 @dataclass
@@ -102,7 +91,7 @@ class DetectionAgreement:
         for i in np.argsort(-ref_scores, kind="stable"):  # the surest detections pick first
             if not free.any():
                 break
-            overlap = np.where(free, iou(ref_boxes[i], got_boxes), -1.0)
+            overlap = np.where(free, iou_one_to_many(ref_boxes[i], got_boxes), -1.0)
             j = int(overlap.argmax())
             if overlap[j] < MATCH_IOU:
                 continue

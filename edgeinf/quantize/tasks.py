@@ -116,7 +116,7 @@ def _detector(name: str):
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    from ..face import iou_one_to_many
+    from ..postprocess import iou_one_to_many
 
     return float(iou_one_to_many(a, b[None])[0])
 
@@ -171,7 +171,8 @@ def detection_metric(float_path: Path, int8_path: Path, task: Task, photos) -> d
     """
     from dataclasses import replace
 
-    from ..face import FaceDetector, iou_one_to_many
+    from ..face import FaceDetector
+    from ..postprocess import iou_one_to_many
 
     ref = FaceDetector(str(float_path), config=task.detector, num_threads=1)
     threshold = task.detector.min_score

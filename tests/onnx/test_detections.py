@@ -56,8 +56,11 @@ def test_shifted_boxes_and_lower_scores_are_measured(score_maps):
 
 
 def test_iou_of_boxes():
-    boxes = np.array([[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30]], np.float32)
-    assert detections.iou(boxes[0], boxes).tolist() == pytest.approx([1.0, 50 / 150, 0.0])
+    from edgeinf.postprocess import iou_one_to_many
+
+    boxes = np.array([[0, 0, 10, 10], [5, 0, 15, 10], [20, 20, 30, 30], [3, 3, 3, 3]], np.float32)
+    assert iou_one_to_many(boxes[0], boxes).tolist() == pytest.approx([1.0, 50 / 150, 0.0, 0.0])
+    assert iou_one_to_many(boxes[3], boxes[3:]).tolist() == [0.0]  # an empty box overlaps nothing
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pnnx") is None, reason="pip install --no-deps pnnx")
