@@ -321,27 +321,31 @@ int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
 
 AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
                  bool subtract)
-    : table_(subtract ? PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); })
-                      : PairTable::of_rows([&p](const int8_t* a, const int8_t* c, int8_t* out, size_t n) {
-                          qs8::qs8_add(a, c, out, n, p);
-                        })),
-      b_(b),
-      x_(x),
-      y_(y),
-      out_(out),
-      subtract_(subtract) {}
+    : p_(p), b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {
+  if (subtract) {
+    table_ = std::make_unique<PairTable>(PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); }));
+  } else if (!b.same_shape) {
+    table_ = std::make_unique<PairTable>(PairTable::of_rows(
+        [&p](const int8_t* a, const int8_t* c, int8_t* o, size_t n) { qs8::qs8_add(a, c, o, n, p); }));
+  }
+}
 
 void AddStep::run(ThreadPool& pool) const {
+  if (!table_) {
+    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
+    return;
+  }
+  const PairTable& table = *table_;
   if (b_.same_shape) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { pair_lookup(table_, x_ + i, y_ + i, out_ + i, e - i); });
+    by_chunks(pool, b_.size(), [&](size_t i, size_t e) { pair_lookup(table, x_ + i, y_ + i, out_ + i, e - i); });
     return;
   }
   const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
-  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* out) {
+  broadcast_rows(pool, b_, x_, y_, out_, [&](const int8_t* x, const int8_t* y, int8_t* o) {
     if (sx == 1 && sy == 1) {
-      pair_lookup(table_, x, y, out, n);
+      pair_lookup(table, x, y, o, n);
     } else {
-      for (size_t i = 0; i < n; ++i) out[i] = table_.at(x[i * sx], y[i * sy]);
+      for (size_t i = 0; i < n; ++i) o[i] = table.at(x[i * sx], y[i * sy]);
     }
   });
 }

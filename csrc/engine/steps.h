@@ -105,7 +105,10 @@ struct Broadcast4 {
 };
 
 // ADD, or SUB (`subtract`): TFLite's arithmetic (both inputs rescaled to a common scale,
-// added or subtracted, the result requantized) as a table of every pair's result.
+// added or subtracted, the result requantized). Equal shapes of ADD take the vector kernel;
+// SUB and broadcasts, which have no vector kernel, look the result up in a table of every
+// pair's result (64 KiB, built at load by the same arithmetic). The table loses to the
+// vector kernel on equal shapes: its random reads miss L1 on real activations.
 class AddStep final : public Step {
  public:
   AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
@@ -114,7 +117,8 @@ class AddStep final : public Step {
   const char* name() const override { return subtract_ ? "SUB" : "ADD"; }
 
  private:
-  PairTable table_;
+  qs8::AddParams p_;
+  std::unique_ptr<PairTable> table_;  // null where the vector kernel runs
   Broadcast4 b_;
   const int8_t *x_, *y_;
   int8_t* out_;
