@@ -25,7 +25,7 @@ weights are in a model; the rest are "warm", as a kernel in a loop.
 About --runs warm calls each; a contender that would take more than --budget seconds so
 runs fewer rounds of 2 calls (at least 3).
 GOPS counts a multiply-add as 2 operations; "peak" is the CPU's measured int8
-multiply-add peak (VPMADDUBSW + VPMADDWD chains, bench_probes.py, built on first use).
+multiply-add peak (VPMADDUBSW + VPMADDWD chains, native_probes.py, built on first use).
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are removed from this process before numpy loads.
 """
 
@@ -52,7 +52,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # face_reference
 
-import bench_probes  # noqa: E402
+import native_probes  # noqa: E402
 
 import edgeinf  # noqa: E402
 from edgeinf import isa, quant  # noqa: E402
@@ -434,7 +434,7 @@ def peak_gops() -> float | None:
     # Short bursts, best one: a long single run on a shared machine averages in the
     # time other processes hold the core.
     iters = 50_000
-    probe = bench_probes.load().int8_peak_probe
+    probe = native_probes.load().int8_peak_probe
     if probe(1000) is None:
         return None
     rates = []

@@ -15,7 +15,7 @@ The memory-bandwidth floor of a case is the bytes a pass must move (the source r
 bilinear taps touch, plus the output) at this machine's copy bandwidth, which is measured
 in the same run by copying a buffer as large as the frame (same cache level as the
 contenders, which re-read the same frame). "Row read" only loads those source rows, in the
-pass's order (a native probe, `read_rows_probe` of bench_probes.py: no arithmetic, no writes),
+pass's order (a native probe, `read_rows_probe` of native_probes.py: no arithmetic, no writes),
 timed with the contenders: a lower bound for any pass that reads them, with a resize's
 access pattern (a new page every row or two) instead of a copy's.
 
@@ -36,8 +36,8 @@ import json  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
 
-import bench_probes  # noqa: E402
 import cv2  # noqa: E402
+import native_probes  # noqa: E402
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
@@ -88,7 +88,7 @@ class Case:
     def read_rows(self):
         """Only load the rows the pass reads, in its order, with no arithmetic and no writes
         (a native probe): a lower bound for any pass that reads them."""
-        read_rows_probe = bench_probes.load().read_rows_probe
+        read_rows_probe = native_probes.load().read_rows_probe
         for plane, rows in self.planes:
             read_rows_probe(plane, rows)
 

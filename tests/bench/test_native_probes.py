@@ -23,7 +23,7 @@ def probes(tmp_path_factory, monkeypatch_module):
         pytest.skip(f"no C++ compiler ({compiler}) to build the benchmark probes")
     monkeypatch_module.setenv("EDGEINF_CACHE", str(tmp_path_factory.mktemp("cache")))
     monkeypatch_module.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("bench_probes", REPO / "benchmarks" / "bench_probes.py")
+    spec = importlib.util.spec_from_file_location("native_probes", REPO / "benchmarks" / "native_probes.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.load()
