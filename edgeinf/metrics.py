@@ -224,6 +224,17 @@ class Family:
     help: str
     samples: list
 
+    def add_histogram(self, labels: dict, buckets, sum_s: float, count: int | None = None) -> None:
+        """The samples of one histogram series from per-bucket (not cumulative) counts over
+        LATENCY_BUCKETS_S and +Inf; ``count`` defaults to the buckets' total."""
+        cumulative = 0
+        for bound, n in zip(LATENCY_BUCKETS_S + (math.inf,), buckets):
+            cumulative += n
+            le = "+Inf" if math.isinf(bound) else repr(bound)
+            self.samples.append(("_bucket", {**labels, "le": le}, cumulative))
+        self.samples.append(("_sum", labels, sum_s))
+        self.samples.append(("_count", labels, cumulative if count is None else count))
+
     def lines(self) -> list[str]:
         out = [f"# HELP {self.name} {escape_help(self.help)}", f"# TYPE {self.name} {self.type}"]
         for suffix, labels, value in self.samples:
@@ -259,13 +270,7 @@ def model_families(metrics: Iterable[ModelMetrics]) -> list[Family]:
         labels = m.labels()
         calls.samples.append(("", labels, snap.calls))
         errors.samples.append(("", labels, snap.errors))
-        cumulative = 0
-        for bound, count in zip(LATENCY_BUCKETS_S + (math.inf,), snap.buckets):
-            cumulative += count
-            le = "+Inf" if math.isinf(bound) else repr(bound)
-            latency.samples.append(("_bucket", {**labels, "le": le}, cumulative))
-        latency.samples.append(("_sum", labels, snap.sum_s))
-        latency.samples.append(("_count", labels, snap.calls))
+        latency.add_histogram(labels, snap.buckets, snap.sum_s, count=snap.calls)
         for stage in STAGES:
             stages.samples.append(("", {**labels, "stage": stage}, snap.stage_s[stage]))
         for q in (0.5, 0.95, 0.99):

@@ -6,7 +6,6 @@ Written only from the event loop (no lock); `/metrics` renders them after the fa
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_left
 from collections import defaultdict
 
@@ -42,14 +41,7 @@ class ServerStats:
             [],
         )
         for (model, variant), entry in sorted(self.latency.items()):
-            labels = {"model": model, "variant": variant}
-            cumulative = 0
-            for bound, count in zip(LATENCY_BUCKETS_S + (math.inf,), entry[:-1]):
-                cumulative += count
-                le = "+Inf" if math.isinf(bound) else repr(bound)
-                latency.samples.append(("_bucket", {**labels, "le": le}, cumulative))
-            latency.samples.append(("_sum", labels, entry[-1]))
-            latency.samples.append(("_count", labels, cumulative))
+            latency.add_histogram({"model": model, "variant": variant}, entry[:-1], entry[-1])
         in_flight = Family("edgeinf_serve_in_flight", "gauge", "Requests being answered now.", [])
         in_flight.samples.append(("", {}, self.in_flight))
         queue = Family("edgeinf_serve_queue_depth", "gauge", "Requests waiting or running, per variant.", [])
