@@ -168,8 +168,16 @@ def _zero_point(z: int, what: str) -> int:
     if isinstance(z, (bool, np.bool_)) or not isinstance(z, (int, np.integer)):
         raise InputError(f"{what}: zero point must be an integer, got {z!r}")
     if not _INT32[0] <= int(z) <= _INT32[1]:
-        raise InputError(f"{what}: zero point must be in [-128, 127], got {z}")
+        raise InputError(f"{what}: zero point must fit int32, got {z}")
     return int(z)
+
+
+def _int8_zero_point(z: int, what: str) -> int:
+    """The zero point of an int8 tensor, in [-128, 127] (the kernels negate it into an offset)."""
+    value = _zero_point(z, what)
+    if not -128 <= value <= 127:
+        raise InputError(f"{what}: zero point of an int8 tensor must be in [-128, 127], got {value}")
+    return value
 
 
 def _activation(activation: str) -> int:
@@ -595,9 +603,9 @@ def _binary_params(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, o
         _scale(a_scale, "a"),
         _scale(b_scale, "b"),
         _scale(output_scale, "output"),
-        _zero_point(a_zero_point, "a"),
-        _zero_point(b_zero_point, "b"),
-        _zero_point(output_zero_point, "output"),
+        _int8_zero_point(a_zero_point, "a"),
+        _int8_zero_point(b_zero_point, "b"),
+        _int8_zero_point(output_zero_point, "output"),
     )
 
 

@@ -69,6 +69,8 @@ BAD_CALLS = {
     "softmax beta not a number": lambda: quant.softmax(i8(2, 3), input_scale=0.1, beta="x"),
     "softmax of 0 classes": lambda: quant.softmax(i8(3, 0), input_scale=0.1),
     "logistic zero point 300": lambda: quant.logistic(i8(3), input_scale=0.1, input_zero_point=300),
+    "mul a zero point -2**31": lambda: quant.mul(i8(1), i8(1), **{**BINARY, "a_zero_point": -(2**31)}),
+    "add output zero point 200": lambda: quant.add(i8(1), i8(1), **{**BINARY, "output_zero_point": 200}),
     "add of shapes that do not broadcast": lambda: quant.add(i8(2, 3), i8(4), **BINARY),
     "quantize_multiplier of a string": lambda: quant.quantize_multiplier("x"),
     "quantize_multiplier of -1": lambda: quant.quantize_multiplier(-1.0),
