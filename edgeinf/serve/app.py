@@ -8,8 +8,9 @@ Routes:
     GET  /readyz                     every model loaded, probed and with a live worker
     GET  /metrics                    Prometheus text
 
-Model calls run on worker threads (`edgeinf.serve.workers`); the event loop only reads
-bodies, admits, waits with a deadline and writes answers.
+Model calls run on worker threads (`edgeinf.serve.workers`), decoding bodies and encoding
+answers on the default thread pool; the event loop only reads bodies, admits, waits with
+the deadline and writes answers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import logging
 import signal
 import threading
 import time
+from functools import partial
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -157,7 +159,7 @@ class Service:
         busy = HTTPError(503, f"{name}/{variant_name} is busy: its queue is full", {"Retry-After": "1"})
         if entry.variants[variant_name].pool.full:
             raise busy  # before decoding: a flood of images is refused cheaply
-        call = await asyncio.to_thread(self._decode, request, body, entry)  # JPEG decoding, base64: off the loop
+        call, encode = await asyncio.to_thread(self._decode, request, body, entry)  # JPEG, base64: off the loop
         pool = entry.variants[variant_name].pool  # the one serving now (a reload may have swapped it meanwhile)
         try:
             job = pool.submit(call)
@@ -167,7 +169,7 @@ class Service:
         answer = asyncio.wrap_future(job.future)
         answer.add_done_callback(_retrieve)  # a call that ends after its 504 raises into nobody's hands
         try:
-            payload = await asyncio.wait_for(asyncio.shield(answer), pool.deadline_s)
+            outputs = await asyncio.wait_for(asyncio.shield(answer), pool.deadline_s)
             failed = False
         except asyncio.TimeoutError:
             pool.expire(job)
@@ -181,10 +183,11 @@ class Service:
             raise HTTPError(500, f"{type(exc).__name__}: {exc}") from None
         finally:
             self._watch(entry, variant_name, pool, failed)
+        payload = await asyncio.to_thread(encode, outputs)  # off the worker: it is free for the next call
         return Response(payload, media_type="application/json", headers={VARIANT_HEADER: variant_name})
 
     def _decode(self, request: Request, body: bytes, entry: ModelEntry):
-        """The call to run on a worker, which returns the encoded answer (JSON bytes)."""
+        """``(call, encode)``: the model call a worker runs, and what makes its result the answer."""
         limits = self.config.limits
         kind = codecs.image_kind(request.headers.get("content-type", ""))
         try:
@@ -193,11 +196,11 @@ class Service:
                 encoding = request.query_params.get("encoding", "list")
                 if encoding not in ("list", "b64"):
                     raise codecs.RequestError(f'encoding must be "list" or "b64", got {encoding!r}')
-                return _image_call(frame, color, entry, encoding)
+                return image_call(frame, color, entry.config.image), partial(encode_image_answer, encoding=encoding)
             inputs, options = codecs.decode_json_request(body, max_elements=limits.max_body_bytes)
         except codecs.RequestError as exc:
             raise HTTPError(400, str(exc)) from None
-        return _tensor_call(inputs, options)
+        return tensor_call(inputs, options["dequantize"]), partial(codecs.encode_answer, encoding=options["encoding"])
 
     def _watch(self, entry: ModelEntry, variant: str, pool, failed: bool) -> None:
         guard = entry.guard
@@ -280,33 +283,32 @@ def _retrieve(future: asyncio.Future) -> None:
         future.exception()
 
 
-def _tensor_call(inputs, options):
+def tensor_call(inputs, dequantize: bool):
+    """The worker's call for a tensor request (on a model or an A/B test)."""
+
     def call(target):
-        outputs = target.run(inputs, dequantize=options["dequantize"])
-        return _answer(outputs, options["encoding"])
+        return target.run(inputs, dequantize=dequantize)
 
     return call
 
 
-def _image_call(frame, color, entry: ModelEntry, encoding: str):
-    image_options = dict(entry.config.image)
+def image_call(frame, color: str, image_options: dict):
+    """The worker's call for an image request (on a model or an A/B test)."""
+    image_options = dict(image_options)
 
     def call(target):
         if hasattr(target, "run_image"):
-            outputs = target.run_image(frame, color=color, **image_options)
-        else:  # an ABTest: it calls its arms with the frame
-            outputs = target(frame, color=color, **image_options)
-        answer = {"outputs": codecs.encode_outputs(outputs, encoding)}
-        letterbox = getattr(outputs, "letterbox", None)
-        if letterbox is not None:
-            answer["letterbox"] = {k: getattr(letterbox, k) for k in letterbox.__dataclass_fields__}
-        return json.dumps(answer).encode()
+            return target.run_image(frame, color=color, **image_options)
+        return target(frame, color=color, **image_options)  # an ABTest: it calls its arms with the frame
 
     return call
 
 
-def _answer(outputs, encoding: str) -> bytes:
-    return json.dumps({"outputs": codecs.encode_outputs(outputs, encoding)}).encode()
+def encode_image_answer(outputs, encoding: str) -> bytes:
+    """An image request's answer: the outputs, and the letterbox that maps boxes back to the image."""
+    letterbox = getattr(outputs, "letterbox", None)
+    extra = None if letterbox is None else {"letterbox": {k: getattr(letterbox, k) for k in letterbox.__dataclass_fields__}}
+    return codecs.encode_answer(outputs, encoding, extra)
 
 
 def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import io
 import json
 import math
@@ -131,6 +132,43 @@ def encode_outputs(outputs: dict, encoding: str) -> dict:
             tensor["data"] = array.tolist()
         encoded[str(name)] = tensor
     return encoded
+
+
+def encode_answer(outputs: dict, encoding: str, extra: dict | None = None) -> bytes:
+    """The JSON answer ``{"outputs": {name: tensor}, **extra}`` as bytes.
+
+    Same document as ``json.dumps({"outputs": encode_outputs(outputs, encoding), **extra})``,
+    but finite float32/float64 ``data`` is printed by one C-level format call with the
+    digits that round-trip the dtype exactly (9 and 17): `json.dumps` of ``tolist()`` spends
+    microseconds per float on the shortest repr, tens of milliseconds for a detector's output.
+    """
+    parts = []
+    for name, value in outputs.items():
+        array = np.asarray(value)
+        digits = _FLOAT_DIGITS.get(array.dtype.name)
+        if encoding == "b64" or digits is None or not np.isfinite(array).all():
+            text = json.dumps(encode_outputs({name: array}, encoding))[1:-1]  # '"name": {...}'
+        else:
+            head = json.dumps({"shape": list(array.shape), "dtype": array.dtype.name})[:-1]
+            data = _nested_format(array.shape, digits) % tuple(array.ravel().tolist())
+            text = f'{json.dumps(str(name))}: {head}, "data": {data}}}'
+        parts.append(text)
+    answer = '{"outputs": {' + ", ".join(parts) + "}"
+    if extra:
+        answer += ", " + json.dumps(extra)[1:-1]
+    return (answer + "}").encode()
+
+
+_FLOAT_DIGITS = {"float32": 9, "float64": 17}
+
+
+@functools.lru_cache(maxsize=32)
+def _nested_format(shape: tuple, digits: int) -> str:
+    """A %-format string printing an array of ``shape`` as nested JSON lists."""
+    text = f"%.{digits}g"
+    for size in reversed(shape):
+        text = "[" + ", ".join([text] * size) + "]"
+    return text
 
 
 def image_kind(content_type: str) -> str | None:

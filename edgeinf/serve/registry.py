@@ -1,8 +1,8 @@
 """The served models: loading with checks and a probe, variant choice, reload and rollback.
 
 A variant goes live only after its file matched its sha256 (when given), passed
-`edgeinf.check` (through `edgeinf.load`), and answered a probe inference; the probe's median
-latency sets the default deadline. A reload builds the new variant beside the old one and
+`edgeinf.check` (through `edgeinf.load`), and answered probe requests; their median cost
+(body decoding, model, answer encoding) sets the default deadline. A reload builds the new variant beside the old one and
 swaps a single reference, so requests in flight finish on the model they started on. The
 old variant stays loaded for the rollback window: a spike of errors on the new one swaps it
 back.
@@ -10,6 +10,9 @@ back.
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import logging
 import random
 import statistics
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError, ModelFileError
+from . import codecs
 from .config import Limits, ModelConfig, Rollback, VariantConfig
 from .workers import Pool
 
@@ -48,27 +52,91 @@ def probe_input(model) -> list[np.ndarray]:
 
 
 def probe(model, image_options: dict) -> float:
-    """Run the model a few times on zeros; the median latency in seconds.
+    """What a request costs the server, in seconds: the slowest median over the body kinds.
 
-    With image options, a 640x480 image also goes through `Model.run_image` (so the options
-    are checked before the variant serves), and the slower of the two medians is returned:
-    the deadline must hold for image requests too.
+    A JSON request is probed whole: its body parsed (the inputs in base64), the model run, the
+    outputs encoded as lists. With image options, a 640x480 photo-like JPEG is decoded, goes
+    through `Model.run_image` (so the options are checked before the variant serves) and its
+    outputs are encoded. The deadline only times the wait for the model and the call, but on
+    a small device the decoding and encoding of the requests around a call share its cores:
+    a deadline from the model's time alone would be too tight under load.
     """
-    inputs = probe_input(model)
-    calls = [lambda: model.run(inputs)]
+    kinds = [_json_request(model)]
     if image_options:
-        frame = np.zeros((PROBE_IMAGE_SIZE[1], PROBE_IMAGE_SIZE[0], 3), np.uint8)
-        calls.append(lambda: model.run_image(frame, "rgb", **image_options))
+        kinds.append(_image_request(model, image_options))
     medians = []
-    for call in calls:
-        call()  # the first call pays one-time allocation
+    for request in kinds:
+        request()  # the first call pays one-time allocation
         times = []
         for _ in range(PROBE_RUNS):
             start = time.perf_counter()
-            call()
+            request()
             times.append(time.perf_counter() - start)
         medians.append(statistics.median(times))
     return max(medians)
+
+
+def _json_request(model) -> Callable[[], bytes]:
+    rng = np.random.default_rng(0)
+    tensors = []
+    for array in probe_input(model):
+        if array.dtype.kind == "f":
+            values = rng.uniform(-1.0, 1.0, array.shape)
+        elif array.dtype.kind in "iu":
+            info = np.iinfo(array.dtype)
+            values = rng.integers(info.min, info.max, array.shape, endpoint=True, dtype=array.dtype)
+        else:
+            values = rng.integers(0, 1, array.shape, endpoint=True).astype(array.dtype)
+        raw = np.ascontiguousarray(values, dtype=array.dtype.newbyteorder("<")).tobytes()
+        tensors.append({"shape": list(array.shape), "dtype": array.dtype.name, "b64": base64.b64encode(raw).decode()})
+    body = json.dumps({"inputs": tensors}).encode()
+
+    def request() -> bytes:
+        inputs, options = codecs.decode_json_request(body, max_elements=len(body))
+        return codecs.encode_answer(model.run(inputs, dequantize=options["dequantize"]), options["encoding"])
+
+    return request
+
+
+def _image_request(model, image_options: dict) -> Callable[[], bytes]:
+    frame = _probe_frame()
+    jpeg = _jpeg_of(frame)
+
+    def request() -> bytes:
+        if jpeg is None:  # neither Pillow nor OpenCV: the service takes no JPEG either
+            decoded = frame
+        else:
+            decoded, _ = codecs.decode_image(jpeg, "jpeg", {}, max_pixels=frame.shape[0] * frame.shape[1])
+        outputs = model.run_image(decoded, "rgb", **image_options)
+        return codecs.encode_answer(outputs, "list")
+
+    return request
+
+
+def _probe_frame() -> np.ndarray:
+    """A 640x480 RGB frame with a photo's mix of smooth areas and texture (JPEG cost is content-bound)."""
+    width, height = PROBE_IMAGE_SIZE
+    y, x = np.mgrid[0:height, 0:width]
+    base = np.stack([x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height)], axis=-1)
+    noise = np.random.default_rng(0).integers(-24, 24, (height, width, 3), endpoint=True)
+    return np.clip(base + noise, 0, 255).astype(np.uint8)
+
+
+def _jpeg_of(frame: np.ndarray) -> bytes | None:
+    try:
+        from PIL import Image
+
+        buffer = io.BytesIO()
+        Image.fromarray(frame).save(buffer, "JPEG", quality=90)
+        return buffer.getvalue()
+    except ImportError:
+        pass
+    try:
+        import cv2
+    except ImportError:
+        return None
+    ok, encoded = cv2.imencode(".jpg", np.ascontiguousarray(frame[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, 90])
+    return encoded.tobytes() if ok else None
 
 
 @dataclass
