@@ -307,7 +307,9 @@ def image_call(frame, color: str, image_options: dict):
 def encode_image_answer(outputs, encoding: str) -> bytes:
     """An image request's answer: the outputs, and the letterbox that maps boxes back to the image."""
     letterbox = getattr(outputs, "letterbox", None)
-    extra = None if letterbox is None else {"letterbox": {k: getattr(letterbox, k) for k in letterbox.__dataclass_fields__}}
+    extra = (
+        None if letterbox is None else {"letterbox": {k: getattr(letterbox, k) for k in letterbox.__dataclass_fields__}}
+    )
     return codecs.encode_answer(outputs, encoding, extra)
 
 

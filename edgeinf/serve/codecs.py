@@ -146,7 +146,7 @@ def encode_answer(outputs: dict, encoding: str, extra: dict | None = None) -> by
     for name, value in outputs.items():
         array = np.asarray(value)
         digits = _FLOAT_DIGITS.get(array.dtype.name)
-        if encoding == "b64" or digits is None or not np.isfinite(array).all():
+        if encoding == "b64" or digits is None or not _plain_floats(array):
             text = json.dumps(encode_outputs({name: array}, encoding))[1:-1]  # '"name": {...}'
         else:
             head = json.dumps({"shape": list(array.shape), "dtype": array.dtype.name})[:-1]
@@ -160,6 +160,11 @@ def encode_answer(outputs: dict, encoding: str, extra: dict | None = None) -> by
 
 
 _FLOAT_DIGITS = {"float32": 9, "float64": 17}
+
+
+def _plain_floats(array: np.ndarray) -> bool:
+    """No NaN, infinity or -0.0: ``%g`` prints those unlike `json.dumps` (or as ints, -0)."""
+    return bool(np.isfinite(array).all()) and not bool((np.signbit(array) & (array == 0)).any())
 
 
 @functools.lru_cache(maxsize=32)

@@ -177,3 +177,33 @@ def test_request_deadline_defaults_to_three_probe_medians_at_least_the_floor():
     del config["models"]["face"]["deadline_s"]
     with ThreadServer(config) as server:
         assert server.service.models["face"].variants["default"].pool.deadline_s == 30.0
+
+
+def test_the_default_deadline_holds_for_an_image_whose_answer_takes_real_time(photo_jpeg):
+    # No floor: the deadline is 3 probe medians alone. The photo is a real 512x600 JPEG and the
+    # detector's 15k outputs are answered as lists: decoding and encoding cost more than the model.
+    config = face_config(limits={"min_deadline_s": 0.001})
+    del config["models"]["face"]["deadline_s"]
+    with ThreadServer(config) as server:
+        predict = f"{server.url}/v1/models/face:predict"
+        headers = {"Content-Type": "image/jpeg"}
+        codes = [httpx.post(predict, content=photo_jpeg, headers=headers, timeout=WAIT_S).status_code for _ in range(3)]
+    assert codes == [200, 200, 200]
+
+
+def test_the_default_deadline_still_frees_the_worker_of_a_hung_model(face_input):
+    gate = Gate()
+    config = face_config(limits={"min_deadline_s": 0.5})
+    del config["models"]["face"]["deadline_s"]
+    with ThreadServer(config, loader=gated_loader(gate)) as server:
+        pool = server.service.models["face"].variants["default"].pool
+        predict = f"{server.url}/v1/models/face:predict"
+        gate.hang_next()
+        hung = httpx.post(predict, json=body(face_input), timeout=WAIT_S)
+        assert hung.status_code == 504 and f"within {pool.deadline_s:.3f} s" in hung.json()["error"]
+        assert pool.replaced == 1
+        wait_until(
+            lambda: pool.live_workers == 1 and httpx.post(predict, json=body(face_input)).status_code == 200,
+            "an answer from the new worker",
+        )
+        gate.release()
