@@ -225,6 +225,35 @@ def summary(latencies: list, codes: list, seconds: float) -> dict:
     }
 
 
+def report_row(server: str, body: str, saturation: tuple, at80: dict | None, deadline_ms: float) -> dict:
+    """One flat row: saturation, then the 80 % open loop (NaN when there was none) against the deadline.
+
+    Args:
+        saturation: the closed loops' ``(latencies_s, codes, seconds)``, all rounds together.
+        at80: the open loop's result from the load generator, or None.
+    """
+    sat = summary(*saturation)
+    nan = float("nan")
+    load = summary(at80["latencies_s"], at80["codes"], at80["seconds"]) if at80 else None
+    return {
+        "server": server,
+        "body": body,
+        "saturation_rps": sat["rps"],
+        "saturation_p50_ms": sat["p50_ms"],
+        "saturation_p99_ms": sat["p99_ms"],
+        "saturation_non_200": sat["non_200"],
+        "target_rps": 0.8 * sat["rps"],
+        "achieved_rps": load["rps"] if load else nan,
+        "p50_ms": load["p50_ms"] if load else nan,
+        "p99_ms": load["p99_ms"] if load else nan,
+        "non_200": load["non_200"] if load else 0,
+        "codes": ", ".join(f"{c}: {n}" for c, n in load["codes"].items()) if load and load["codes"] else "-",
+        "generator_lag_p99_ms": at80["dispatch_lag_p99_s"] * 1e3 if at80 else nan,
+        "deadline_ms": deadline_ms,
+        "p99_within_deadline": bool(load is not None and load["p99_ms"] < deadline_ms),
+    }
+
+
 def bodies(tmp: Path) -> dict:
     """Body name -> (file holding it, content type)."""
     from PIL import Image
@@ -276,6 +305,7 @@ def main(argv=None) -> int:
             import httpx
 
             info = httpx.get(f"{servers['edgeinf'][1]}/v1/models").json()["models"][0]["variants"]["default"]
+            deadline_ms = info["deadline_s"] * 1e3
             saturation = {(c, b): ([], [], 0.0) for b in requests for c in contenders}
             for _ in range(args.rounds):
                 for body_name, (body_file, content_type) in requests.items():
@@ -298,45 +328,27 @@ def main(argv=None) -> int:
                         )
             rows = []
             for (contender, body_name), (lat, codes, seconds) in saturation.items():
-                sat = summary(lat, codes, seconds)
-                row = {"server": contender, "body": body_name, "saturation_rps": sat["rps"]}
-                row.update({f"saturation_{k}": sat[k] for k in ("p50_ms", "p99_ms", "non_200")})
-                rows.append(row)
-            for row in rows:
-                body_file, content_type = requests[row["body"]]
-                rate = 0.8 * row["saturation_rps"]
-                row["target_rps"] = rate
-                if rate <= 0:
-                    print(f"{row['server']} answered no {row['body']} request at saturation", file=sys.stderr)
-                    continue
-                result = generate(
-                    "open",
-                    servers[row["server"]][1] + PREDICT,
-                    body_file,
-                    content_type,
-                    "--rate",
-                    f"{rate:.3f}",
-                    "--connections",
-                    str(args.open_connections),
-                    "--duration",
-                    str(args.open_duration),
-                )
-                at80 = summary(result["latencies_s"], result["codes"], result["seconds"])
-                row.update(
-                    {
-                        "achieved_rps": at80["rps"],
-                        "p50_ms": at80["p50_ms"],
-                        "p99_ms": at80["p99_ms"],
-                        "non_200": at80["non_200"],
-                        "codes": at80["codes"],
-                        "generator_lag_p99_ms": result["dispatch_lag_p99_s"] * 1e3,
-                    }
-                )
+                rate = 0.8 * summary(lat, codes, seconds)["rps"]
+                at80 = None
+                if rate > 0:
+                    body_file, content_type = requests[body_name]
+                    at80 = generate(
+                        "open",
+                        servers[contender][1] + PREDICT,
+                        body_file,
+                        content_type,
+                        "--rate",
+                        f"{rate:.3f}",
+                        "--connections",
+                        str(args.open_connections),
+                        "--duration",
+                        str(args.open_duration),
+                    )
+                rows.append(report_row(contender, body_name, (lat, codes, seconds), at80, deadline_ms))
         finally:
             for process, _ in servers.values():
                 process.terminate()
                 process.wait(60)
-    deadline_ms = info["deadline_s"] * 1e3
     print(
         f"load generator's ceiling: {ceiling:.0f} req/s; edgeinf's deadline {deadline_ms:.1f} ms "
         f"(probe p50 {info['probe_p50_s'] * 1e3:.2f} ms)"
@@ -346,13 +358,11 @@ def main(argv=None) -> int:
         f"{'p99 ms':>8s} {'non-200':>7s}  p99 < deadline"
     )
     for row in rows:
-        row["deadline_ms"] = deadline_ms
-        row["p99_within_deadline"] = bool(row.get("p99_ms", float("inf")) < deadline_ms)
         print(
-            f"{row['server']:8s} {row['body']:5s} {row['saturation_rps']:9.1f} |         "
-            f"{row['target_rps']:7.1f} {row.get('achieved_rps', 0):7.1f} {row.get('p50_ms', float('nan')):8.2f} "
-            f"{row.get('p99_ms', float('nan')):8.2f} {row.get('non_200', 0):7d}  "
-            f"{'pass' if row['p99_within_deadline'] else 'FAIL'}"
+            f"{row['server']:8s} {row['body']:5s} {row['saturation_rps']:9.1f} |          "
+            f"{row['target_rps']:7.1f} {row['achieved_rps']:7.1f} {row['p50_ms']:8.2f} "
+            f"{row['p99_ms']:8.2f} {row['non_200']:7d}  {'pass' if row['p99_within_deadline'] else 'FAIL'}"
+            + (f"  ({row['codes']})" if row["non_200"] else "")
         )
     if args.json:
         doc = {
