@@ -157,12 +157,20 @@ class Service:
             ) from None
         request.state.variant = variant_name
         busy = HTTPError(503, f"{name}/{variant_name} is busy: its queue is full", {"Retry-After": "1"})
-        if entry.variants[variant_name].pool.full:
+        pool = entry.variants[variant_name].pool
+        if not pool.reserve():
             raise busy  # before decoding: a flood of images is refused cheaply
-        call, encode = await asyncio.to_thread(self._decode, request, body, entry)  # JPEG, base64: off the loop
-        pool = entry.variants[variant_name].pool  # the one serving now (a reload may have swapped it meanwhile)
         try:
-            job = pool.submit(call)
+            call, encode = await asyncio.to_thread(self._decode, request, body, entry)  # JPEG, base64: off the loop
+        except BaseException:  # a bad body, or the client left
+            pool.unreserve()
+            raise
+        reserved = pool is entry.variants[variant_name].pool
+        if not reserved:  # a reload swapped the variant while the body was decoded: queue on the new one
+            pool.unreserve()
+            pool = entry.variants[variant_name].pool
+        try:
+            job = pool.submit(call, reserved=reserved)
         except Overloaded:
             raise busy from None
         failed = True

@@ -1,7 +1,8 @@
 """Worker threads that run one variant's model calls off the event loop.
 
 Each worker owns one loaded model. Requests wait in one queue per variant, bounded by
-``capacity`` (waiting plus running): one more is `Overloaded` (503). A request carries its
+``capacity`` (waiting plus running, and places reserved by bodies being decoded): one more is
+`Overloaded` (503). A request carries its
 deadline: a worker skips a request whose deadline passed while it waited, and a call that
 runs past it is answered 504 by the server, which calls `Pool.expire`: a worker stuck in a
 call is retired (it exits, closing its model, whenever the call returns) and a new worker
@@ -114,12 +115,36 @@ class Pool:
             self._start(Worker(self, model))
 
     # -- the request side (event loop) --------------------------------------------------------
-    def submit(self, call: Callable) -> Job:
-        """Queue ``call(model)``. Raises `Overloaded` when the queue is full."""
+    def reserve(self) -> bool:
+        """Hold a place for a request still being decoded; False when the queue is full.
+
+        The place counts toward ``capacity`` at once, so a flood of bodies is refused before
+        any is decoded, rather than decoded and then refused.
+        """
         with self._lock:
             if self._closed or self._pending >= self.capacity:
-                raise Overloaded(self.name)
+                return False
             self._pending += 1
+            return True
+
+    def unreserve(self) -> None:
+        """Give back a place from `reserve` that no job will use."""
+        with self._lock:
+            self._pending -= 1
+
+    def submit(self, call: Callable, reserved: bool = False) -> Job:
+        """Queue ``call(model)``, in a place from `reserve` or a new one.
+
+        Raises:
+            Overloaded: the queue is full (or closed: a reserved place is then given back).
+        """
+        with self._lock:
+            if reserved and self._closed:
+                self._pending -= 1
+            if self._closed or (not reserved and self._pending >= self.capacity):
+                raise Overloaded(self.name)
+            if not reserved:
+                self._pending += 1
         job = Job(call, time.monotonic() + self.deadline_s)
         job.future.add_done_callback(lambda _f: self._release(job))
         self.queue.put(job)
@@ -152,10 +177,6 @@ class Pool:
             return False
         ran = now - started
         return ran > self.deadline_s or (worker.job is job and ran > self.deadline_s / 2)
-
-    @property
-    def full(self) -> bool:
-        return self._pending >= self.capacity
 
     @property
     def pending(self) -> int:

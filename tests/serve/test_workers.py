@@ -71,3 +71,23 @@ def test_any_call_over_a_whole_deadline_is_stuck_whichever_request_expires():
     for replacement in list(pool._workers):
         replacement.model.release.set()
     pool.close()
+
+
+def test_a_reserved_place_counts_toward_the_capacity_until_used_or_given_back():
+    held = Held()
+    pool = Pool("m/v", loader=Held, models=[held], capacity=1, deadline_s=10.0)
+    try:
+        assert pool.reserve()  # a body being decoded holds the only place
+        assert not pool.reserve()
+        with pytest.raises(Overloaded):
+            pool.submit(lambda model: model.run())
+        pool.unreserve()  # the body was bad: its place is free again
+        assert pool.reserve()
+        job = pool.submit(lambda model: model.run(), reserved=True)  # the decoded body takes its own place
+        assert pool.pending == 1 and not pool.reserve()
+        held.release.set()
+        assert job.future.result(WAIT_S) == "done"
+        assert pool.pending == 0
+    finally:
+        held.release.set()
+        pool.close()
