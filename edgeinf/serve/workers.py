@@ -15,6 +15,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from ..ab import ABTest
 
 log = logging.getLogger(__name__)
+
+RECENT_CALLS = 32  # calls remembered to tell a stuck call from a slow one
+STUCK_FACTOR = 2.0  # a stuck call has run this many times longer than the slowest recent one
 
 
 class Overloaded(Exception):
@@ -74,7 +78,7 @@ class Worker(threading.Thread):
                     job.future.set_exception(DeadlineExceeded())
                     continue
                 self.job = job
-                self.call_started = time.monotonic()
+                self.call_started = started = time.monotonic()
                 try:
                     result = pool.invoke(job.call, self.model)
                 except BaseException as exc:  # handed to the request, never raised in the thread
@@ -83,6 +87,8 @@ class Worker(threading.Thread):
                     job.future.set_result(result)
                 finally:
                     self.call_started = self.job = None
+                    if not self.retired:  # a stuck call's time would excuse the next stuck one
+                        pool.recent_calls.append(time.monotonic() - started)
         finally:
             pool._lost(self)
             _close(self.model)
@@ -111,6 +117,7 @@ class Pool:
         self._workers: list[Worker] = []
         self._closed = False
         self.replaced = 0
+        self.recent_calls: deque[float] = deque(maxlen=RECENT_CALLS)  # seconds of the last calls that returned
         for model in models:
             self._start(Worker(self, model))
 
@@ -154,8 +161,11 @@ class Pool:
         """A request's deadline passed: free its place, and replace any worker stuck in a call.
 
         A worker is stuck when this request's call has run for more than half the deadline, or
-        any call for more than a whole one. A call that started late (its request waited in
-        the queue) is left to finish, so an overloaded but healthy model keeps its workers.
+        any call for more than a whole one, and in both cases for more than twice the slowest
+        of the recent calls that returned. A call that started late (its request waited in the
+        queue) is left to finish, and so is one as slow as its neighbours (cores shared with
+        decoding under load stretch every call): an overloaded but healthy model keeps its
+        workers, and loading a replacement would only add to the load.
         """
         job.future.cancel()  # still queued: the worker skips it
         self._release(job)
@@ -176,7 +186,8 @@ class Pool:
         if started is None:
             return False
         ran = now - started
-        return ran > self.deadline_s or (worker.job is job and ran > self.deadline_s / 2)
+        limit = self.deadline_s / 2 if worker.job is job else self.deadline_s
+        return ran > limit and ran > STUCK_FACTOR * max(self.recent_calls, default=0.0)
 
     @property
     def pending(self) -> int:

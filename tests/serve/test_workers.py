@@ -91,3 +91,29 @@ def test_a_reserved_place_counts_toward_the_capacity_until_used_or_given_back():
     finally:
         held.release.set()
         pool.close()
+
+
+def test_a_call_as_slow_as_its_recent_neighbours_is_not_stuck():
+    held = Held()
+    pool = Pool("m/v", loader=Held, models=[held], capacity=2, deadline_s=10.0)
+    try:
+        pool.recent_calls.extend([1.0, 4.0, 2.0])  # a loaded host: calls have taken up to 4 s
+        running = pool.submit(lambda model: model.run())
+        assert held.entered.acquire(timeout=WAIT_S)
+        (worker,) = pool._workers
+        worker.call_started -= 6.0  # over half its deadline, but under twice the slowest recent call
+        pool.expire(running)
+        assert pool.replaced == 0 and not worker.retired
+        worker.call_started -= 3.0  # 9 s: twice as slow as any recent call
+        pool.expire(running)
+        assert pool.replaced == 1 and worker.retired
+        held.release.set()
+        assert running.future.result(WAIT_S) == "done"
+        worker.join(WAIT_S)
+        assert max(pool.recent_calls) == 4.0  # the stuck call's time is no excuse for the next one
+    finally:
+        held.release.set()
+        worker.join(WAIT_S)
+        for replacement in list(pool._workers):
+            replacement.model.release.set()
+        pool.close()
