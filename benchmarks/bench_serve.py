@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per saturation measurement")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of saturation (contenders interleaved)")
-    parser.add_argument("--concurrency", type=int, default=8, help="connections of the closed loop")
+    parser.add_argument("--concurrency", type=int, default=4, help="connections of the closed loop")
     parser.add_argument("--open-duration", type=float, default=15.0, help="seconds of each 80 %% open loop")
     parser.add_argument("--open-connections", type=int, default=32, help="at most this many requests in flight")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")

@@ -150,7 +150,11 @@ def encode_answer(outputs: dict, encoding: str, extra: dict | None = None) -> by
             text = json.dumps(encode_outputs({name: array}, encoding))[1:-1]  # '"name": {...}'
         else:
             head = json.dumps({"shape": list(array.shape), "dtype": array.dtype.name})[:-1]
-            data = _nested_format(array.shape, digits) % tuple(array.ravel().tolist())
+            prefix, chunks = _nested_format(array.shape, digits)
+            values = array.ravel().tolist()
+            data = prefix + "".join(
+                chunk % tuple(values[i * FORMAT_CHUNK : (i + 1) * FORMAT_CHUNK]) for i, chunk in enumerate(chunks)
+            )
             text = f'{json.dumps(str(name))}: {head}, "data": {data}}}'
         parts.append(text)
     answer = '{"outputs": {' + ", ".join(parts) + "}"
@@ -167,13 +171,23 @@ def _plain_floats(array: np.ndarray) -> bool:
     return bool(np.isfinite(array).all()) and not bool((np.signbit(array) & (array == 0)).any())
 
 
+FORMAT_CHUNK = 1024  # values per format call: the GIL changes hands between calls
+
+
 @functools.lru_cache(maxsize=32)
-def _nested_format(shape: tuple, digits: int) -> str:
-    """A %-format string printing an array of ``shape`` as nested JSON lists."""
+def _nested_format(shape: tuple, digits: int) -> tuple[str, list[str]]:
+    """%-format strings that print an array of ``shape`` as nested JSON lists.
+
+    The text before the first value, and pieces of `FORMAT_CHUNK` values each: one format
+    call holds the GIL throughout, and on a busy server the model's worker and the event loop
+    should not wait for a whole answer's formatting.
+    """
     text = f"%.{digits}g"
     for size in reversed(shape):
         text = "[" + ", ".join([text] * size) + "]"
-    return text
+    prefix, *values = text.split("%")  # each of ``values`` is one specifier and the text after it
+    chunks = ["%" + "%".join(values[i : i + FORMAT_CHUNK]) for i in range(0, len(values), FORMAT_CHUNK)]
+    return prefix, chunks
 
 
 def image_kind(content_type: str) -> str | None:

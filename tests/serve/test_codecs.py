@@ -15,6 +15,7 @@ def outputs() -> dict:
     return {
         "boxes": (rng.standard_normal((1, 896, 16)) * 100).astype(np.float32),
         "scores": rng.standard_normal((1, 896, 1)).astype(np.float32),
+        "rows": rng.standard_normal((3, 1000)).astype(np.float32),  # pieces of the format: 1024, 1024, 952
         "edges": np.array([0.0, -0.0, 1e-45, 3.4028235e38, -1.1754944e-38, 0.1], np.float32),
         "wide": rng.standard_normal((3, 2)),
         "scalar": np.float64(3.25),
