@@ -344,7 +344,8 @@ def main(argv=None) -> int:
                         "--duration",
                         str(args.open_duration),
                     )
-                rows.append(report_row(contender, body_name, (lat, codes, seconds), at80, deadline_ms))
+                row = report_row(contender, body_name, (lat, codes, seconds), at80, deadline_ms)
+                rows.append({**row, "generator_ceiling_rps": ceiling})  # in every row: the rendered table shows it
         finally:
             for process, _ in servers.values():
                 process.terminate()
