@@ -60,8 +60,8 @@ class ModelConfig:
         threads: runtime threads per loaded model.
         workers: worker threads per variant, each with its own loaded model.
         image: `Model.run_image` options for image requests (mean, std, letterbox, ...).
-        deadline_s: a request's deadline once admitted; None: ``deadline_factor`` times the
-            probe's median latency, at least ``min_deadline_s`` (see `Limits`).
+        deadline_s: a request's deadline once admitted to the queue; None: ``deadline_factor`` times the
+            probe requests' median cost (decode, model, encode), at least ``min_deadline_s`` (see `Limits`).
     """
 
     name: str
@@ -81,7 +81,7 @@ class Limits:
         rate_per_s: requests per second per API key (per client address without keys); 0: off.
         burst: how many requests a key may make at once before the rate applies.
         queue: requests per variant waiting or running; one more is answered 503.
-        deadline_factor: the default deadline is this many times the probe's median latency...
+        deadline_factor: the default deadline is this many times the probe requests' median cost...
         min_deadline_s: ...but never below this (scheduling jitter dwarfs a 1 ms model).
         max_body_bytes: a larger request body is answered 413.
         body_timeout_s: a client that takes longer to send its body is answered 408.
