@@ -138,9 +138,9 @@ def encode_answer(outputs: dict, encoding: str, extra: dict | None = None) -> by
     """The JSON answer ``{"outputs": {name: tensor}, **extra}`` as bytes.
 
     Same document as ``json.dumps({"outputs": encode_outputs(outputs, encoding), **extra})``,
-    but finite float32/float64 ``data`` is printed by one C-level format call with the
-    digits that round-trip the dtype exactly (9 and 17): `json.dumps` of ``tolist()`` spends
-    microseconds per float on the shortest repr, tens of milliseconds for a detector's output.
+    but finite float32/float64 ``data`` is printed by %-format calls with the digits that
+    round-trip the dtype exactly (9 and 17): `json.dumps` of ``tolist()`` spends microseconds
+    per float on the shortest repr, tens of milliseconds for a detector's output.
     """
     parts = []
     for name, value in outputs.items():

@@ -2,10 +2,10 @@
 
 A variant goes live only after its file matched its sha256 (when given), passed
 `edgeinf.check` (through `edgeinf.load`), and answered probe requests; their median cost
-(body decoding, model, answer encoding) sets the default deadline. A reload builds the new variant beside the old one and
-swaps a single reference, so requests in flight finish on the model they started on. The
-old variant stays loaded for the rollback window: a spike of errors on the new one swaps it
-back.
+(body decoding, model, answer encoding) sets the default deadline. A reload builds the new
+variant beside the old one and swaps a single reference, so requests in flight finish on the
+model they started on. The old variant stays loaded for the rollback window: a spike of
+errors on the new one swaps it back.
 """
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ def _json_request(model) -> Callable[[], bytes]:
             values = rng.integers(0, 1, array.shape, endpoint=True).astype(array.dtype)
         raw = np.ascontiguousarray(values, dtype=array.dtype.newbyteorder("<")).tobytes()
         tensors.append({"shape": list(array.shape), "dtype": array.dtype.name, "b64": base64.b64encode(raw).decode()})
+    if any(t["dtype"] not in codecs.DTYPES for t in tensors):  # no JSON form: time the model and the answer
+        arrays = probe_input(model)
+        return lambda: codecs.encode_answer(model.run(arrays), "list")
     body = json.dumps({"inputs": tensors}).encode()
 
     def request() -> bytes:

@@ -2,11 +2,11 @@
 
 Each worker owns one loaded model. Requests wait in one queue per variant, bounded by
 ``capacity`` (waiting plus running, and places reserved by bodies being decoded): one more is
-`Overloaded` (503). A request carries its
-deadline: a worker skips a request whose deadline passed while it waited, and a call that
-runs past it is answered 504 by the server, which calls `Pool.expire`: a worker stuck in a
-call is retired (it exits, closing its model, whenever the call returns) and a new worker
-with a freshly loaded model takes its place, so a hung model never holds the service.
+`Overloaded` (503). A request carries its deadline: a worker skips a request whose deadline
+passed while it waited, and a call that runs past it is answered 504 by the server, which
+calls `Pool.expire`: a worker stuck in a call is retired (it exits, closing its model,
+whenever the call returns) and a new worker with a freshly loaded model takes its place, so a
+hung model never holds the service.
 """
 
 from __future__ import annotations
