@@ -3,7 +3,9 @@
 Each worker owns one loaded model. Requests wait in one queue per variant, bounded by
 ``capacity`` (waiting plus running, and places reserved by bodies being decoded): one more is
 `Overloaded` (503). A request carries its deadline: a worker skips a request whose deadline
-passed while it waited, and a call that runs past it is answered 504 by the server, which
+passed while it waited, or would pass during a call of the usual length (after a stall the
+queue drains faster, and no call is spent on an answer nobody waits for), and a call that
+runs past it is answered 504 by the server, which
 calls `Pool.expire`: a worker stuck in a call is retired (it exits, closing its model,
 whenever the call returns) and a new worker with a freshly loaded model takes its place, so a
 hung model never holds the service.
@@ -74,8 +76,8 @@ class Worker(threading.Thread):
                     break
                 if not job.future.set_running_or_notify_cancel():
                     continue  # expired while waiting: the server already answered
-                if time.monotonic() > job.deadline:
-                    job.future.set_exception(DeadlineExceeded())
+                if time.monotonic() + pool.typical_call_s() > job.deadline:
+                    job.future.set_exception(DeadlineExceeded())  # it would answer too late: no call wasted on it
                     continue
                 self.job = job
                 self.call_started = started = time.monotonic()
@@ -180,6 +182,11 @@ class Pool:
             log.warning("%s: a call ran past the %.3f s deadline; starting a new worker", self.name, self.deadline_s)
             if not closed:
                 self._start(Worker(self))
+
+    def typical_call_s(self) -> float:
+        """The median of the recent calls (0 before any): what a call about to start will take."""
+        recent = sorted(self.recent_calls)
+        return recent[len(recent) // 2] if recent else 0.0
 
     def _stuck(self, worker: Worker, job: Job, now: float) -> bool:
         started = worker.call_started

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
-from edgeinf.serve.workers import Overloaded, Pool
+from edgeinf.serve.workers import DeadlineExceeded, Overloaded, Pool
 
 WAIT_S = 120.0
 
@@ -116,4 +117,24 @@ def test_a_call_as_slow_as_its_recent_neighbours_is_not_stuck():
         worker.join(WAIT_S)
         for replacement in list(pool._workers):
             replacement.model.release.set()
+        pool.close()
+
+
+def test_a_request_that_a_usual_call_would_answer_too_late_is_skipped():
+    held = Held()
+    pool = Pool("m/v", loader=Held, models=[held], capacity=3, deadline_s=10.0)
+    try:
+        pool.recent_calls.extend([5.0, 5.0, 6.0])  # calls take 5 s
+        running = pool.submit(lambda model: model.run())
+        assert held.entered.acquire(timeout=WAIT_S)
+        hopeless = pool.submit(lambda model: model.run())
+        hopeless.deadline = time.monotonic() + 1.0  # 1 s left: a 5 s call cannot make it
+        hopeful = pool.submit(lambda model: model.run())  # 10 s left
+        held.release.set()
+        assert running.future.result(WAIT_S) == "done"
+        with pytest.raises(DeadlineExceeded):
+            hopeless.future.result(WAIT_S)
+        assert hopeful.future.result(WAIT_S) == "done"
+    finally:
+        held.release.set()
         pool.close()
