@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import sys
 import threading
 from multiprocessing import shared_memory
 from typing import Any
@@ -293,7 +294,9 @@ def _child_main(
     buf = segment.buf
     try:
         try:
+            _one_thread_pools()
             fn = _load(factory)(*args, **options)
+            _one_thread_pools()  # again: the factory may have imported OpenCV
         except BaseException as exc:
             conn.send(("failed", f"{type(exc).__name__}: {exc}"))
             return
@@ -319,6 +322,24 @@ def _child_main(
         del buf
         with contextlib.suppress(BufferError):  # a stage that kept a view of its frame
             segment.close()
+
+
+THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _one_thread_pools() -> None:
+    """Libraries' own thread pools to one thread in a stage's process.
+
+    A stage process is one worker among the pipeline's threads and processes, which
+    share the cores: a pool per process (OpenCV's takes every core) would oversubscribe
+    them. Runtimes' threads are the factory's choice (``num_threads``); variables the
+    app set stay.
+    """
+    for variable in THREAD_POOL_VARIABLES:
+        os.environ.setdefault(variable, "1")
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None and hasattr(cv2, "setNumThreads"):
+        cv2.setNumThreads(1)
 
 
 class _Shared:

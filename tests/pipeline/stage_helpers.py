@@ -53,3 +53,13 @@ def no_pickled_arrays():
         return dataclasses.replace(record, keypoints=record.keypoints * 2, box=tuple(frame.data[0, :4].tolist()))
 
     return stage
+
+
+def thread_pools():
+    """A stage reporting the child's OpenCV and OpenMP thread counts (OpenCV imported by the factory)."""
+    import cv2
+
+    def stage(frame):
+        return {"cv2": cv2.getNumThreads(), "omp": os.environ.get("OMP_NUM_THREADS")}
+
+    return stage

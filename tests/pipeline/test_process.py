@@ -72,6 +72,20 @@ def test_a_stage_that_raises_hangs_or_crashes_is_contained_and_restarted():
         pipe.close()
 
 
+def test_a_stage_process_runs_opencv_and_openmp_pools_on_one_thread(monkeypatch):
+    # Each stage process is one worker on cores its siblings share: a pool per process
+    # (OpenCV's takes every core) would oversubscribe them.
+    pytest.importorskip("cv2")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    pipe = Pipeline("pools", timeout_s=WAIT_S)
+    pipe.add("pools", ProcessStage("stage_helpers:thread_pools"))
+    try:
+        value = pipe.process(Frame(np.zeros((2, 2), np.uint8), "gray", 0, 0.0))["pools"]
+    finally:
+        pipe.close()
+    assert value == {"cv2": 1, "omp": "1"}
+
+
 def test_a_factory_that_fails_in_the_child_opens_the_stage_with_the_reason():
     pipe = Pipeline("broken", timeout_s=WAIT_S)
     pipe.add("stage", ProcessStage("stage_helpers:broken_factory"), breaker=CircuitBreaker(failures=1, reset_s=3600))
