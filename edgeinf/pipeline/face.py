@@ -222,5 +222,5 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
     pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=processes)
     chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
     pipe.add("landmarks", chain, workers=processes)
-    pipe.add("faces", faces_of, inputs=["landmarks"])
+    pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list
     return pipe
