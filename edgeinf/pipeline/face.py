@@ -128,6 +128,8 @@ class FaceLandmarker:
     """
 
     def __init__(self, model="face_landmark", num_threads: int | None = 1):
+        import cv2  # noqa: F401  # the crop's: imported while the stage is built, not on its first frame
+
         from ..model import Model, load
 
         self.model = model if isinstance(model, Model) else load(model, num_threads=num_threads)

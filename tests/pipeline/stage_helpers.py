@@ -63,3 +63,14 @@ def thread_pools():
         return {"cv2": cv2.getNumThreads(), "omp": os.environ.get("OMP_NUM_THREADS")}
 
     return stage
+
+
+def thread_pools_imported_late():
+    """`thread_pools` with OpenCV imported by the first call, not by the factory."""
+
+    def stage(frame):
+        import cv2
+
+        return {"cv2": cv2.getNumThreads(), "seq": frame.seq}
+
+    return stage

@@ -86,6 +86,17 @@ def test_a_stage_process_runs_opencv_and_openmp_pools_on_one_thread(monkeypatch)
     assert value == {"cv2": 1, "omp": "1"}
 
 
+def test_opencv_imported_by_a_stage_call_gets_one_thread_from_the_next_call():
+    pytest.importorskip("cv2")
+    pipe = Pipeline("late_pools", timeout_s=WAIT_S)
+    pipe.add("pools", ProcessStage("stage_helpers:thread_pools_imported_late"))
+    try:
+        values = [pipe.process(Frame(np.zeros((2, 2), np.uint8), "gray", seq, 0.0))["pools"] for seq in range(2)]
+    finally:
+        pipe.close()
+    assert values[1] == {"cv2": 1, "seq": 1}
+
+
 def test_a_factory_that_fails_in_the_child_opens_the_stage_with_the_reason():
     pipe = Pipeline("broken", timeout_s=WAIT_S)
     pipe.add("stage", ProcessStage("stage_helpers:broken_factory"), breaker=CircuitBreaker(failures=1, reset_s=3600))
