@@ -74,3 +74,12 @@ def thread_pools_imported_late():
         return {"cv2": cv2.getNumThreads(), "seq": frame.seq}
 
     return stage
+
+
+def pick(key):
+    """A glue stage: ``fn(frame, value) -> value[key]``."""
+
+    def stage(frame, value):
+        return value[key]
+
+    return stage

@@ -329,3 +329,16 @@ def test_an_inline_stage_takes_no_timeout_process_or_workers():
     with pytest.raises(InputError, match="inline"):
         pipe.configure("glue", workers=2)
     pipe.close()
+
+
+def test_a_pipeline_file_makes_a_stage_inline(tmp_path):
+    from edgeinf.pipeline.config import load_pipeline
+
+    path = tmp_path / "inline.toml"
+    path.write_text(
+        '[[stage]]\nname = "stats"\nfactory = "stage_helpers:frame_stats"\n'
+        '[[stage]]\nname = "seq"\nfactory = "stage_helpers:pick"\nargs = ["seq"]\ninputs = ["stats"]\ninline = true\n'
+    )
+    with load_pipeline(path) as pipe:
+        assert pipe.stages["seq"].inline and not pipe.stages["stats"].inline
+        assert pipe.process(frame(3, seq=7))["seq"] == 7
