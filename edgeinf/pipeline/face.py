@@ -198,7 +198,8 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
 
     Args:
         processes: False: the detector and the mesh on their own threads of this process,
-            frame N+1 detected while frame N's faces are meshed. An integer N (True: one per
+            frame N+1 detected while frame N's faces are meshed (the crop uses OpenCV:
+            ``cv2.setNumThreads(1)`` keeps its pool off the stages' cores). An integer N (True: one per
             usable core): N child processes, each running detection and mesh for whole
             frames (`face_mesh_stage`), N frames in flight; ``faces`` is then taken from the
             meshes.
@@ -212,8 +213,9 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
     from .process import ProcessStage
 
     if processes is True:
-        processes = max(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2)
-    if processes is False or processes == 0:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        processes = min(cores, 64)
+    if processes is False or (type(processes) is int and processes == 0):
         pipe = Pipeline("face_mesh", timeout_s=timeout_s)
         pipe.add("faces", detection_stage(num_threads=num_threads))
         pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")

@@ -155,7 +155,7 @@ def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads
     assert not {p.name for p in shm.glob("edgeinf-*")} - before, "a shared-memory segment outlived the pipeline"
 
 
-@pytest.mark.parametrize("processes", [-1, 65, 2.0, "2"])
+@pytest.mark.parametrize("processes", [-1, 65, 2.0, 0.0, "2"])
 def test_a_bad_process_count_is_refused_naming_it(processes):
     with pytest.raises(InputError, match="processes must be"):
         face_mesh_pipeline(processes=processes)
