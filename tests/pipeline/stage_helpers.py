@@ -83,3 +83,22 @@ def pick(key):
         return value[key]
 
     return stage
+
+
+def wait_for_partner(directory):
+    """Frame 2k waits (up to 30 s) until frame 2k + 1 has started: only two processes at once get past it."""
+    from pathlib import Path
+
+    folder = Path(directory)
+
+    def stage(frame):
+        (folder / f"started-{frame.seq}").touch()
+        partner = folder / f"started-{frame.seq + 1}"
+        deadline = time.monotonic() + 30.0
+        while frame.seq % 2 == 0 and not partner.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"frame {frame.seq + 1} never started while frame {frame.seq} ran")
+            time.sleep(0.01)
+        return {"pid": os.getpid()}
+
+    return stage
