@@ -365,7 +365,7 @@ class Pipeline:
             workers=workers,
             breaker=breaker or CircuitBreaker(clock=self.clock),
             rate_hz=rate_hz,
-            **({"inline": True} if inline else {}),
+            inline=inline,
         )
         self.stages[name] = stage
         self._order.append(stage)
