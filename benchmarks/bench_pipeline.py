@@ -5,17 +5,29 @@ manifest's real photo, 1280x720 BGR):
 
 - plain loop: OpenCV letterbox + normalization, the detector, decoding and weighted NMS
   (the numpy reference in tests/face_reference.py), an OpenCV rotated crop, the mesh model; one frame at a
-  time on one thread.
+  time on one thread, as an app writes it (OpenCV keeps its default thread pool).
 - pipeline, 1 process: `edgeinf.pipeline.face.face_mesh_pipeline()`: the detector and the
-  mesh on their own threads, frames overlapping (the runtimes release the GIL).
-- pipeline, 2 processes: the same with the mesh stage in a child process, frames through
-  shared memory.
+  mesh on their own threads, frames overlapping (the runtimes release the GIL, the Python
+  around them does not).
+- pipeline, 2 processes: `face_mesh_pipeline(processes=2)`: two child processes, each
+  running detection and mesh for whole frames, one frame each in flight; frames cross
+  through shared memory.
 
-Every model runs with 1 thread. Frames are offered as fast as the contender takes them
+Every model runs with 1 thread. The plain loop runs twice, with OpenCV's default pool (one
+thread per core: what an app gets) and with OpenCV on one thread; the speedups are over the
+faster of the two. The pipelines run with OpenCV on one thread (docs/pipeline.md: their
+stages are the parallelism; OpenCV's pool beside them costs CPU and wakes a core that is
+busy). Frames are offered as fast as the contender takes them
 (the pipeline takes a new one when it has room); throughput is frames per second of wall
 time, latency is per frame from submission to answer (p50 / p99).
 
-Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json] [--quick]
+``--profile`` adds where the time goes: each step of the plain loop and of edgeinf's two
+stages run serially on one thread, then, per pipeline, the CPU time per frame of the
+parent and of the stage processes; and the bounds on 2 cores that follow: a two-stage
+split runs at most at the pace of its slower stage, ``(a + b) / max(a, b)`` times the
+serial chain, while whole frames per process reach ``2 / (a + b + parent's share)``.
+
+Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json] [--quick] [--profile]
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import cv2  # noqa: E402
@@ -40,10 +53,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import face_reference  # noqa: E402
 
 import edgeinf  # noqa: E402
+import edgeinf.model  # noqa: E402
 from edgeinf import face, zoo  # noqa: E402
 from edgeinf.bench import environment  # noqa: E402
-from edgeinf.pipeline.face import FaceLandmarks, crop, face_crop_rect, face_mesh_pipeline  # noqa: E402
+from edgeinf.pipeline import Pipeline, ProcessStage  # noqa: E402
+from edgeinf.pipeline.face import (  # noqa: E402
+    FaceLandmarks,
+    crop,
+    detection_stage,
+    face_crop_rect,
+    face_mesh_pipeline,
+    landmark_stage,
+)
 from edgeinf.preprocess import Letterbox  # noqa: E402
+from edgeinf.sources import Frame  # noqa: E402
 
 W, H = 1280, 720
 
@@ -74,7 +97,10 @@ class PlainLoop:
         self.anchors = face_reference.anchor_centres(self.config)
         self.canvas = np.zeros((1, 128, 128, 3), np.float32)
 
-    def __call__(self, bgr: np.ndarray):
+    def __call__(self, bgr: np.ndarray, marks: list | None = None):
+        """The frame's meshes; ``marks`` (for --profile) gets (step, time) after each step."""
+        clock = time.thread_time  # --profile only: this thread's CPU, so a loaded host's other work does not count
+        mark = (lambda step: marks.append((step, clock()))) if marks is not None else (lambda step: None)
         size = self.config.input_size
         scale = size / max(bgr.shape[:2])
         nw, nh = round(bgr.shape[1] * scale), round(bgr.shape[0] * scale)
@@ -83,23 +109,40 @@ class PlainLoop:
         pad_x, pad_y = (size - nw) // 2, (size - nh) // 2
         self.canvas.fill(-1.0)
         self.canvas[0, pad_y : pad_y + nh, pad_x : pad_x + nw] = rgb / 127.5 - 1.0
+        mark("preprocess")
         outputs = self.detector.run(self.canvas)
+        mark("detector")
         by_width = {v.shape[-1]: v for v in outputs.values()}
         boxes, keypoints, scores = face_reference.decode(by_width[16], by_width[1], self.anchors, self.config)
         h, w = bgr.shape[:2]
         letterbox = Letterbox(scale, scale, pad_x, pad_y, nw, nh, 0, 0, w, h, size, size)
         meshes = []
-        for box, kps, score in face_reference.weighted_nms(boxes, keypoints, scores, self.config.iou_threshold):
+        found = face_reference.weighted_nms(boxes, keypoints, scores, self.config.iou_threshold)
+        mark("decode + nms")
+        for box, kps, score in found:
             corners = letterbox.to_source(box, normalized=True)
             detected = face.Face(tuple(float(v) for v in corners), score, letterbox.to_source(kps, normalized=True))
             rect = face_crop_rect(detected)
             patch = cv2.cvtColor(crop(bgr, rect, 192), cv2.COLOR_BGR2RGB).astype(np.float32) / 255.0
+            mark("crop")
             out = self.mesh.run(patch[None])
+            mark("mesh model")
             raw = next(v for v in out.values() if v.shape[-1] == 1404).reshape(-1, 3)
             points = raw.copy()
             points[:, :2] = rect.to_frame(raw[:, :2], 192)
             meshes.append(FaceLandmarks(points, 1.0, rect))
+            mark("mesh postprocess")
         return meshes
+
+
+def opencv_threads(count: int, run, *args) -> dict:
+    """``run(*args)`` with OpenCV's pool at ``count`` threads, then its default again."""
+    default = cv2.getNumThreads()
+    cv2.setNumThreads(count)
+    try:
+        return run(*args)
+    finally:
+        cv2.setNumThreads(default)
 
 
 def run_plain(loop: PlainLoop, frames) -> dict:
@@ -115,6 +158,7 @@ def run_plain(loop: PlainLoop, frames) -> dict:
 
 def run_pipeline(pipe, frames) -> dict:
     futures = []
+    cpu = cpu_seconds(pipe)
     start = time.perf_counter()
     for bgr in frames:
         futures.append(pipe.submit(bgr, format="bgr"))  # waits for room; the latency starts once admitted
@@ -124,7 +168,108 @@ def run_pipeline(pipe, frames) -> dict:
     if bad:
         raise RuntimeError(f"{len(bad)} frames failed: {bad[0].stages}")
     faces = sum(len(r["landmarks"]) for r in results)
-    return summary(len(frames), wall, [r.latency_s for r in results], faces)
+    used = [after - before for before, after in zip(cpu, cpu_seconds(pipe))]
+    return {
+        **summary(len(frames), wall, [r.latency_s for r in results], faces),
+        "parent_cpu_ms": used[0] / len(frames) * 1e3,
+        "stage_processes_cpu_ms": used[1] / len(frames) * 1e3,
+        "stage_call_ms": {
+            name: 1e3 * float(np.mean([r.stages[name].latency_s for r in results])) for name in pipe.stages
+        },
+    }
+
+
+def cpu_seconds(pipe) -> tuple[float, float]:
+    """CPU seconds so far of this process and of the pipeline's stage processes (read from /proc; 0 elsewhere)."""
+    children = 0.0
+    for stage in pipe.stages.values():
+        for worker in stage.live_workers:
+            process = getattr(worker, "process", None)
+            stat = Path(f"/proc/{process.pid}/stat") if process is not None else None
+            if stat is not None and stat.exists():
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                children += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return time.process_time(), children
+
+
+def profile_serial(plain: PlainLoop, frames) -> dict:
+    """Each step's median ms per frame, serially on this thread: the plain loop's and edgeinf's two stages'.
+
+    Times are this thread's CPU time (the models' own step timers read it too, meanwhile):
+    other processes of a loaded host do not count. Run with OpenCV on one thread, so that
+    this thread does all of the work.
+    """
+    detect, landmark = detection_stage(), landmark_stage()
+    steps: dict[str, list[float]] = defaultdict(list)
+    clock = time.thread_time
+    model_clock, edgeinf.model._clock = edgeinf.model._clock, clock
+    try:
+        for seq, bgr in enumerate(frames):
+            row: dict[str, float] = defaultdict(float)
+            marks = [("", clock())]
+            plain(bgr, marks)
+            for (_, t0), (name, t1) in zip(marks, marks[1:]):
+                row[f"plain: {name}"] += t1 - t0
+            frame = Frame(bgr, "bgr", seq, 0.0)
+            before, t0 = list(detect.model.metrics.stage_s), clock()
+            found = detect(frame)
+            total, used = clock() - t0, [b - a for a, b in zip(before, detect.model.metrics.stage_s)]
+            row["faces: preprocess (native, into the input)"] = used[0]
+            row["faces: detector"] = used[1]
+            row["faces: decode + nms + to frame"] = total - used[0] - used[1]
+            for detection in found:
+                t0 = clock()
+                crop(bgr, face_crop_rect(detection), landmark.size)  # the crop the landmark call makes, timed alone
+                cropping = clock() - t0
+                before, t0 = list(landmark.model.metrics.stage_s), clock()
+                landmark(frame, detection)
+                total, used = clock() - t0, [b - a for a, b in zip(before, landmark.model.metrics.stage_s)]
+                row["landmarks: rotated crop (OpenCV)"] += cropping
+                row["landmarks: model input (native)"] += used[0]
+                row["landmarks: mesh model"] += used[1]
+                row["landmarks: to frame + presence"] += total - cropping - used[0] - used[1]
+            for name, seconds in row.items():
+                steps[name].append(seconds)
+    finally:
+        edgeinf.model._clock = model_clock
+    return {name: 1e3 * float(np.median(values)) for name, values in steps.items()}
+
+
+def report_profile(serial: dict, rounds: dict) -> dict:
+    """Print the serial steps, the pipelines' CPU per frame and the bounds on 2 cores; the same as data."""
+    total = {
+        part: sum(v for k, v in serial.items() if k.startswith(part + ":")) for part in ("plain", "faces", "landmarks")
+    }
+    print("\nserial, one thread, ms per frame:")
+    for name, ms in serial.items():
+        print(f"  {name:48s} {ms:6.2f}")
+    for part, ms in total.items():
+        print(f"  {part + ' total':48s} {ms:6.2f}")
+    a, b, plain = total["faces"], total["landmarks"], total["plain"]
+    chain = a + b
+    print("pipelines, ms per frame (CPU: parent / stage processes; mean call per stage):")
+    pipelines = {}
+    for name, results in rounds.items():
+        if name.startswith("plain loop"):
+            continue
+        row = {key: float(np.median([r[key] for r in results])) for key in ("parent_cpu_ms", "stage_processes_cpu_ms")}
+        row["stage_call_ms"] = {
+            s: float(np.median([r["stage_call_ms"][s] for r in results])) for s in results[0]["stage_call_ms"]
+        }
+        pipelines[name] = row
+        calls = ", ".join(f"{s} {ms:.2f}" for s, ms in row["stage_call_ms"].items())
+        print(f"  {name:28s} CPU {row['parent_cpu_ms']:5.2f} / {row['stage_processes_cpu_ms']:5.2f}; calls: {calls}")
+    bounds = {
+        "two stages, one per core (x plain)": plain / max(a, b),
+        "two stages, one per core (x the serial chain)": chain / max(a, b),
+    }
+    replicas = pipelines.get("pipeline, 2 processes")
+    if replicas is not None:  # the parent's share: frame copies, messages, bookkeeping
+        bounds["whole frames per process, 2 cores (x plain)"] = 2 * plain / (chain + replicas["parent_cpu_ms"])
+    print("bounds on 2 cores, from the serial costs:")
+    for name, value in bounds.items():
+        print(f"  {name:48s} {value:6.2f}")
+    return {"serial_ms": serial, "serial_total_ms": total, "pipelines": pipelines, "bounds": bounds}
 
 
 def summary(count: int, wall: float, latencies, faces: int) -> dict:
@@ -143,6 +288,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--quick", action="store_true", help="a smoke run (10 frames, 1 round): not for the report")
+    parser.add_argument("--profile", action="store_true", help="also where the time goes (steps, CPU, bounds)")
     args = parser.parse_args()
     if args.quick:
         args.frames, args.rounds = 10, 1
@@ -150,15 +296,23 @@ def main() -> None:
     plain = PlainLoop()
     contenders = {
         "plain loop": lambda: run_plain(plain, frames),
+        "plain loop, OpenCV 1 thread": lambda: opencv_threads(1, run_plain, plain, frames),
         "pipeline, 1 process": None,
         "pipeline, 2 processes": None,
     }
     pipes = {
         "pipeline, 1 process": face_mesh_pipeline(processes=False).start(),
-        "pipeline, 2 processes": face_mesh_pipeline(processes=True).start(),
+        "pipeline, 2 processes": face_mesh_pipeline(processes=2).start(),
     }
+    if args.profile:  # the other way to use two processes: detection here, the mesh in a child
+        split = Pipeline("face_mesh_split")
+        split.add("faces", detection_stage())
+        mesh = ProcessStage("edgeinf.pipeline.face:landmark_stage", options={"num_threads": 1})
+        split.add("landmarks", mesh, inputs=["faces"], for_each="faces")
+        pipes["2 processes, stages split"] = split.start()
     for name, pipe in pipes.items():
-        contenders[name] = lambda pipe=pipe: run_pipeline(pipe, frames)
+        contenders[name] = lambda pipe=pipe: opencv_threads(1, run_pipeline, pipe, frames)
+    serial = opencv_threads(1, profile_serial, plain, frames) if args.profile else None
     for run in contenders.values():  # warm-up: caches, first-call allocations
         run()
     rounds = {name: [] for name in contenders}
@@ -170,7 +324,7 @@ def main() -> None:
         for pipe in pipes.values():
             pipe.close()
     rows = []
-    base = np.median([r["fps"] for r in rounds["plain loop"]])
+    base = max(np.median([r["fps"] for r in rounds[name]]) for name in rounds if name.startswith("plain loop"))
     for name, results in rounds.items():
         fps = float(np.median([r["fps"] for r in results]))
         rows.append(
@@ -183,12 +337,13 @@ def main() -> None:
                 "faces": results[0]["faces"],
             }
         )
-    print(f"{'contender':24s} {'fps':>7s} {'x plain':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'faces':>6s}")
+    print(f"{'contender':28s} {'fps':>7s} {'x plain':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'faces':>6s}")
     for row in rows:
         print(
-            f"{row['contender']:24s} {row['fps']:7.1f} {row['speedup']:8.2f} {row['p50_ms']:8.1f} "
+            f"{row['contender']:28s} {row['fps']:7.1f} {row['speedup']:8.2f} {row['p50_ms']:8.1f} "
             f"{row['p99_ms']:8.1f} {row['faces']:6d}"
         )
+    profile = report_profile(serial, rounds) if serial is not None else None
     if args.json:
         report = {
             "benchmark": "pipeline",
@@ -197,6 +352,7 @@ def main() -> None:
             "frames": args.frames,
             "rounds": args.rounds,
             "rows": rows,
+            **({"profile": profile} if profile is not None else {}),
         }
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2)

@@ -3,7 +3,7 @@
     python examples/face_mesh_video.py clip.mp4                    # every frame of a file
     python examples/face_mesh_video.py clip.mp4 --out annotated.avi
     python examples/face_mesh_video.py 0 --realtime --frames 300   # a USB camera, newest frames only
-    python examples/face_mesh_video.py picamera2 --processes       # a Pi camera, the mesh on a second core
+    python examples/face_mesh_video.py picamera2 --processes       # a Pi camera, a process per core
 
 Without a source it makes a short clip from the model manifest's real photo. Prints one
 line per frame and a summary (frames, drops, latency per stage and end to end).
@@ -66,7 +66,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", help="video file, folder, camera index, URL, gst:..., picamera2")
     parser.add_argument("--realtime", action="store_true", help="play a file at its frame rate (drops stale frames)")
-    parser.add_argument("--processes", action="store_true", help="run the mesh in a second process")
+    parser.add_argument(
+        "--processes", action="store_true", help="detection and mesh for whole frames in one process per core"
+    )
     parser.add_argument("--frames", type=int, default=0, help="stop after this many frames (0: until the end)")
     parser.add_argument("--timeout", type=float, default=1.0, help="a frame's deadline in seconds")
     parser.add_argument("--out", type=Path, help="write an annotated MJPEG .avi here")

@@ -18,6 +18,8 @@
     for_each = "faces"
     process = true                  # in a child process, frames through shared memory
     timeout_s = 0.5
+
+A stage with ``inline = true`` runs on the thread of its last input (see `Pipeline.add`).
 """
 
 from __future__ import annotations
@@ -36,12 +38,12 @@ _TYPES = {
     "name": (str,), "factory": (str,), "args": (list,), "options": (dict,), "inputs": (list,),
     "for_each": (str,), "timeout_s": _NUMBER, "workers": (int,), "rate_hz": _NUMBER, "process": (bool,),
     "breaker_failures": (int,), "breaker_reset_s": _NUMBER, "frame_bytes": (int,), "output_bytes": (int,),
-    "max_in_flight": (int,),
+    "max_in_flight": (int,), "inline": (bool,),
 }  # fmt: skip
 _PIPELINE_KEYS = {"name", "timeout_s", "max_in_flight"}
 _STAGE_KEYS = {
     "name", "factory", "args", "options", "inputs", "for_each", "timeout_s", "workers", "rate_hz", "process",
-    "breaker_failures", "breaker_reset_s", "frame_bytes", "output_bytes",
+    "breaker_failures", "breaker_reset_s", "frame_bytes", "output_bytes", "inline",
 }  # fmt: skip
 
 
@@ -110,6 +112,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
             workers=stage.get("workers", 1),
             breaker=breaker,
             rate_hz=stage.get("rate_hz"),
+            inline=stage.get("inline", False),
         )
     return pipe
 

@@ -149,6 +149,7 @@ class Stage:
         workers: int,
         breaker: CircuitBreaker,
         rate_hz: float | None,
+        inline: bool = False,
     ):
         self.name = name
         self.variants = dict(fn) if isinstance(fn, dict) else {"default": fn}
@@ -158,7 +159,8 @@ class Stage:
         self.inputs = tuple(inputs)
         self.for_each = for_each
         self.timeout_s = timeout_s
-        self.workers = workers
+        self.inline = inline
+        self.workers = 0 if inline else workers
         self.breaker = breaker
         self.rate_hz = rate_hz
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -295,6 +297,7 @@ class Pipeline:
         self._closed = False
         self._ready = threading.Event()  # set once every stage's workers are ready
         self._resolved: list[tuple[Future, FrameResult]] = []  # answered under the lock, delivered after it
+        self._inline: list[tuple[_Job, Stage]] = []  # inline stages made ready, run after the lock
 
     # -- building ----------------------------------------------------------------------
     def add(
@@ -308,6 +311,7 @@ class Pipeline:
         workers: int = 1,
         breaker: CircuitBreaker | None = None,
         rate_hz: float | None = None,
+        inline: bool = False,
     ) -> Stage:
         """Add a stage called as ``fn(frame, *values of inputs)``.
 
@@ -322,6 +326,9 @@ class Pipeline:
             workers: threads (or processes) serving the stage.
             breaker: its circuit breaker (default: open after 3 failures, retry after 5 s).
             rate_hz: call at most this often; frames in between are ``skipped``.
+            inline: run on the thread that settled the stage's last input, right after
+                it, instead of on workers of its own: for cheap glue (picking a value,
+                formatting) that is not worth a thread hand-off. No ``timeout_s``.
 
         Raises:
             InputError: a duplicate name, an unknown input, or a bad limit.
@@ -344,6 +351,10 @@ class Pipeline:
             raise InputError(f"rate_hz must be positive, got {rate_hz!r}")
         from .process import ProcessStage
 
+        if inline and (isinstance(fn, ProcessStage) or timeout_s is not None):
+            raise InputError(
+                f"stage {name!r}: an inline stage runs on another stage's thread: no process, no timeout_s"
+            )
         cls = ProcessStage.stage_class if isinstance(fn, ProcessStage) else Stage
         stage = cls(
             name,
@@ -354,6 +365,7 @@ class Pipeline:
             workers=workers,
             breaker=breaker or CircuitBreaker(clock=self.clock),
             rate_hz=rate_hz,
+            inline=inline,
         )
         self.stages[name] = stage
         self._order.append(stage)
@@ -382,6 +394,8 @@ class Pipeline:
             if workers is not None:
                 if not isinstance(workers, int) or not 1 <= workers <= 64:
                     raise InputError(f"workers must be an integer from 1 to 64, got {workers!r}")
+                if target.inline:
+                    raise InputError(f"stage {stage!r} is inline: it runs on its input's thread, with no workers")
                 target.workers = workers
                 if self._started:
                     self._fit_workers(target)
@@ -435,7 +449,7 @@ class Pipeline:
             raise PipelineError("a pipeline needs at least one stage")
         self._started = True
         workers = sum(s.workers for s in self._order)
-        self._slots = threading.BoundedSemaphore(self._max_in_flight or workers)
+        self._slots = threading.BoundedSemaphore(self._max_in_flight or max(1, workers))
         for stage in self._order:
             self._fit_workers(stage)
         self._watchdog = threading.Thread(target=self._watch, name=f"edgeinf-watchdog:{self.name}", daemon=True)
@@ -585,14 +599,17 @@ class Pipeline:
                     self._settle(job, stage, StageResult("skipped", error=f"input {failed[0]!r} was not ok"))
                 elif stage.rate_hz is not None and now - stage.last_start_s < 1.0 / stage.rate_hz:
                     self._settle(job, stage, StageResult("skipped", error=f"rate limit {stage.rate_hz} Hz"))
-                elif not stage.live_workers:
+                elif not stage.live_workers and not stage.inline:
                     self._settle(job, stage, StageResult("open", error=f"no worker: {stage.stuck_workers} calls hung"))
                 elif not stage.breaker.allow():
                     self._settle(job, stage, StageResult("open", error="circuit breaker open after repeated failures"))
                 else:
                     stage.last_start_s = now
                     job.results[stage.name] = None  # queued: neither settled nor to be started again
-                    stage.queue.put(job)
+                    if stage.inline:
+                        self._inline.append((job, stage))
+                    else:
+                        stage.queue.put(job)
         if not job.done and len(job.results) == len(self._order) and all(job.results.values()):
             self._complete(job)
 
@@ -639,11 +656,39 @@ class Pipeline:
         self._resolved.append((job.future, result))
 
     def _deliver(self) -> None:
-        """Set the futures answered meanwhile, without the lock: their callbacks may submit frames."""
+        """Run the inline stages made ready, then set the futures answered meanwhile, without the lock.
+
+        Futures' callbacks may submit frames.
+        """
+        self._run_inline()
         with self._lock:
             resolved, self._resolved = self._resolved, []
         for future, result in resolved:
             future.set_result(result)
+
+    def _run_inline(self) -> None:
+        """Without the lock, on this thread: the inline stages made ready meanwhile (and those they make ready)."""
+        while True:
+            with self._lock:
+                if not self._inline:
+                    return
+                job, stage = self._inline.pop(0)
+                if job.done or job.results.get(stage.name) is not None:
+                    continue
+                started = self.clock()
+            try:
+                value, status, error = stage.call(job), "ok", None
+            except Exception as exc:  # as on a worker: the frame's result, never the pipeline's end
+                value, status, error = None, "error", f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                if job.done or job.results.get(stage.name) is not None:
+                    continue
+                latency = self.clock() - started
+                stage.breaker.record(status == "ok")
+                if status == "ok":
+                    self.metrics.stage_latency[stage.name].observe(latency)
+                self._settle(job, stage, StageResult(status, value, error, latency))
+                self._advance(job)
 
     def _finish_frame(self, job: _Job, why: str, overran: bool = False) -> None:
         """Answer a frame with what is done; ``overran``: its deadline passed (else: closing)."""

@@ -7,11 +7,17 @@ the same rotation into frame pixels.
 
 The stage callables are built by factories so that a process stage builds its own
 models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
+
+On several cores, `face_mesh_pipeline(processes=N)` runs the whole chain for one frame in
+one of N processes (`face_mesh_stage`): the detector and the mesh model cost about the
+same, so whole frames split evenly over the cores where the two stages never quite do,
+and a frame crosses a process boundary once instead of once per face.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,11 +107,13 @@ class FaceLandmarks:
         points: (468, 3) float32: x, y in frame pixels, z (depth) in the same scale.
         presence: the model's confidence that the crop holds a face, in [0, 1].
         rect: the crop it came from.
+        face: the detection the crop was made from.
     """
 
     points: np.ndarray
     presence: float
     rect: RotatedRect
+    face: Face | None = None
 
     def to_dict(self) -> dict:
         return {"presence": self.presence, "points": np.round(self.points, 2).tolist()}
@@ -120,6 +128,8 @@ class FaceLandmarker:
     """
 
     def __init__(self, model="face_landmark", num_threads: int | None = 1):
+        import cv2  # noqa: F401  # the crop's: imported while the stage is built, not on its first frame
+
         from ..model import Model, load
 
         self.model = model if isinstance(model, Model) else load(model, num_threads=num_threads)
@@ -140,7 +150,7 @@ class FaceLandmarker:
         points[:, 2] = raw[:, 2] * rect.size / self.size
         logit = float(np.asarray(outputs[self._presence]).reshape(-1)[0])
         presence = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
-        return FaceLandmarks(points, presence, rect)
+        return FaceLandmarks(points, presence, rect, face)
 
 
 def detection_stage(model: str = "face_detection_short_range", num_threads: int | None = 1):
@@ -161,23 +171,60 @@ def landmark_stage(model: str = "face_landmark", num_threads: int | None = 1) ->
     return FaceLandmarker(model, num_threads=num_threads)
 
 
-def face_mesh_pipeline(*, processes: bool = False, timeout_s: float | None = None, num_threads: int = 1):
-    """The reference two-stage pipeline: ``faces`` then ``landmarks`` for each face.
+def face_mesh_stage(
+    detector: str = "face_detection_short_range", landmarks: str = "face_landmark", num_threads: int | None = 1
+):
+    """A stage callable ``fn(frame) -> list[FaceLandmarks]``: detection, then the mesh of each face.
+
+    The whole chain for one frame, for a process that serves whole frames; each mesh
+    carries its detection (`FaceLandmarks.face`).
+    """
+    detect = detection_stage(detector, num_threads=num_threads)
+    landmark = landmark_stage(landmarks, num_threads=num_threads)
+
+    def face_mesh(frame: Frame) -> list[FaceLandmarks]:
+        return [landmark(frame, face) for face in detect(frame)]
+
+    return face_mesh
+
+
+def faces_of(frame: Frame, meshes: list[FaceLandmarks]) -> list[Face]:
+    """The detections behind a frame's meshes (the ``faces`` stage after `face_mesh_stage`)."""
+    return [mesh.face for mesh in meshes]
+
+
+def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None = None, num_threads: int = 1):
+    """The reference pipeline: ``faces`` (list[Face]) and ``landmarks`` (a `FaceLandmarks` per face).
 
     Args:
-        processes: run the landmark stage in a child process (a second core without the GIL).
+        processes: False: the detector and the mesh on their own threads of this process,
+            frame N+1 detected while frame N's faces are meshed (the crop uses OpenCV:
+            ``cv2.setNumThreads(1)`` keeps its pool off the stages' cores). An integer N (True: one per
+            usable core): N child processes, each running detection and mesh for whole
+            frames (`face_mesh_stage`), N frames in flight; ``faces`` is then taken from the
+            meshes.
         timeout_s: the frame's deadline.
         num_threads: runtime threads per model.
+
+    Raises:
+        InputError: ``processes`` is neither a bool nor a positive integer.
     """
     from .core import Pipeline
     from .process import ProcessStage
 
-    pipe = Pipeline("face_mesh", timeout_s=timeout_s)
-    pipe.add("faces", detection_stage(num_threads=num_threads))
-    landmarks = (
-        ProcessStage("edgeinf.pipeline.face:landmark_stage", options={"num_threads": num_threads})
-        if processes
-        else landmark_stage(num_threads=num_threads)
-    )
-    pipe.add("landmarks", landmarks, inputs=["faces"], for_each="faces")
+    if processes is True:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        processes = min(cores, 64)
+    if processes is False or (type(processes) is int and processes == 0):
+        pipe = Pipeline("face_mesh", timeout_s=timeout_s)
+        pipe.add("faces", detection_stage(num_threads=num_threads))
+        pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
+        return pipe
+    if not isinstance(processes, int) or not 1 <= processes <= 64:
+        raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
+    # One frame per process in flight: a frame never waits behind another one's chain.
+    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=processes)
+    chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
+    pipe.add("landmarks", chain, workers=processes)
+    pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list
     return pipe

@@ -21,6 +21,7 @@ import logging
 import multiprocessing
 import os
 import secrets
+import sys
 import threading
 from multiprocessing import shared_memory
 from typing import Any
@@ -293,7 +294,9 @@ def _child_main(
     buf = segment.buf
     try:
         try:
+            pools_set = _one_thread_pools()
             fn = _load(factory)(*args, **options)
+            pools_set = _one_thread_pools()  # again: the factory may have imported OpenCV
         except BaseException as exc:
             conn.send(("failed", f"{type(exc).__name__}: {exc}"))
             return
@@ -310,6 +313,8 @@ def _child_main(
             try:
                 call_args = _unpack(call_args, buf, output_offset)  # copied out: the area now takes the results
                 value = fn(frame, *call_args)
+                if not pools_set:  # OpenCV imported on the first call
+                    pools_set = _one_thread_pools()
                 reply = ("ok", _pack(value, buf, output_offset, output_bytes, "the stage's results"))
             except Exception as exc:
                 reply = ("error", f"{type(exc).__name__}: {exc}")
@@ -319,6 +324,26 @@ def _child_main(
         del buf
         with contextlib.suppress(BufferError):  # a stage that kept a view of its frame
             segment.close()
+
+
+THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _one_thread_pools() -> bool:
+    """Libraries' own thread pools to one thread in a stage's process.
+
+    A stage process is one worker among the pipeline's threads and processes, which
+    share the cores: a pool per process (OpenCV's takes every core) would oversubscribe
+    them. Runtimes' threads are the factory's choice (``num_threads``); variables the
+    app set stay. Returns whether OpenCV was there to set.
+    """
+    for variable in THREAD_POOL_VARIABLES:
+        os.environ.setdefault(variable, "1")
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None or not hasattr(cv2, "setNumThreads"):
+        return False
+    cv2.setNumThreads(1)
+    return True
 
 
 class _Shared:

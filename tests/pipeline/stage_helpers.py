@@ -53,3 +53,52 @@ def no_pickled_arrays():
         return dataclasses.replace(record, keypoints=record.keypoints * 2, box=tuple(frame.data[0, :4].tolist()))
 
     return stage
+
+
+def thread_pools():
+    """A stage reporting the child's OpenCV and OpenMP thread counts (OpenCV imported by the factory)."""
+    import cv2
+
+    def stage(frame):
+        return {"cv2": cv2.getNumThreads(), "omp": os.environ.get("OMP_NUM_THREADS")}
+
+    return stage
+
+
+def thread_pools_imported_late():
+    """`thread_pools` with OpenCV imported by the first call, not by the factory."""
+
+    def stage(frame):
+        import cv2
+
+        return {"cv2": cv2.getNumThreads(), "seq": frame.seq}
+
+    return stage
+
+
+def pick(key):
+    """A glue stage: ``fn(frame, value) -> value[key]``."""
+
+    def stage(frame, value):
+        return value[key]
+
+    return stage
+
+
+def wait_for_partner(directory):
+    """Frame 2k waits (up to 30 s) until frame 2k + 1 has started: only two processes at once get past it."""
+    from pathlib import Path
+
+    folder = Path(directory)
+
+    def stage(frame):
+        (folder / f"started-{frame.seq}").touch()
+        partner = folder / f"started-{frame.seq + 1}"
+        deadline = time.monotonic() + 30.0
+        while frame.seq % 2 == 0 and not partner.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"frame {frame.seq + 1} never started while frame {frame.seq} ran")
+            time.sleep(0.01)
+        return {"pid": os.getpid()}
+
+    return stage

@@ -13,9 +13,10 @@ import pytest
 
 import edgeinf.sources as sources
 from edgeinf.cli import main
+from edgeinf.errors import InputError
 from edgeinf.face import Face
 from edgeinf.pipeline import Pipeline
-from edgeinf.pipeline.face import FaceLandmarker, RotatedRect, detection_stage, face_crop_rect
+from edgeinf.pipeline.face import FaceLandmarker, RotatedRect, detection_stage, face_crop_rect, face_mesh_pipeline
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "face_mesh.toml"
 
@@ -129,3 +130,32 @@ def test_a_slow_pipeline_on_a_realtime_source_processes_the_newest_frames(clip):
     assert np.diff(seqs).mean() >= 1.5, f"the pipeline should skip stale frames, got {seqs}"
     # Time from capture to the stage starting is the frame's age; the median stays within a period.
     assert np.median([r.latency_s - r.stages["slow"].latency_s for r in results]) < period
+
+
+def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads_do(small_clip):
+    pytest.importorskip("ai_edge_litert")
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("needs /dev/shm")
+    with sources.open(small_clip) as source:
+        frames = list(source)
+    before = {p.name for p in shm.glob("edgeinf-*")}
+    with face_mesh_pipeline() as threads, face_mesh_pipeline(processes=2, timeout_s=300.0) as processes:
+        processes.start()
+        stage = processes.stages["landmarks"]
+        assert len({w.process.pid for w in stage.live_workers}) == 2  # two replicas of the whole chain
+        futures = [processes.submit(frame) for frame in frames]  # two frames in flight, one per process
+        for frame, future in zip(frames, futures):
+            expected, result = threads.process(frame), future.result()
+            assert result.ok, result.stages
+            assert [f.box for f in result["faces"]] == [f.box for f in expected["faces"]] and result["faces"]
+            for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
+                np.testing.assert_array_equal(mesh.points, reference.points)
+                assert mesh.face.box == reference.face.box and mesh.rect == reference.rect
+    assert not {p.name for p in shm.glob("edgeinf-*")} - before, "a shared-memory segment outlived the pipeline"
+
+
+@pytest.mark.parametrize("processes", [-1, 65, 2.0, 0.0, "2"])
+def test_a_bad_process_count_is_refused_naming_it(processes):
+    with pytest.raises(InputError, match="processes must be"):
+        face_mesh_pipeline(processes=processes)

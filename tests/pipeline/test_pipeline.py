@@ -293,3 +293,52 @@ def test_a_half_open_trial_whose_frame_was_dropped_does_not_hold_the_breaker():
     assert breaker.allow()
     breaker.release()  # the frame of the trial was answered before the call ran
     assert breaker.allow()
+
+
+def test_an_inline_stage_runs_on_its_inputs_thread_without_a_worker():
+    with Pipeline("inline") as pipe:
+        pipe.add("first", lambda f: (threading.current_thread().name, int(f.data[0, 0])))
+        pipe.add(
+            "picked", lambda f, first: (threading.current_thread().name, first[1] + 1), inputs=["first"], inline=True
+        )
+        pipe.add("failing", lambda f, first: 1 / (first[1] - 2), inputs=["first"], inline=True)
+        for value in (1, 2):
+            result = pipe.process(frame(value))
+            assert result["picked"] == ("edgeinf-stage:first", value + 1)
+        assert result.stages["failing"].status == "error" and "ZeroDivisionError" in result.stages["failing"].error
+        assert [w.thread.name for s in pipe.stages.values() for w in s.live_workers] == ["edgeinf-stage:first"]
+        assert pipe._slots._initial_value == 1  # the default room counts only stages with workers
+    assert pipe.metrics.summary()["stages"]["picked"]["ok"] == 2
+
+
+def test_an_inline_stage_without_inputs_runs_on_the_submitting_thread():
+    with Pipeline("inline_only") as pipe:
+        pipe.add("name", lambda f: threading.current_thread().name, inline=True)
+        assert pipe.process(frame(0))["name"] == threading.current_thread().name
+
+
+def test_an_inline_stage_takes_no_timeout_process_or_workers():
+    from edgeinf.pipeline import ProcessStage
+
+    pipe = Pipeline("inline_limits")
+    with pytest.raises(InputError, match="inline"):
+        pipe.add("slow", lambda f: f, inline=True, timeout_s=1.0)
+    with pytest.raises(InputError, match="inline"):
+        pipe.add("remote", ProcessStage("stage_helpers:frame_stats"), inline=True)
+    pipe.add("glue", lambda f: f.seq, inline=True)
+    with pytest.raises(InputError, match="inline"):
+        pipe.configure("glue", workers=2)
+    pipe.close()
+
+
+def test_a_pipeline_file_makes_a_stage_inline(tmp_path):
+    from edgeinf.pipeline.config import load_pipeline
+
+    path = tmp_path / "inline.toml"
+    path.write_text(
+        '[[stage]]\nname = "stats"\nfactory = "stage_helpers:frame_stats"\n'
+        '[[stage]]\nname = "seq"\nfactory = "stage_helpers:pick"\nargs = ["seq"]\ninputs = ["stats"]\ninline = true\n'
+    )
+    with load_pipeline(path) as pipe:
+        assert pipe.stages["seq"].inline and not pipe.stages["stats"].inline
+        assert pipe.process(frame(3, seq=7))["seq"] == 7

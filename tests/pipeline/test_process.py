@@ -45,6 +45,22 @@ def test_frames_and_arrays_cross_through_shared_memory(rng):
     assert not created & segments(), "the shared-memory segment outlived the pipeline"
 
 
+def test_frames_in_flight_spread_over_a_stage_s_processes(tmp_path):
+    # Whole frames per process: with one frame in flight per worker, two frames run at once
+    # (frame 2k waits in its process until frame 2k + 1 has started in the other one).
+    pipe = Pipeline("spread", timeout_s=WAIT_S, max_in_flight=2)
+    pipe.add("pair", ProcessStage("stage_helpers:wait_for_partner", str(tmp_path), frame_bytes=64), workers=2)
+    try:
+        pipe.start()
+        children = {w.process.pid for w in pipe.stages["pair"].live_workers}
+        futures = [pipe.submit(Frame(np.zeros((8, 8), np.uint8), "gray", seq, 0.0)) for seq in range(4)]
+        results = [f.result(WAIT_S) for f in futures]
+    finally:
+        pipe.close()
+    assert all(r.ok for r in results), [r.stages for r in results]
+    assert {r["pair"]["pid"] for r in results} == children and len(children) == 2
+
+
 def test_a_stage_that_raises_hangs_or_crashes_is_contained_and_restarted():
     pipe = Pipeline("faults", timeout_s=WAIT_S)
     pipe.add("stage", ProcessStage("stage_helpers:misbehaving"), timeout_s=2.0, breaker=CircuitBreaker(failures=10))
@@ -70,6 +86,31 @@ def test_a_stage_that_raises_hangs_or_crashes_is_contained_and_restarted():
         assert pipe.stages["stage"].restarts == 1
     finally:
         pipe.close()
+
+
+def test_a_stage_process_runs_opencv_and_openmp_pools_on_one_thread(monkeypatch):
+    # Each stage process is one worker on cores its siblings share: a pool per process
+    # (OpenCV's takes every core) would oversubscribe them.
+    pytest.importorskip("cv2")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    pipe = Pipeline("pools", timeout_s=WAIT_S)
+    pipe.add("pools", ProcessStage("stage_helpers:thread_pools"))
+    try:
+        value = pipe.process(Frame(np.zeros((2, 2), np.uint8), "gray", 0, 0.0))["pools"]
+    finally:
+        pipe.close()
+    assert value == {"cv2": 1, "omp": "1"}
+
+
+def test_opencv_imported_by_a_stage_call_gets_one_thread_from_the_next_call():
+    pytest.importorskip("cv2")
+    pipe = Pipeline("late_pools", timeout_s=WAIT_S)
+    pipe.add("pools", ProcessStage("stage_helpers:thread_pools_imported_late"))
+    try:
+        values = [pipe.process(Frame(np.zeros((2, 2), np.uint8), "gray", seq, 0.0))["pools"] for seq in range(2)]
+    finally:
+        pipe.close()
+    assert values[1] == {"cv2": 1, "seq": 1}
 
 
 def test_a_factory_that_fails_in_the_child_opens_the_stage_with_the_reason():
