@@ -129,6 +129,18 @@ def test_depthwise_channels_off_the_simd_block(threads, channels):
     assert plan["ops"] == {"DEPTHWISE_CONV_2D": 2}
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("shape", [(1, 24, 24, 64), (1, 48, 48, 32), (1, 48, 44, 12), (1, 96, 96, 8)])
+def test_mid_sized_depthwise_split_by_rows(threads, shape):
+    # Layers of 0.3-1 M multiply-adds (the face models' middle depthwise convolutions) split
+    # into row bands; the padded ones (8, 12 channels) also split their copies.
+    rng = np.random.default_rng(shape[3] + threads)
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng))
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+    assert_engine_exact(g.build([x], [d]), rng, threads=threads)
+
+
 def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():
     from edgeinf.engine import plan_model
     from edgeinf.formats.tflite import read_tflite

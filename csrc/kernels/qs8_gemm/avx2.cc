@@ -129,13 +129,7 @@ class Epilogue {
   }
 
   void put(__m128i bytes, int8_t* o) const {
-    if (ncols_ == kNr) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
-    } else {
-      alignas(16) int8_t tmp[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-      std::memcpy(o, tmp, ncols_);
-    }
+    avx2::store_bytes(o, bytes, ncols_);
   }
 
   size_t ncols_;
