@@ -41,7 +41,7 @@ void narrow_pointwise__scalar(const NarrowPointwise& nw, const int8_t* in, size_
 void narrow_pointwise(const NarrowPointwise& w, const int8_t* in, size_t in_stride, size_t pixels, int8_t* out) {
   using Fn = void (*)(const NarrowPointwise&, const int8_t*, size_t, size_t, int8_t*);
   select<Fn>(&narrow_pointwise__scalar, EDGEINF_AVX2(narrow_pointwise__avx2), nullptr, nullptr)(w, in, in_stride,
-                                                                                                 pixels, out);
+                                                                                                pixels, out);
 }
 
 }  // namespace edgeinf::engine

@@ -47,8 +47,7 @@ class NarrowPointwise {
 
 // `pixels` output pixels: pixel p's K input values start at in + p * in_stride, its n
 // outputs at out + p * n.
-void narrow_pointwise__scalar(const NarrowPointwise& w, const int8_t* in, size_t in_stride, size_t pixels,
-                              int8_t* out);
+void narrow_pointwise__scalar(const NarrowPointwise& w, const int8_t* in, size_t in_stride, size_t pixels, int8_t* out);
 void narrow_pointwise__avx2(const NarrowPointwise& w, const int8_t* in, size_t in_stride, size_t pixels, int8_t* out);
 void narrow_pointwise(const NarrowPointwise& w, const int8_t* in, size_t in_stride, size_t pixels, int8_t* out);
 

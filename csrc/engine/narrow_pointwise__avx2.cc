@@ -29,8 +29,7 @@ inline __m256i sums_of(const __m256i v[kPixels]) {
 
 }  // namespace
 
-void narrow_pointwise__avx2(const NarrowPointwise& nw, const int8_t* in, size_t in_stride, size_t pixels,
-                            int8_t* out) {
+void narrow_pointwise__avx2(const NarrowPointwise& nw, const int8_t* in, size_t in_stride, size_t pixels, int8_t* out) {
   const qs8::GemmWeights& w = nw.weights();
   const qs8::Requantization& rq = w.requantization();
   const size_t n = w.n(), blocks = nw.blocks();
@@ -65,9 +64,9 @@ void narrow_pointwise__avx2(const NarrowPointwise& nw, const int8_t* in, size_t 
         }
       }
       const __m256i sums = _mm256_add_epi32(sums_of(acc), _mm256_set1_epi32(start[c]));
-      const __m256i q = qs8::avx2::requantize(sums, _mm256_set1_epi32(rq.multiplier[c]),
-                                              _mm256_set1_epi32(rq.left_shift[c]),
-                                              _mm256_set1_epi32(rq.right_shift[c]), zp, lo, hi);
+      const __m256i q =
+          qs8::avx2::requantize(sums, _mm256_set1_epi32(rq.multiplier[c]), _mm256_set1_epi32(rq.left_shift[c]),
+                                _mm256_set1_epi32(rq.right_shift[c]), zp, lo, hi);
       _mm_storel_epi64(reinterpret_cast<__m128i*>(result[c]), qs8::avx2::pack8(q));
     }
     int8_t* dst = out + p0 * n;

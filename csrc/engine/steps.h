@@ -38,7 +38,7 @@ class Conv2dStep final : public Step {
   void run_narrow_rows(size_t r0, size_t r1) const;
 
   std::unique_ptr<qs8::ConvWeights> w_;
-  std::unique_ptr<NarrowPointwise> narrow_;  // null unless the layer takes that path
+  std::unique_ptr<NarrowPointwise> narrow_;               // null unless the layer takes that path
   std::vector<std::unique_ptr<qs8::ConvWeights>> tiles_;  // empty unless the layer has few rows
   size_t tile_channels_ = 0;
   mutable std::vector<int8_t> scratch_;

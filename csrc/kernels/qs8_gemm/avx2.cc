@@ -128,9 +128,7 @@ class Epilogue {
     return _mm_min_epi8(_mm_max_epi8(bytes, lo8_), hi8_);
   }
 
-  void put(__m128i bytes, int8_t* o) const {
-    avx2::store_bytes(o, bytes, ncols_);
-  }
+  void put(__m128i bytes, int8_t* o) const { avx2::store_bytes(o, bytes, ncols_); }
 
   size_t ncols_;
   bool in_double_, in_float_ = false, split_ = false;
