@@ -92,6 +92,9 @@ constexpr size_t kTileChannelBlock = 16;
 // pooling's output values times its window's taps), in chunks of at least kMinChunkValues.
 constexpr size_t kMinParallelValues = 32768;
 constexpr size_t kMinChunkValues = 8192;
+// ADD and MUL on the vector kernels take about this many times a copy's time per value
+// (three or one fixed-point multiplies per value), measured on Zen 3.
+constexpr size_t kArithmeticValueCost = 4;
 
 // Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
 // rows they read (clipped to the image), the padding above them, their output rows.
@@ -139,11 +142,14 @@ void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs
 }
 
 // fn(begin, end) over [0, n) in up to kTasksPerThread chunks per thread (multiples of 64
-// values), or at once when n is small or the pool has no workers.
+// values), or at once when n is small or the pool has no workers. `cost` weighs a value
+// against a copied one in the thresholds: ADD's arithmetic costs several times a copy.
 template <class Fn>
-void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
-  const size_t chunks =
-      n < kMinParallelValues || pool.size() <= 1 ? 1 : std::min(pool.size() * kTasksPerThread, n / kMinChunkValues);
+void by_chunks(ThreadPool& pool, size_t n, Fn fn, size_t cost = 1) {
+  const size_t work = n * cost;
+  const size_t chunks = work < kMinParallelValues || pool.size() <= 1
+                            ? 1
+                            : std::min({pool.size() * kTasksPerThread, work / kMinChunkValues, n / 64});
   if (chunks <= 1) {
     fn(size_t{0}, n);
     return;
@@ -377,7 +383,9 @@ AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, 
 
 void AddStep::run(ThreadPool& pool) const {
   if (!table_) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
+    by_chunks(
+        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); },
+        kArithmeticValueCost);
     return;
   }
   const PairTable& table = *table_;
@@ -397,7 +405,9 @@ void AddStep::run(ThreadPool& pool) const {
 
 void MulStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
+    by_chunks(
+        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); },
+        kArithmeticValueCost);
     return;
   }
   const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];
