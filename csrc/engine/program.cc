@@ -78,6 +78,10 @@ constexpr size_t kMinParallelMacs = 400000;
 // for it (tasks are claimed one at a time).
 constexpr size_t kTasksPerThread = 4;
 constexpr size_t kMinTaskMacs = 100000;
+// A depthwise multiply-add takes about as long as this many of a convolution's (no sum
+// over input channels to share each load and requantization), measured on Zen 3: the
+// thresholds above count depthwise layers' work in convolution multiply-adds.
+constexpr size_t kDepthwiseMacCost = 2;
 // A convolution of fewer output rows than this also gets its output channels cut into up
 // to kMaxTiles tiles of whole kTileChannelBlock blocks (the SIMD kernels' channel block),
 // run as tasks when its rows are too few to go round the threads.
@@ -88,6 +92,9 @@ constexpr size_t kTileChannelBlock = 16;
 // pooling's output values times its window's taps), in chunks of at least kMinChunkValues.
 constexpr size_t kMinParallelValues = 32768;
 constexpr size_t kMinChunkValues = 8192;
+// ADD and MUL on the vector kernels take about this many times a copy's time per value
+// (three or one fixed-point multiplies per value), measured on Zen 3.
+constexpr size_t kArithmeticValueCost = 4;
 
 // Output rows [r0, r1) of image 0 of a convolution as a layer of their own: the input
 // rows they read (clipped to the image), the padding above them, their output rows.
@@ -135,11 +142,14 @@ void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs
 }
 
 // fn(begin, end) over [0, n) in up to kTasksPerThread chunks per thread (multiples of 64
-// values), or at once when n is small or the pool has no workers.
+// values), or at once when n is small or the pool has no workers. `cost` weighs a value
+// against a copied one in the thresholds: ADD's arithmetic costs several times a copy.
 template <class Fn>
-void by_chunks(ThreadPool& pool, size_t n, Fn fn) {
-  const size_t chunks =
-      n < kMinParallelValues || pool.size() <= 1 ? 1 : std::min(pool.size() * kTasksPerThread, n / kMinChunkValues);
+void by_chunks(ThreadPool& pool, size_t n, Fn fn, size_t cost = 1) {
+  const size_t work = n * cost;
+  const size_t chunks = work < kMinParallelValues || pool.size() <= 1
+                            ? 1
+                            : std::min({pool.size() * kTasksPerThread, work / kMinChunkValues, n / 64});
   if (chunks <= 1) {
     fn(size_t{0}, n);
     return;
@@ -180,6 +190,10 @@ inline void copy_in_pieces(T* dst, const T* src, size_t n) {
 
 Conv2dStep::Conv2dStep(std::unique_ptr<qs8::ConvWeights> w, const qs8::ConvGeometry& g, const int8_t* in, int8_t* out)
     : w_(std::move(w)), g_(g), in_(in), out_(out) {
+  if (g_.k_h == 1 && g_.k_w == 1 && g_.pad_top == 0 && g_.pad_left == 0 && NarrowPointwise::applies(w_->gemm())) {
+    narrow_ = std::make_unique<NarrowPointwise>(w_->gemm());
+    return;
+  }
   if (g_.batch != 1 || g_.out_h >= kMaxTileRows || g_.out_c < 2 * kTileChannelBlock) return;
   // Up to kMaxTiles tiles, each a multiple of the kernels' channel block.
   const size_t blocks = (g_.out_c + kTileChannelBlock - 1) / kTileChannelBlock;
@@ -213,8 +227,35 @@ void Conv2dStep::run_tile(size_t t) const {
   for (size_t p = 0; p < pixels; ++p) std::memcpy(out_ + p * g_.out_c + c0, block + p * g.out_c, g.out_c);
 }
 
+// Output rows [r0, r1) over the batch's images: with stride 1 one run of pixels, else row
+// by row (a 1x1 filter without padding reads pixel (y * stride_h, x * stride_w)).
+void Conv2dStep::run_narrow_rows(size_t r0, size_t r1) const {
+  const size_t c = g_.in_c, n = g_.out_c;
+  if (g_.stride_h == 1 && g_.stride_w == 1) {
+    narrow_pointwise(*narrow_, in_ + r0 * g_.in_w * c, c, (r1 - r0) * g_.out_w, out_ + r0 * g_.out_w * n);
+    return;
+  }
+  for (size_t r = r0; r < r1; ++r) {
+    const size_t b = r / g_.out_h, y = r % g_.out_h * g_.stride_h;
+    const int8_t* row = in_ + (b * g_.in_h + y) * g_.in_w * c;
+    narrow_pointwise(*narrow_, row, g_.stride_w * c, g_.out_w, out_ + r * g_.out_w * n);
+  }
+}
+
 void Conv2dStep::run(ThreadPool& pool) const {
   const size_t macs = g_.out_h * g_.out_w * g_.out_c * g_.k_h * g_.k_w * g_.in_c;
+  if (narrow_) {
+    // A narrow layer takes about the time of the wide kernels' on a block of 16 channels
+    // (each channel pays its own reduction and requantization): split as such a layer.
+    const size_t work = macs / g_.out_c * kTileChannelBlock, rows = g_.batch * g_.out_h;
+    const size_t tasks = std::min({pool.size() * kTasksPerThread, rows, work / kMinTaskMacs});
+    if (pool.size() <= 1 || tasks <= 1 || work < kMinParallelMacs) {
+      run_narrow_rows(0, rows);
+    } else {
+      pool.run(tasks, [&](size_t i) { run_narrow_rows(rows * i / tasks, rows * (i + 1) / tasks); });
+    }
+    return;
+  }
   if (!tiles_.empty() && pool.size() > 1 && macs >= kMinParallelMacs && g_.out_h < 2 * pool.size()) {
     pool.run(tiles_.size(), [this](size_t t) { run_tile(t); });
     return;
@@ -225,7 +266,7 @@ void Conv2dStep::run(ThreadPool& pool) const {
 
 void DepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t out_c = g_.in_c * g_.depth_multiplier;
-  const size_t macs = g_.out_h * g_.out_w * out_c * g_.k_h * g_.k_w;
+  const size_t macs = g_.out_h * g_.out_w * out_c * g_.k_h * g_.k_w * kDepthwiseMacCost;
   by_row_bands(pool, g_, out_c, macs, in_, out_,
                [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
 }
@@ -254,28 +295,38 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   // With 8 <= c and cp a multiple of 16 (as the planner pads), fixed-size moves: per
   // pixel, zero points over all cp values, then the c real ones in 8-byte pieces.
   const bool pieces = c >= 8 && cp % 16 == 0;
-  int8_t fill[16];
-  std::memset(fill, zero_point_, sizeof(fill));
-  for (size_t p = 0; p < in_pixels; ++p) {
-    int8_t* dst = padded_in + p * cp;
-    if (pieces) {
-      for (size_t j = 0; j < cp; j += 16) std::memcpy(dst + j, fill, 16);
-      copy_in_pieces<8>(dst, in_ + p * c, c);
-    } else {
-      std::memcpy(dst, in_ + p * c, c);
-      std::memset(dst + c, zero_point_, cp - c);
+  // The copies in and out split by pixels like elementwise steps, the layer by row bands.
+  // Their loops see only values captured by copy: through `this` or references, every
+  // int8 store could change them, and each would be reloaded per pixel.
+  const int8_t* in = in_;
+  int8_t* out = out_;
+  const int8_t zp = zero_point_;
+  by_rows(pool, in_pixels, cp, [in, zp, padded_in, pieces, c, cp](size_t p0, size_t p1) {
+    int8_t fill[16];
+    std::memset(fill, zp, sizeof(fill));
+    for (size_t p = p0; p < p1; ++p) {
+      int8_t* dst = padded_in + p * cp;
+      if (pieces) {
+        for (size_t j = 0; j < cp; j += 16) std::memcpy(dst + j, fill, 16);
+        copy_in_pieces<8>(dst, in + p * c, c);
+      } else {
+        std::memcpy(dst, in + p * c, c);
+        std::memset(dst + c, zp, cp - c);
+      }
     }
-  }
-  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w;
+  });
+  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w * kDepthwiseMacCost;
   by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
                [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
-  for (size_t p = 0; p < out_pixels; ++p) {
-    if (pieces) {
-      copy_in_pieces<8>(out_ + p * c, padded_out + p * cp, c);
-    } else {
-      std::memcpy(out_ + p * c, padded_out + p * cp, c);
+  by_rows(pool, out_pixels, cp, [out, padded_out, pieces, c, cp](size_t p0, size_t p1) {
+    for (size_t p = p0; p < p1; ++p) {
+      if (pieces) {
+        copy_in_pieces<8>(out + p * c, padded_out + p * cp, c);
+      } else {
+        std::memcpy(out + p * c, padded_out + p * cp, c);
+      }
     }
-  }
+  });
 }
 
 FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
@@ -332,7 +383,9 @@ AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, 
 
 void AddStep::run(ThreadPool& pool) const {
   if (!table_) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); });
+    by_chunks(
+        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); },
+        kArithmeticValueCost);
     return;
   }
   const PairTable& table = *table_;
@@ -352,7 +405,9 @@ void AddStep::run(ThreadPool& pool) const {
 
 void MulStep::run(ThreadPool& pool) const {
   if (b_.same_shape) {
-    by_chunks(pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); });
+    by_chunks(
+        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_mul(x_ + i, y_ + i, out_ + i, e - i, p_); },
+        kArithmeticValueCost);
     return;
   }
   const size_t n = b_.shape[3], sx = b_.a_strides[3], sy = b_.b_strides[3];

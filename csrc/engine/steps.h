@@ -16,6 +16,7 @@
 #include "../kernels/qs8_gemm/gemm.h"
 #include "../kernels/qs8_pool/pool.h"
 #include "../kernels/qs8_softmax/softmax.h"
+#include "narrow_pointwise.h"
 #include "pair_table.h"
 #include "prelu.h"
 #include "program.h"
@@ -34,8 +35,10 @@ class Conv2dStep final : public Step {
 
  private:
   void run_tile(size_t t) const;
+  void run_narrow_rows(size_t r0, size_t r1) const;
 
   std::unique_ptr<qs8::ConvWeights> w_;
+  std::unique_ptr<NarrowPointwise> narrow_;               // null unless the layer takes that path
   std::vector<std::unique_ptr<qs8::ConvWeights>> tiles_;  // empty unless the layer has few rows
   size_t tile_channels_ = 0;
   mutable std::vector<int8_t> scratch_;

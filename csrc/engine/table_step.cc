@@ -8,8 +8,9 @@
 namespace edgeinf::engine {
 
 namespace {
-// Below this many values the step runs on the calling thread.
-constexpr size_t kMinParallelValues = 32768;
+// Below this many values the step runs on the calling thread: half the elementwise
+// steps' threshold (program.cc), as a lookup per value costs about twice a copy's.
+constexpr size_t kMinParallelValues = 16384;
 }  // namespace
 
 ChannelTableStep::ChannelTableStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n,

@@ -4,7 +4,9 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace edgeinf::qs8::avx2 {
 
@@ -70,6 +72,26 @@ static inline __m128i pack16(__m256i a, __m256i b) {
 static inline __m128i pack8(__m256i a) {
   const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
   return _mm_packs_epi16(w, w);
+}
+
+// The first n (<= 16) bytes of v to dst, in at most two fixed-size overlapping moves: a
+// memcpy of a variable size is a library call, costlier than a tile's whole store.
+static inline void store_bytes(int8_t* dst, __m128i v, size_t n) {
+  if (n == 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), v);
+    return;
+  }
+  alignas(16) int8_t tmp[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(tmp), v);
+  if (n >= 8) {
+    std::memcpy(dst, tmp, 8);
+    std::memcpy(dst + n - 8, tmp + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(dst, tmp, 4);
+    std::memcpy(dst + n - 4, tmp + n - 4, 4);
+  } else {
+    for (size_t i = 0; i < n; ++i) dst[i] = tmp[i];
+  }
 }
 
 static inline __m256i load8_i32(const int32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }

@@ -57,6 +57,20 @@ def test_split_few_row_convolutions_by_channels(threads, shape, out_c, kernel, p
 
 
 @pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("op", ["ADD", "MUL"])
+@pytest.mark.parametrize("shape", [(1, 12, 12, 64), (1, 12, 12, 192), (1, 7, 9, 131)])
+def test_mid_sized_arithmetic_splits(threads, op, shape):
+    # ADD and MUL cost several copies per value: from about 8K values they split, in
+    # chunks of whole 64-value runs (the last one shorter, off the kernels' 16-value step).
+    rng = np.random.default_rng(threads + shape[3])
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng))
+    b = g.tensor(shape, q=random_q(rng))
+    y = g.binary(op, x, b, out_q=random_q(rng, 0.05, 0.5))
+    assert_engine_exact(g.build([x, b], [y]), rng, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
 @pytest.mark.parametrize("other", [(1, 1, 100, 24), (1, 120, 1, 24), (1, 120, 100, 1)])
 def test_split_broadcast_binary(threads, op, other):
@@ -127,6 +141,18 @@ def test_depthwise_channels_off_the_simd_block(threads, channels):
     s = g.conv(d, None, 3, stride=2, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
     plan = assert_engine_exact(g.build([x], [s]), rng, threads=threads)
     assert plan["ops"] == {"DEPTHWISE_CONV_2D": 2}
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("shape", [(1, 24, 24, 64), (1, 48, 48, 32), (1, 48, 44, 12), (1, 96, 96, 8)])
+def test_mid_sized_depthwise_split_by_rows(threads, shape):
+    # Layers of 0.3-1 M multiply-adds (the face models' middle depthwise convolutions) split
+    # into row bands; the padded ones (8, 12 channels) also split their copies.
+    rng = np.random.default_rng(shape[3] + threads)
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng))
+    d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+    assert_engine_exact(g.build([x], [d]), rng, threads=threads)
 
 
 def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():

@@ -154,6 +154,24 @@ def test_add_of_every_value_pair_matches_tflite_reference(case):
         assert_same(got, want, f"ADD of every pair, qa={qa} qb={qb} qo={qo} act={act} on {isa}")
 
 
+@pytest.mark.parametrize("ratio", [1.0, 2.0, 0.5, 0.25, 3.0])
+def test_add_of_every_value_pair_with_related_scales(ratio):
+    # The input of the larger scale is rescaled by exactly 1/2 (multiplier 2^30, shift 0),
+    # which the AVX2 path turns into a shift; equal scales give both inputs that factor, and
+    # a scale ratio of a power of two gives the other one 2^30 with a nonzero shift.
+    rng = np.random.default_rng(int(ratio * 100))
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256).reshape(1, 256, 256)
+    scale = random_scale(rng)
+    qa, qb = (scale, random_zero_point(rng)), (float(np.float32(scale * ratio)), random_zero_point(rng))
+    qo = (float(np.float32(max(qa[0], qb[0]) * 1.7)), random_zero_point(rng))
+    want = run(binary_model("ADD", a.shape, b.shape, list(a.shape), qa=qa, qb=qb, qo=qo, activation="none"), [a, b])
+    kw = dict(a_scale=qa[0], a_zero_point=qa[1], b_scale=qb[0], b_zero_point=qb[1], output_scale=qo[0],
+              output_zero_point=qo[1])  # fmt: skip
+    for isa, got in run_each_isa(lambda: quant.add(a, b, **kw)).items():
+        assert_same(got, want, f"ADD of every pair, qa={qa} qb={qb} qo={qo} on {isa}")
+
+
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
 @pytest.mark.parametrize("c", [24, 28, 42, 88])
 def test_pooling_channels_past_a_simd_block(op, c):

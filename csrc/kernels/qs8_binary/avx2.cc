@@ -21,30 +21,74 @@ struct Scale {
   __m256i apply(__m256i x) const { return avx2::mbqm(x, multiplier, left, right); }
 };
 
+// rounding_divide_by_pot by a shift common to all lanes, for |x| < 2^30: x + 2^(e-1),
+// minus one for a negative x (ties away from zero), shifted right arithmetically. With
+// e = 0 the value is returned as is. `round` is 2^(e-1) and `negative` all ones for e > 0
+// (both 0 for e = 0).
+struct UniformShift {
+  __m256i round, negative;
+  __m128i count;
+  explicit UniformShift(int32_t e)
+      : round(_mm256_set1_epi32(e > 0 ? int32_t{1} << (e - 1) : 0)),
+        negative(_mm256_set1_epi32(e > 0 ? -1 : 0)),
+        count(_mm_cvtsi32_si128(e)) {}
+  __m256i apply(__m256i x) const {
+    const __m256i corrected = _mm256_add_epi32(x, _mm256_and_si256(_mm256_srai_epi32(x, 31), negative));
+    return _mm256_sra_epi32(_mm256_add_epi32(corrected, round), count);
+  }
+};
+
 // One input of ADD rescaled to the common scale, when the left shift is 20 (TFLite's for
 // int8) and the input shift is <= 0: with v = x + offset (|v| <= 255) and the multiplier
 // m = high * 2^11 + low (low < 2^11), the high multiply of v * 2^20 by m, floor((v * m *
 // 2^20 + 2^30) / 2^31), equals v * high + floor((v * low + 2^10) / 2^11) exactly, and no
-// product leaves int32: two 32-bit multiplies instead of the 64-bit ones of Scale.
+// product leaves int32: two 32-bit multiplies instead of the 64-bit ones of Scale. The
+// input of the larger scale has m = 2^30 and shift 0 (its factor is exactly 1/2), for
+// which that is v * 2^19: a shift (kHalf). Every value stays below 2^28 in magnitude.
+template <bool kHalf>
 struct InputScale {
-  __m256i offset, high, low, right;
+  __m256i offset, high, low;
+  UniformShift right;
   InputScale(int32_t input_offset, int32_t m, int32_t shift)
       : offset(_mm256_set1_epi32(input_offset)),
         high(_mm256_set1_epi32(m >> 11)),
         low(_mm256_set1_epi32(m & 2047)),
-        right(_mm256_set1_epi32(-shift)) {}
+        right(-shift) {}
   __m256i apply(__m256i x) const {
     const __m256i v = _mm256_add_epi32(x, offset);
+    if (kHalf) return _mm256_slli_epi32(v, 19);
     const __m256i rounded_low =
         _mm256_srai_epi32(_mm256_add_epi32(_mm256_mullo_epi32(v, low), _mm256_set1_epi32(1 << 10)), 11);
-    return avx2::rdbpot(_mm256_add_epi32(_mm256_mullo_epi32(v, high), rounded_low), right);
+    return right.apply(_mm256_add_epi32(_mm256_mullo_epi32(v, high), rounded_low));
   }
 };
 
 bool input_scales_split(const AddParams& p) {
   return p.left_shift == 20 && p.input1_shift <= 0 && p.input2_shift <= 0 && p.input1_multiplier >= 0 &&
          p.input2_multiplier >= 0 && p.input1_offset >= -128 && p.input1_offset <= 128 && p.input2_offset >= -128 &&
-         p.input2_offset <= 128;
+         p.input2_offset <= 128 && p.output_shift <= 0 && p.output_multiplier >= 0;
+}
+
+// The split path over [0, n) in steps of 16; returns where it stopped. The output's high
+// multiply takes sums below 2^29 in magnitude, so its rounding shift is UniformShift's.
+template <bool kHalf1, bool kHalf2>
+size_t add_split(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p) {
+  const InputScale<kHalf1> in1(p.input1_offset, p.input1_multiplier, p.input1_shift);
+  const InputScale<kHalf2> in2(p.input2_offset, p.input2_multiplier, p.input2_shift);
+  const __m256i om = _mm256_set1_epi32(p.output_multiplier);
+  const UniformShift out_shift(-p.output_shift);
+  const __m256i zp = _mm256_set1_epi32(p.output_offset);
+  const __m256i lo = _mm256_set1_epi32(p.act_min), hi = _mm256_set1_epi32(p.act_max);
+  auto eight = [&](size_t i) {
+    const __m256i sum = _mm256_add_epi32(in1.apply(lanes(a + i)), in2.apply(lanes(b + i)));
+    const __m256i v = _mm256_add_epi32(out_shift.apply(avx2::srdhm_nonneg(sum, om)), zp);
+    return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+  };
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), avx2::pack16(eight(i), eight(i + 8)));
+  }
+  return i;
 }
 
 }  // namespace
@@ -58,15 +102,15 @@ void qs8_add__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, cons
   const __m256i lo = _mm256_set1_epi32(p.act_min), hi = _mm256_set1_epi32(p.act_max);
   size_t i = 0;
   if (input_scales_split(p)) {
-    const InputScale in1(p.input1_offset, p.input1_multiplier, p.input1_shift);
-    const InputScale in2(p.input2_offset, p.input2_multiplier, p.input2_shift);
-    auto eight = [&](size_t i) {
-      const __m256i sum = _mm256_add_epi32(in1.apply(lanes(a + i)), in2.apply(lanes(b + i)));
-      const __m256i v = _mm256_add_epi32(so.apply(sum), zp);
-      return _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
-    };
-    for (; i + 16 <= n; i += 16) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), avx2::pack16(eight(i), eight(i + 8)));
+    constexpr int32_t kHalf = int32_t{1} << 30;
+    const bool half1 = p.input1_multiplier == kHalf && p.input1_shift == 0;
+    const bool half2 = p.input2_multiplier == kHalf && p.input2_shift == 0;
+    if (half1 && !half2) {
+      i = add_split<true, false>(a, b, out, n, p);
+    } else if (half2 && !half1) {
+      i = add_split<false, true>(a, b, out, n, p);
+    } else {
+      i = add_split<false, false>(a, b, out, n, p);
     }
   }
   auto eight = [&](size_t i) {

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "../../quant/avx2_inl.h"
 #include "../../quant/rq_avx2_inl.h"
 #include "conv2d.h"
 
@@ -64,13 +65,7 @@ void tile(const int16_t* const* rows, size_t k_h, size_t rp, size_t pixel_stride
   for (size_t r = 0; r < kRows; ++r) {
     if (r >= npix) break;
     const __m128i v = requantize16<kRq>(acc[r][0], acc[r][1], prm, q);
-    if (ncols == 16) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * out_stride), v);
-    } else {
-      alignas(16) int8_t tmp[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), v);
-      std::memcpy(out + r * out_stride, tmp, ncols);
-    }
+    avx2::store_bytes(out + r * out_stride, v, ncols);
   }
 }
 

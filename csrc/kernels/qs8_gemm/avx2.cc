@@ -128,15 +128,7 @@ class Epilogue {
     return _mm_min_epi8(_mm_max_epi8(bytes, lo8_), hi8_);
   }
 
-  void put(__m128i bytes, int8_t* o) const {
-    if (ncols_ == kNr) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o), bytes);
-    } else {
-      alignas(16) int8_t tmp[16];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-      std::memcpy(o, tmp, ncols_);
-    }
-  }
+  void put(__m128i bytes, int8_t* o) const { avx2::store_bytes(o, bytes, ncols_); }
 
   size_t ncols_;
   bool in_double_, in_float_ = false, split_ = false;
