@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol, runtime_checkable
+from typing import IO, Callable, Optional, Protocol, runtime_checkable
 
 from ...errors import SensorError
 
 log = logging.getLogger(__name__)
 
-Opener = Callable[..., object]
+Opener = Callable[..., IO[str]]
 Clock = Callable[[], float]
 
 
