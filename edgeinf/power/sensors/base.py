@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -86,7 +87,7 @@ class Sysfs:
     PosixPath('/sys/class/hwmon')
     """
 
-    def __init__(self, root: str | Path = "/", opener: Opener = open):
+    def __init__(self, root: str | os.PathLike[str] = "/", opener: Opener = open):
         self.root = Path(root)
         self.opener = opener
 
