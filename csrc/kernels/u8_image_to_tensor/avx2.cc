@@ -291,6 +291,9 @@ int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, 
   return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
 }
 
+constexpr auto hresample = hresample_then_scalar<hresample_simd<false>>;
+constexpr auto hblend = hblend_then_scalar<hresample_simd<true>>;
+
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   // PMULHRSW: (d * b1 * 2 + 2^15) >> 16 == (d * b1 + 2^14) >> 15, the scalar rounding
   const __m256i b = _mm256_set1_epi16(static_cast<int16_t>(b1));
@@ -660,15 +663,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample_then_scalar<hresample_simd<false>>,
-                         hblend_then_scalar<hresample_simd<true>>,
-                         vblend,
-                         accumulate,
-                         s32_area_reduce__scalar,
-                         affine,
-                         matrix,
-                         yuv_rgb,
-                         yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize};
   return k;
 }
 

@@ -187,6 +187,8 @@ namespace {
 
 // The reference vectorizes no columns: hresample and hblend are the scalar passes whole.
 int no_columns(const HPass&, const uint8_t*, const uint8_t*, int32_t, int, int16_t*, int, LinePrefetch&) { return 0; }
+constexpr auto hresample = hresample_then_scalar<no_columns>;
+constexpr auto hblend = hblend_then_scalar<no_columns>;
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   s16_vblend__scalar(h0, h1, b1, 0, n, out);
 }
@@ -208,15 +210,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample_then_scalar<no_columns>,
-                         hblend_then_scalar<no_columns>,
-                         vblend,
-                         accumulate,
-                         s32_area_reduce__scalar,
-                         affine,
-                         matrix,
-                         yuv_rgb,
-                         yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize};
   return k;
 }
 
