@@ -26,7 +26,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -41,7 +40,7 @@ import face_reference  # noqa: E402
 
 import edgeinf  # noqa: E402
 from edgeinf import face, zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 from edgeinf.pipeline.face import FaceLandmarks, crop, face_crop_rect, face_mesh_pipeline  # noqa: E402
 from edgeinf.preprocess import Letterbox  # noqa: E402
 
@@ -190,16 +189,14 @@ def main() -> None:
             f"{row['p99_ms']:8.1f} {row['faces']:6d}"
         )
     if args.json:
-        report = {
-            "benchmark": "pipeline",
-            "title": "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
-            **environment(),
-            "frames": args.frames,
-            "rounds": args.rounds,
-            "rows": rows,
-        }
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+        report = document(
+            "pipeline",
+            "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
+            frames=args.frames,
+            rounds=args.rounds,
+            rows=rows,
+        )
+        write_document(report, args.json)
 
 
 if __name__ == "__main__":

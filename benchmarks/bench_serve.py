@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgeinf import zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 
 FACE_IMAGE = {"mean": 127.5, "std": 127.5, "letterbox": True, "resize": "area"}
 START_TIMEOUT_S = 120.0
@@ -293,16 +293,14 @@ def main(argv=None) -> int:
         )
     print(f"edgeinf's deadline: {deadline_ms:.1f} ms (probe p50 {info['probe_p50_s'] * 1e3:.2f} ms)")
     if args.json:
-        doc = {
-            "benchmark": "serve",
-            "title": "edgeinf serve vs a minimal Starlette app on LiteRT: req/s, p50/p99 (face detector, JSON and JPEG)",
-            **environment(),
-            "quick": args.quick,
-            "settings": {"duration_s": args.duration, "rounds": args.rounds, "concurrency": args.concurrency},
-            "rows": rows,
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        doc = document(
+            "serve",
+            "edgeinf serve vs a minimal Starlette app on LiteRT: req/s, p50/p99 (face detector, JSON and JPEG)",
+            quick=args.quick,
+            settings={"duration_s": args.duration, "rounds": args.rounds, "concurrency": args.concurrency},
+            rows=rows,
+        )
+        write_document(doc, args.json)
     return 0
 
 
