@@ -75,19 +75,17 @@ def main(argv=None) -> int:
     doc = bench.document(
         "models", "Real models per backend variant (1 thread, `edgeinf bench` method)", quick=args.quick, rows=rows
     )
-    if args.json != "-":
-        print(
-            f"{'model':<28} {'variant':<15} {'median ms':>9} {'p95 ms':>8} {'ratio':>6} {'load ms':>8} {'peak MiB':>8}"
-        )
-        for r in rows:
-            print(
-                f"{r['model']:<28} {r['variant']:<15} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
-                f"{r['vs_first_variant']:>6.2f} {r['load_ms']:>8.1f} {r['peak_rss_mib']:>8.1f}"
-            )
-        print(bench.machine_line(doc))
-    if args.json:
-        bench.write_document(doc, args.json)
+    bench.finish(doc, args.json, table(rows))
     return 0
+
+
+def table(rows: list[dict]) -> list[str]:
+    header = f"{'model':<28} {'variant':<15} {'median ms':>9} {'p95 ms':>8} {'ratio':>6} {'load ms':>8} {'peak MiB':>8}"
+    return [header] + [
+        f"{r['model']:<28} {r['variant']:<15} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
+        f"{r['vs_first_variant']:>6.2f} {r['load_ms']:>8.1f} {r['peak_rss_mib']:>8.1f}"
+        for r in rows
+    ]
 
 
 if __name__ == "__main__":

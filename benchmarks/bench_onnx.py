@@ -138,23 +138,24 @@ def main(argv=None) -> int:
         quick=args.quick,
         rows=rows,
     )
-    if args.json != "-":
-        print(
-            f"{'model':<18} {'runtime':<15} {'thr':>3} {'median ms':>9} {'p95 ms':>8} {'vs ORT':>6} {'max abs err':>11}"
-        )
-        for r in rows:
-            if r["note"]:
-                print(f"{r['model']:<18} {r['runtime']:<15} {r['note']}")
-                continue
-            err = "" if r["max_abs_vs_onnxruntime"] == "" else f"{r['max_abs_vs_onnxruntime']:.2g}"
-            print(
-                f"{r['model']:<18} {r['runtime']:<15} {r['threads']:>3} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
-                f"{r['vs_onnxruntime']:>6.2f} {err:>11}"
-            )
-        print(bench.machine_line(doc))
-    if args.json:
-        bench.write_document(doc, args.json)
+    bench.finish(doc, args.json, table(rows))
     return 0
+
+
+def table(rows: list[dict]) -> list[str]:
+    lines = [
+        f"{'model':<18} {'runtime':<15} {'thr':>3} {'median ms':>9} {'p95 ms':>8} {'vs ORT':>6} {'max abs err':>11}"
+    ]
+    for r in rows:
+        if r["note"]:
+            lines.append(f"{r['model']:<18} {r['runtime']:<15} {r['note']}")
+            continue
+        err = "" if r["max_abs_vs_onnxruntime"] == "" else f"{r['max_abs_vs_onnxruntime']:.2g}"
+        lines.append(
+            f"{r['model']:<18} {r['runtime']:<15} {r['threads']:>3} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
+            f"{r['vs_onnxruntime']:>6.2f} {err:>11}"
+        )
+    return lines
 
 
 if __name__ == "__main__":

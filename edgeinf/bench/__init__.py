@@ -16,7 +16,7 @@ import time  # noqa: F401 - tests patch edgeinf.bench.time.perf_counter, the clo
 
 from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .machine import cpu_model, environment
-from .results import document, machine_line, write_document
+from .results import document, finish, machine_line, write_document
 from .stats import Evictor, Stats, compare, last_level_cache_bytes, measure, summarize
 from .sweep import IMAGE_RANGES, SCHEMA, VARIANTS, auto_variant, bench_model, image_input, random_inputs, variant_fits
 
@@ -32,6 +32,7 @@ __all__ = [
     "cpu_model",
     "document",
     "environment",
+    "finish",
     "image_input",
     "last_level_cache_bytes",
     "machine_line",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from .machine import environment
@@ -38,3 +38,15 @@ def write_document(doc: dict, target: str | os.PathLike[str], default: Callable[
 def machine_line(doc: dict) -> str:
     """When and on what a document's figures were taken, for the end of a printed table."""
     return f"{doc['date']}  {doc['machine']['cpu']} {doc['machine']['isa']}"
+
+
+def finish(doc: dict, target: str | os.PathLike[str] | None, table: Iterable[str]) -> None:
+    """The end of a benchmark that prints its table last: the table's lines and the
+    `machine_line` (unless the document itself goes to stdout), then the document to
+    ``target`` when one is given."""
+    if target is None or str(target) != "-":
+        for line in table:
+            print(line)
+        print(machine_line(doc))
+    if target:
+        write_document(doc, target)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from edgeinf.bench import document, machine_line, write_document
+from edgeinf.bench import document, finish, machine_line, write_document
 
 
 def test_document_puts_the_contract_first_and_the_fields_in_order():
@@ -31,3 +31,14 @@ def test_write_document_to_stdout_and_with_a_default(capsys):
     doc = {"benchmark": "demo", "rows": [{"config": Config(), "path": object()}]}
     write_document(doc, "-", default=lambda o: o.label if isinstance(o, Config) else "other")
     assert json.loads(capsys.readouterr().out)["rows"] == [{"config": "short/xnnpack/1", "path": "other"}]
+
+
+def test_finish_prints_the_table_unless_the_document_goes_to_stdout(tmp_path, capsys):
+    doc = document("demo", "A demo", rows=[{"case": "a"}])
+    finish(doc, tmp_path / "demo.json", ["case", "a"])
+    assert capsys.readouterr().out == f"case\na\n{machine_line(doc)}\n"
+    assert json.loads((tmp_path / "demo.json").read_text()) == doc
+    finish(doc, None, ["case", "a"])
+    assert capsys.readouterr().out == f"case\na\n{machine_line(doc)}\n"
+    finish(doc, "-", ["case", "a"])
+    assert json.loads(capsys.readouterr().out) == doc
