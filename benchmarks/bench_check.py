@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 import edgeinf  # noqa: E402
 from edgeinf import zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, machine_line, write_document  # noqa: E402
 
 CHILD_LOAD = r"""
 import json, sys, time
@@ -185,10 +185,10 @@ def main(argv=None) -> int:
             f"{r['model']:<34} {r['bytes'] / 1e6:6.1f} {r['nodes']:>5}  {cell(r, 'check_warm'):>15} {cell(r, 'load_warm'):>15} {warm_ratio:6.2f}  "
             f"{cell(r, 'check_cold'):>15} {cell(r, 'load_cold'):>15} {cold_ratio:6.2f}"
         )
-    env = environment()  # date, machine (CPU model, ISA) and versions, as every benchmark records them
-    print(f"{env['date']} on {env['machine']['cpu']} ({env['machine']['isa']}):", env["versions"])
+    doc = document("check", __doc__.splitlines()[0], rows=rows)
+    print(f"{machine_line(doc)}:", doc["versions"])
     if args.json:
-        args.json.write_text(json.dumps({"benchmark": "check", **env, "rows": rows}, indent=2))
+        write_document(doc, args.json)
     return 0
 
 

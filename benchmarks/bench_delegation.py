@@ -16,7 +16,6 @@ of --runs calls each, --rounds rounds, so drift on a shared machine favours none
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -31,7 +30,7 @@ import bench_engine  # noqa: E402  (sets up the paths to edgeinf and tests/engin
 
 import edgeinf  # noqa: E402
 from edgeinf import zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 
 MODELS = {"face_landmark": (192, False), "face_detection_short_range": (128, True)}
 
@@ -127,15 +126,14 @@ def main(argv=None) -> int:
                         )
                     )
     if args.json:
-        doc = {
-            "benchmark": "delegation",
-            "title": "float vs int8 (two quantizers) on XNNPACK and the engine, with predicted XNNPACK partitions",
-            **environment(),
-            "quick": args.quick,
-            "rows": rows,
-            "partitions": partitions,
-        }
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        doc = document(
+            "delegation",
+            "float vs int8 (two quantizers) on XNNPACK and the engine, with predicted XNNPACK partitions",
+            quick=args.quick,
+            rows=rows,
+            partitions=partitions,
+        )
+        write_document(doc, args.json)
     return 0
 
 

@@ -22,7 +22,6 @@ equal between the engine and LiteRT's reference kernels before timing.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT / "tests" / "engine"))
 
 import edgeinf  # noqa: E402
 from edgeinf import zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 
 THREADS = (1, 2)
 
@@ -231,14 +230,13 @@ def main(argv=None) -> int:
                     + (f"  (engine fell back to LiteRT: {row['engine_fallback']})" if row["engine_fallback"] else "")
                 )
     if args.json:
-        doc = {
-            "benchmark": "engine",
-            "title": "whole int8 models: edgeinf engine vs LiteRT+XNNPACK vs LiteRT built-in (median latency)",
-            **environment(),
-            "rows": [flat_row(row) for row in rows],
-            "runs": rows,  # each contender's figures in full: calls, min, peak RSS, the engine's plan
-        }
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+        doc = document(
+            "engine",
+            "whole int8 models: edgeinf engine vs LiteRT+XNNPACK vs LiteRT built-in (median latency)",
+            rows=[flat_row(row) for row in rows],
+            runs=rows,  # each contender's figures in full: calls, min, peak RSS, the engine's plan
+        )
+        write_document(doc, args.json)
     return 0
 
 

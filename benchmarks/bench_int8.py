@@ -40,7 +40,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -527,19 +526,15 @@ def main(argv=None) -> int:
     print("'(min)' = the same ratio of the fastest calls, steadier when other processes share the cores;")
     print("'(cold x)' = the same ratio of the cold medians.")
     print("GOPS and %peak are from the median. Load average at the end:", os.getloadavg())
-    if args.json:  # the contract of tools/bench_report.py: benchmark, title, date, machine, versions, rows
-        from edgeinf.bench import environment
+    if args.json:
+        from edgeinf.bench import document, write_document
 
-        doc = {
-            "benchmark": "int8",
-            "title": "int8 kernels vs XNNPACK, TFLite built-in, ONNX Runtime, numpy (1 thread"
-            + (f"; measured int8 peak {peak:.1f} GOPS)" if peak else ")"),
-            **environment(),
-            "int8": info,
-            "rows": results,
-        }
-        doc["versions"] = {**doc.get("versions", {}), "onnxruntime": info["onnxruntime"]}
-        args.json.write_text(json.dumps(doc, indent=2, default=str))
+        title = "int8 kernels vs XNNPACK, TFLite built-in, ONNX Runtime, numpy (1 thread" + (
+            f"; measured int8 peak {peak:.1f} GOPS)" if peak else ")"
+        )
+        doc = document("int8", title, int8=info, rows=results)
+        doc["versions"]["onnxruntime"] = info["onnxruntime"]
+        write_document(doc, args.json)
     return 0
 
 

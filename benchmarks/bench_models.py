@@ -13,7 +13,6 @@ Usage: python benchmarks/bench_models.py [--quick] [--repeat N] [--json FILE|-]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -73,30 +72,20 @@ def main(argv=None) -> int:
     rows = []
     for name, (variants, shape) in MODELS.items():
         rows += measure_model(name, variants, shape, runs, repeat)
-    doc = {
-        "benchmark": "models",
-        "title": "Real models per backend variant (1 thread, `edgeinf bench` method)",
-        **bench.environment(),
-        "quick": args.quick,
-        "rows": rows,
-    }
-    if args.json != "-":
-        print(
-            f"{'model':<28} {'variant':<15} {'median ms':>9} {'p95 ms':>8} {'ratio':>6} {'load ms':>8} {'peak MiB':>8}"
-        )
-        for r in rows:
-            print(
-                f"{r['model']:<28} {r['variant']:<15} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
-                f"{r['vs_first_variant']:>6.2f} {r['load_ms']:>8.1f} {r['peak_rss_mib']:>8.1f}"
-            )
-        print(f"{doc['date']}  {doc['machine']['cpu']} {doc['machine']['isa']}")
-    if args.json:
-        text = json.dumps(doc, indent=2) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text)
+    doc = bench.document(
+        "models", "Real models per backend variant (1 thread, `edgeinf bench` method)", quick=args.quick, rows=rows
+    )
+    bench.finish(doc, args.json, table(rows))
     return 0
+
+
+def table(rows: list[dict]) -> list[str]:
+    header = f"{'model':<28} {'variant':<15} {'median ms':>9} {'p95 ms':>8} {'ratio':>6} {'load ms':>8} {'peak MiB':>8}"
+    return [header] + [
+        f"{r['model']:<28} {r['variant']:<15} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
+        f"{r['vs_first_variant']:>6.2f} {r['load_ms']:>8.1f} {r['peak_rss_mib']:>8.1f}"
+        for r in rows
+    ]
 
 
 if __name__ == "__main__":

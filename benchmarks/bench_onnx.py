@@ -16,7 +16,6 @@ Usage: python benchmarks/bench_onnx.py [--quick] [--repeat N] [--models NAME,...
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -133,34 +132,30 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="edgeinf-bench-onnx-") as scratch:
         for name in names:
             rows += measure(name, MODELS[name], runs, repeat, Path(scratch))
-    doc = {
-        "benchmark": "onnx",
-        "title": "ONNX models on ONNX Runtime, NCNN (pnnx) and LiteRT (onnx2tf), 1 and 2 threads",
-        **bench.environment(),
-        "quick": args.quick,
-        "rows": rows,
-    }
-    if args.json != "-":
-        print(
-            f"{'model':<18} {'runtime':<15} {'thr':>3} {'median ms':>9} {'p95 ms':>8} {'vs ORT':>6} {'max abs err':>11}"
-        )
-        for r in rows:
-            if r["note"]:
-                print(f"{r['model']:<18} {r['runtime']:<15} {r['note']}")
-                continue
-            err = "" if r["max_abs_vs_onnxruntime"] == "" else f"{r['max_abs_vs_onnxruntime']:.2g}"
-            print(
-                f"{r['model']:<18} {r['runtime']:<15} {r['threads']:>3} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
-                f"{r['vs_onnxruntime']:>6.2f} {err:>11}"
-            )
-        print(f"{doc['date']}  {doc['machine']['cpu']} {doc['machine']['isa']}")
-    if args.json:
-        text = json.dumps(doc, indent=2) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text)
+    doc = bench.document(
+        "onnx",
+        "ONNX models on ONNX Runtime, NCNN (pnnx) and LiteRT (onnx2tf), 1 and 2 threads",
+        quick=args.quick,
+        rows=rows,
+    )
+    bench.finish(doc, args.json, table(rows))
     return 0
+
+
+def table(rows: list[dict]) -> list[str]:
+    lines = [
+        f"{'model':<18} {'runtime':<15} {'thr':>3} {'median ms':>9} {'p95 ms':>8} {'vs ORT':>6} {'max abs err':>11}"
+    ]
+    for r in rows:
+        if r["note"]:
+            lines.append(f"{r['model']:<18} {r['runtime']:<15} {r['note']}")
+            continue
+        err = "" if r["max_abs_vs_onnxruntime"] == "" else f"{r['max_abs_vs_onnxruntime']:.2g}"
+        lines.append(
+            f"{r['model']:<18} {r['runtime']:<15} {r['threads']:>3} {r['median_ms']:>9.3f} {r['p95_ms']:>8.3f} "
+            f"{r['vs_onnxruntime']:>6.2f} {err:>11}"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ Usage: python benchmarks/bench_overhead.py [--quick] [--json FILE|-]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -224,22 +223,17 @@ def main(argv=None) -> int:
             "met": imports["edgeinf_on_top_ms"] < TARGET_IMPORT_MS,
         },
     ]
-    doc = {
-        "benchmark": "overhead",
-        "title": "What edgeinf adds to a model call and to start-up (1 thread)",
-        **bench.environment(),
-        "quick": args.quick,
-        "rows": rows,
-        "details": {"one_op": tiny, "face": face, "import": imports},
-    }
+    doc = bench.document(
+        "overhead",
+        "What edgeinf adds to a model call and to start-up (1 thread)",
+        quick=args.quick,
+        rows=rows,
+        details={"one_op": tiny, "face": face, "import": imports},
+    )
     if args.json != "-":
         print_table(doc)
     if args.json:
-        text = json.dumps(doc, indent=2, default=str) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-        else:
-            Path(args.json).write_text(text)
+        bench.write_document(doc, args.json)
     return 0
 
 
@@ -252,8 +246,8 @@ def print_table(doc: dict) -> None:
             f"{row['case']:<66} {row['edgeinf']:>12} {row['alternative']:>16} {row['ratio']:>7}  "
             f"{row['figure']}  [{row['target']} {met}]"
         )
-    m, v = doc["machine"], doc["versions"]
-    print(f"{doc['date']}  {m['cpu']} {m['isa']}  ai-edge-litert {v['ai-edge-litert']}, numpy {v['numpy']}")
+    v = doc["versions"]
+    print(f"{bench.machine_line(doc)}  ai-edge-litert {v['ai-edge-litert']}, numpy {v['numpy']}")
 
 
 if __name__ == "__main__":

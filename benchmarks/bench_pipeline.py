@@ -38,7 +38,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -55,7 +54,7 @@ import face_reference  # noqa: E402
 import edgeinf  # noqa: E402
 import edgeinf.model  # noqa: E402
 from edgeinf import face, zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 from edgeinf.pipeline import Pipeline, ProcessStage  # noqa: E402
 from edgeinf.pipeline.face import (  # noqa: E402
     FaceLandmarks,
@@ -345,17 +344,15 @@ def main() -> None:
         )
     profile = report_profile(serial, rounds) if serial is not None else None
     if args.json:
-        report = {
-            "benchmark": "pipeline",
-            "title": "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
-            **environment(),
-            "frames": args.frames,
-            "rounds": args.rounds,
-            "rows": rows,
+        report = document(
+            "pipeline",
+            "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
+            frames=args.frames,
+            rounds=args.rounds,
+            rows=rows,
             **({"profile": profile} if profile is not None else {}),
-        }
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+        )
+        write_document(report, args.json)
 
 
 if __name__ == "__main__":

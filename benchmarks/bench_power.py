@@ -34,7 +34,6 @@ figures stay beside them under ``simulation``, ``overhead`` and ``real``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import resource
 import statistics
@@ -43,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from edgeinf.bench import environment, measure
+from edgeinf.bench import document, measure, write_document
 from edgeinf.power import simulate as sim
 from edgeinf.power.profiles import Config
 from edgeinf.power.scheduler import Scheduler
@@ -458,20 +457,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.duration, args.real_seconds = 1, 300.0, 1.0
-    env = environment()
-    versions = env["versions"]
+    results = document(
+        "power",
+        report_title(args.seeds, args.duration),
+        quick=args.quick,
+        settings={"seeds": args.seeds, "duration_s": args.duration, "step_s": STEP_S},
+        rows=[],
+    )
+    versions = results["versions"]
     print(
         f"edgeinf {versions['edgeinf']}  python {versions['python']}  numpy {versions['numpy']}"
-        f"  {env['machine']['arch']}  {env['date']}"
+        f"  {results['machine']['arch']}  {results['date']}"
     )
-    results = {
-        "benchmark": "power",
-        "title": report_title(args.seeds, args.duration),
-        **env,
-        "quick": args.quick,
-        "settings": {"seeds": args.seeds, "duration_s": args.duration, "step_s": STEP_S},
-        "rows": [],
-    }
     results["simulation"] = part_simulation(args.seeds, args.duration)
     rows = simulation_rows(results["simulation"], steps_per_run=round(args.duration / STEP_S))
     print_simulation(rows, results["simulation"], args.seeds, args.duration)
@@ -487,9 +484,7 @@ def main(argv=None) -> int:
         rows.append(thermal_real_row(results["thermal_real"]))
     results["rows"] = rows
     if args.json:
-        args.json.write_text(
-            json.dumps(results, indent=2, default=lambda o: o.label if isinstance(o, Config) else str(o))
-        )
+        write_document(results, args.json, default=lambda o: o.label if isinstance(o, Config) else str(o))
         print(f"\nJSON written to {args.json}")
     return 0
 

@@ -32,7 +32,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import resource  # noqa: E402
 import time  # noqa: E402
 
@@ -43,7 +42,7 @@ from PIL import Image  # noqa: E402
 
 import edgeinf  # noqa: E402
 from edgeinf import isa, zoo  # noqa: E402
-from edgeinf.bench import Evictor, environment  # noqa: E402
+from edgeinf.bench import Evictor, document, write_document  # noqa: E402
 from edgeinf.preprocess import Pipeline  # noqa: E402
 from edgeinf.types import Layout, Quantization, TensorSpec  # noqa: E402
 
@@ -354,17 +353,15 @@ def main() -> int:
     evict = Evictor()
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    report = {
-        # the contract of tools/bench_report.py: benchmark, title, date, machine, versions, rows
-        "benchmark": "preprocess",
-        "title": "1280x720 frame to tensor: edgeinf's fused pass vs OpenCV, Pillow, numpy, the bandwidth floor (1 thread)",
-        **environment(),
-        "cpu_isa": isa.active_isa(),
-        "cpu_features": isa.cpu_features(),
-        "threads": 1,
-        "cases": {},
-        "rows": [],
-    }
+    report = document(
+        "preprocess",
+        "1280x720 frame to tensor: edgeinf's fused pass vs OpenCV, Pillow, numpy, the bandwidth floor (1 thread)",
+        cpu_isa=isa.active_isa(),
+        cpu_features=isa.cpu_features(),
+        threads=1,
+        cases={},
+        rows=[],
+    )
     report["versions"].update(opencv=cv2.__version__, pillow=Image.__version__)
     print(
         f"edgeinf {edgeinf.__version__} ({isa.active_isa()}), numpy {np.__version__}, OpenCV {cv2.__version__}, "
@@ -380,8 +377,7 @@ def main() -> int:
     report["rss_growth_mb"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024
     print(f"\npeak RSS {report['peak_rss_mb']:.0f} MB")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=2)
+        write_document(report, args.json)
     return 0
 
 

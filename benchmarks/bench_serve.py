@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edgeinf import zoo  # noqa: E402
-from edgeinf.bench import environment  # noqa: E402
+from edgeinf.bench import document, write_document  # noqa: E402
 
 FACE_IMAGE = {"mean": 127.5, "std": 127.5, "letterbox": True, "resize": "area"}
 START_TIMEOUT_S = 120.0
@@ -366,25 +366,23 @@ def main(argv=None) -> int:
             + (f"  ({row['codes']})" if row["non_200"] else "")
         )
     if args.json:
-        doc = {
-            "benchmark": "serve",
-            "title": "edgeinf serve vs a minimal Starlette app on LiteRT: saturation req/s, p50/p99 at 80 % (face detector, JSON and JPEG)",
-            **environment(),
-            "quick": args.quick,
-            "settings": {
+        doc = document(
+            "serve",
+            "edgeinf serve vs a minimal Starlette app on LiteRT: saturation req/s, p50/p99 at 80 % (face detector, JSON and JPEG)",
+            quick=args.quick,
+            settings={
                 "duration_s": args.duration,
                 "rounds": args.rounds,
                 "concurrency": args.concurrency,
                 "open_duration_s": args.open_duration,
                 "open_connections": args.open_connections,
             },
-            "generator_ceiling_rps": ceiling,
-            "deadline_ms": deadline_ms,
-            "probe_p50_ms": info["probe_p50_s"] * 1e3,
-            "rows": rows,
-        }
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+            generator_ceiling_rps=ceiling,
+            deadline_ms=deadline_ms,
+            probe_p50_ms=info["probe_p50_s"] * 1e3,
+            rows=rows,
+        )
+        write_document(doc, args.json)
     return 0
 
 

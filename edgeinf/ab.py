@@ -328,7 +328,9 @@ class ABTest:
         self._worker: threading.Thread | None = None
         if background:
             self._queue = queue.Queue(maxsize=1)
-            self._worker = threading.Thread(target=self._serve, name=f"edgeinf-ab-{name}", daemon=True)
+            self._worker = threading.Thread(
+                target=self._serve, args=(self._queue,), name=f"edgeinf-ab-{name}", daemon=True
+            )
             self._worker.start()
         metrics.register_collector(self)
 
@@ -416,13 +418,13 @@ class ABTest:
         quantized = any(s.quantization is not None for s in (*self.candidate.outputs, *specs))
         return adapt_inputs(inputs, specs), quantized
 
-    def _serve(self) -> None:
+    def _serve(self, jobs: queue.Queue) -> None:
         while True:
-            job = self._queue.get()
+            job = jobs.get()
             if job is None:
                 return
             self._shadow(*job)
-            self._queue.task_done()
+            jobs.task_done()
 
     # -- reading ----------------------------------------------------------------------------
     def report(self) -> ABReport:
@@ -430,7 +432,7 @@ class ABTest:
             primary = list(self._primary_us)
             primary_compared = list(self._primary_compared_us)
             candidate = list(self._candidate_us)
-            drift = {k: DriftStats(d[0] / d[4], d[1], d[2], d[3], d[4]) for k, d in self._drift.items()}
+            drift = {k: DriftStats(d[0] / d[4], d[1], d[2], d[3], int(d[4])) for k, d in self._drift.items()}
             counts = (self._calls, self._compared, self._skipped, self._errors, self._last_error)
         return ABReport(
             self.name,
@@ -451,10 +453,11 @@ class ABTest:
 
     def close(self) -> None:
         """Stop the background worker (if any). The primary and candidate stay open."""
-        if self._worker is not None and self._worker.is_alive():
+        worker, jobs = self._worker, self._queue
+        if worker is not None and jobs is not None and worker.is_alive():
             self.wait()
-            self._queue.put(None)
-            self._worker.join(timeout=10)
+            jobs.put(None)
+            worker.join(timeout=10)
 
     def __enter__(self) -> ABTest:
         return self

@@ -302,22 +302,28 @@ def detect(
     model = model or board_fields.get("model", "")
     tegra = _read_text(base / "etc/nv_tegra_release")
     emulated = bool(environ.get("QEMU_CPU") or environ.get("QEMU_LD_PREFIX"))
-    common = {
-        "machine": machine,
-        "cores": cores,
-        "cpu_count": len(blocks),
-        "features": _features(blocks),
-        "emulated": emulated,
-    }
-    if model.startswith("Raspberry Pi"):
-        return Board(key=_pi_key(model, cores), family="raspberry-pi", model=model, **common)
-    if tegra or "jetson" in model.lower():
+    features = _features(blocks)
+
+    def board(key: str, family: str, model: str, l4t_release: str | None = None) -> Board:
         return Board(
-            key=_jetson_key(model, cores), family="jetson", model=model, l4t_release=_l4t_release(tegra), **common
+            key=key,
+            family=family,
+            model=model,
+            machine=machine,
+            cores=cores,
+            cpu_count=len(blocks),
+            features=features,
+            l4t_release=l4t_release,
+            emulated=emulated,
         )
+
+    if model.startswith("Raspberry Pi"):
+        return board(_pi_key(model, cores), "raspberry-pi", model)
+    if tegra or "jetson" in model.lower():
+        return board(_jetson_key(model, cores), "jetson", model, _l4t_release(tegra))
     if not model and blocks:
         model = blocks[0].get("model name", "")
-    return Board(key=machine, family="generic", model=model, **common)
+    return board(machine, "generic", model)
 
 
 def identify() -> Board:

@@ -96,7 +96,9 @@ class Exporter:
         if max_connections < 1:
             raise InputError(f"max_connections must be at least 1, got {max_connections}")
         self._server = _Server((host, port), timeout_s, max_connections)
-        self.host, self.port = self._server.server_address[:2]
+        bound_host, self.port = self._server.server_address[:2]
+        # An AF_INET server's address is (str, int); the stubs allow bytes for other families.
+        self.host = bound_host if isinstance(bound_host, str) else bytes(bound_host).decode()
         self._thread = threading.Thread(target=self._server.serve_forever, name="edgeinf-metrics", daemon=True)
         self._thread.start()
         log.info("serving metrics on %s", self.url)

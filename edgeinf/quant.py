@@ -227,7 +227,7 @@ def quantize_multiplier(real_multiplier: float) -> tuple[int, int]:
     >>> quantize_multiplier(0.5)
     (1073741824, 0)
     """
-    return tuple(_C.quantize_multiplier(_real(real_multiplier, "real_multiplier")))
+    return _C.quantize_multiplier(_real(real_multiplier, "real_multiplier"))
 
 
 def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
@@ -247,8 +247,8 @@ def activation_range(activation: str, scale: float, zero_point: int) -> tuple[in
     >>> activation_range("relu6", 0.05, -128)
     (-128, -8)
     """
-    return tuple(
-        _C.activation_range(_activation(activation), _float32(scale, "output scale"), _zero_point(zero_point, "output"))
+    return _C.activation_range(
+        _activation(activation), _float32(scale, "output scale"), _zero_point(zero_point, "output")
     )
 
 

@@ -9,12 +9,16 @@ loads them on LiteRT and reports why in ``details["fallback"]``.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import RuntimeFailure
 from ..types import Layout, Quantization, TensorSpec
 from .base import Backend
+
+if TYPE_CHECKING:
+    from .. import _C
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,7 @@ class EngineBackend(Backend):
         from ..isa import active_isa
 
         plan = plan_model(parsed)
-        self._program = build_program(plan, num_threads)
+        self._program: _C.EngineProgram | None = build_program(plan, num_threads)
         self.runtime = f"edgeinf {__version__}"
         self.num_threads = num_threads
         tensors = plan.tensors
@@ -83,6 +87,8 @@ class EngineBackend(Backend):
         return self._input_views[i]
 
     def invoke(self) -> list[np.ndarray]:
+        if self._program is None:
+            raise RuntimeFailure("the engine backend was closed")
         self._program.run()
         return [v.copy() for v in self._output_views]
 

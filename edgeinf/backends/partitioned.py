@@ -6,11 +6,16 @@ tensors that cross from one to the next.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import RuntimeFailure
 from .base import Backend
 from .edgeinf import _spec
+
+if TYPE_CHECKING:
+    from .. import _C
 
 
 class _NativeSegment:
@@ -18,12 +23,13 @@ class _NativeSegment:
         from ..engine import build_program, plan_part
 
         plan = plan_part(model, segment.operators, segment.inputs, segment.outputs)
-        self.program = build_program(plan, num_threads)
+        program = build_program(plan, num_threads)
+        self.program: _C.EngineProgram | None = program
         self.plan = plan
 
         def view(t: int) -> np.ndarray:
             spec = _spec(plan.tensors[t])
-            return self.program.view(plan.offsets[t], spec.shape, spec.dtype)
+            return program.view(plan.offsets[t], spec.shape, spec.dtype)
 
         self.input_views = [view(t) for t in segment.inputs]
         self.output_views = [view(t) for t in segment.outputs]
@@ -31,6 +37,8 @@ class _NativeSegment:
     def run(self, values: list[np.ndarray]) -> list[np.ndarray]:
         for view, value in zip(self.input_views, values):
             np.copyto(view, value, casting="no")
+        if self.program is None:
+            raise RuntimeFailure("the engine segment was closed")
         self.program.run()
         return [v.copy() for v in self.output_views]
 
@@ -80,7 +88,7 @@ class PartitionedBackend(Backend):
 
         sg = parsed.main
         self._segments = segments
-        self._runners = []
+        self._runners: list[_NativeSegment | _LiteRTSegment] = []
         try:
             for segment in segments:
                 if segment.native:

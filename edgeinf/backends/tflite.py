@@ -43,8 +43,8 @@ def _import_interpreter(package: str | None):
 def _spec(detail: dict, resized: bool = False) -> TensorSpec:
     # Dynamic dimensions are -1 in the signature and 1 in the allocated shape until resized.
     signature = detail.get("shape_signature")
-    use_signature = not resized and signature is not None and len(signature)
-    shape = tuple(int(d) for d in (signature if use_signature else detail["shape"]))
+    dims = signature if not resized and signature is not None and len(signature) else detail["shape"]
+    shape = tuple(int(d) for d in dims)
     qp = detail.get("quantization_parameters") or {}
     scales = qp.get("scales")
     quantization = None

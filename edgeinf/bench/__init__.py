@@ -16,6 +16,7 @@ import time  # noqa: F401 - tests patch edgeinf.bench.time.perf_counter, the clo
 
 from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
 from .machine import cpu_model, environment
+from .results import document, finish, machine_line, write_document
 from .stats import Evictor, Stats, compare, last_level_cache_bytes, measure, summarize
 from .sweep import IMAGE_RANGES, SCHEMA, VARIANTS, auto_variant, bench_model, image_input, random_inputs, variant_fits
 
@@ -29,9 +30,12 @@ __all__ = [
     "bench_model",
     "compare",
     "cpu_model",
+    "document",
     "environment",
+    "finish",
     "image_input",
     "last_level_cache_bytes",
+    "machine_line",
     "measure",
     "peak_rss_bytes",
     "random_inputs",
@@ -39,4 +43,5 @@ __all__ = [
     "rss_bytes",
     "summarize",
     "variant_fits",
+    "write_document",
 ]

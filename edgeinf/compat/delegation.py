@@ -74,13 +74,13 @@ class Disagreement:
 
 def compare(predicted: Iterable[Iterable[int]], actual: Iterable[Iterable[int]]) -> Disagreement | None:
     """None when both sides have the same partitions (as node sets), else what differs."""
-    predicted = tuple(tuple(sorted(p)) for p in predicted)
-    actual = tuple(tuple(sorted(p)) for p in actual)
-    if sorted(predicted) == sorted(actual):
+    said_parts = tuple(tuple(sorted(p)) for p in predicted)
+    did_parts = tuple(tuple(sorted(p)) for p in actual)
+    if sorted(said_parts) == sorted(did_parts):
         return None
-    said = {n for p in predicted for n in p}
-    did = {n for p in actual for n in p}
-    return Disagreement(predicted, actual, tuple(sorted(did - said)), tuple(sorted(said - did)))
+    said = {n for p in said_parts for n in p}
+    did = {n for p in did_parts for n in p}
+    return Disagreement(said_parts, did_parts, tuple(sorted(did - said)), tuple(sorted(said - did)))
 
 
 def reconcile(report: CompatReport, actual: list[list[int]], runtime: str, graph) -> CompatReport:
@@ -128,8 +128,8 @@ def reconcile(report: CompatReport, actual: list[list[int]], runtime: str, graph
         [op.outputs for op in graph.operators],
         [op.index in delegated for op in graph.operators],
     )
-    counts = Counter(n.status["tflite"].status for n in nodes if "tflite" in n.status)
-    counts = {k: counts.get(k, 0) for k in verdict.counts}
+    seen = Counter(n.status["tflite"].status for n in nodes if "tflite" in n.status)
+    counts = {k: seen.get(k, 0) for k in verdict.counts}
     corrected = dataclasses.replace(
         verdict,
         partitions=tuple(tuple(sorted(p)) for p in actual),

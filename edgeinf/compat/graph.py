@@ -53,7 +53,8 @@ def partition(
             break
         # the subset's kind is that of the first ready node in node order
         kind = not ready[False] or (bool(ready[True]) and ready[True][0] < ready[False][0])
-        this_sweep, next_sweep = ready[kind], []
+        this_sweep = ready[kind]
+        next_sweep: list[int] = []
         ready[kind] = []
         members: list[int] = []
         while this_sweep:

@@ -86,11 +86,17 @@ def check_ncnn(param: NcnnParam, target: tables.Target) -> tuple[list[NodeReport
     registry = tables.ncnn_registry(target)
     nodes = []
     for layer in param.layers:
-        cpu = layer_status(layer, registry, target)
-        vk = vulkan_status(layer, registry, target) if cpu.status != "unsupported" else cpu
+        on_cpu = layer_status(layer, registry, target)
+        on_vulkan = vulkan_status(layer, registry, target) if on_cpu.status != "unsupported" else on_cpu
         nodes.append(
             NodeReport(
-                layer.index, 0, layer.name, f"ncnn:{layer.type}", layer.type, None, {"ncnn": cpu, "ncnn-vulkan": vk}
+                layer.index,
+                0,
+                layer.name,
+                f"ncnn:{layer.type}",
+                layer.type,
+                None,
+                {"ncnn": on_cpu, "ncnn-vulkan": on_vulkan},
             )
         )
     blockers = tuple(
@@ -111,7 +117,8 @@ def check_ncnn(param: NcnnParam, target: tables.Target) -> tuple[list[NodeReport
         note=target.note,
     )
     # Vulkan: subsets in layer order (ncnn runs layers in file order, switching device per layer)
-    runs, prev = [], None
+    runs: list[tuple[bool, list[int]]] = []
+    prev = None
     for n in nodes:
         on_gpu = n.status["ncnn-vulkan"].status == "delegated"
         if on_gpu != prev:

@@ -116,7 +116,8 @@ def _function_body(node: OnnxNode, opset: int) -> bool:
         schema = onnx.defs.get_schema(node.op_type, opset, "" if node.domain == DEFAULT_DOMAIN else node.domain)
     except Exception:  # noqa: BLE001 (SchemaError: unknown op)
         return False
-    return bool(schema.has_function or schema.has_context_dependent_function)
+    # onnx's stub for OpSchema omits these two properties the binding has.
+    return bool(schema.has_function or schema.has_context_dependent_function)  # type: ignore[attr-defined]
 
 
 def _constraint_types(node: OnnxNode, version: int, value_types: dict[str, str]) -> dict[str, str]:
@@ -226,15 +227,15 @@ def check_onnx(
     nodes = []
     for n in model.nodes:
         status = {}
-        if ort_target:
+        if ort_target and kernels is not None:
             status["onnxruntime"] = ort_status(n, model.opsets, kernels, ort_target, model.value_types)
-        if ncnn_target:
+        if ncnn_target and registry is not None:
             status["ncnn"] = ncnn_status(n, pnnx, registry)
-        if tflite_target:
+        if tflite_target and resolver is not None:
             status["tflite"] = tflite_status(n, o2t, resolver, tflite_target)
         nodes.append(NodeReport(n.index, 0, n.name, n.key, n.op_type, n.since_version, status))
     verdicts = {}
-    if ort_target:
+    if ort_target and kernels is not None:
         counts = Counter(n.status["onnxruntime"].status for n in nodes)
         blockers = tuple(
             f"node {n.index} {n.name} ({n.op}): {n.status['onnxruntime'].reason}"

@@ -223,19 +223,22 @@ class CompatReport:
             facts.append(f"min_runtime_version {self.min_runtime_version}")
         lines.append("  " + ", ".join(facts))
         lines.append("")
-        for name, b in self.backends.items():
-            via = f" via {b.via}" if b.via else ""
+        for name, verdict in self.backends.items():
+            via = f" via {verdict.via}" if verdict.via else ""
             dl = ""
-            if b.delegate and b.runnable:
-                dl = f", {b.delegate}: {len(b.partitions)} partition(s), {b.transitions} CPU/delegate transition(s)"
-            counts = ", ".join(f"{v} {k}" for k, v in b.counts.items() if v)
-            lines.append(f"{name:<8} {b.verdict:<8} on {b.target}{via}{dl}  [{counts}]")
-            if b.note:
-                lines.append(f"         note: {b.note}")
-            for advice in b.advice:
+            if verdict.delegate and verdict.runnable:
+                dl = (
+                    f", {verdict.delegate}: {len(verdict.partitions)} partition(s),"
+                    f" {verdict.transitions} CPU/delegate transition(s)"
+                )
+            counts = ", ".join(f"{v} {k}" for k, v in verdict.counts.items() if v)
+            lines.append(f"{name:<8} {verdict.verdict:<8} on {verdict.target}{via}{dl}  [{counts}]")
+            if verdict.note:
+                lines.append(f"         note: {verdict.note}")
+            for advice in verdict.advice:
                 lines.append(f"         warning: {advice}")
-            if b.blockers:
-                lines.append(f"         {len(b.blockers)} node(s) cannot run: see the findings below")
+            if verdict.blockers:
+                lines.append(f"         {len(verdict.blockers)} node(s) cannot run: see the findings below")
         lines.append("")
         summary = self.op_summary()
         backends = list(self.backends)
@@ -298,7 +301,7 @@ def _op_label(g: dict) -> str:
     return g["key"] + (f" v{g['version']}" if g["version"] is not None else "")
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB"):
         if abs(n) < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

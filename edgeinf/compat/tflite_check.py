@@ -366,7 +366,7 @@ def _facts(model: TfliteModel) -> dict:
     dynamic = []
     for i in sg.inputs:
         t = sg.tensors[i]
-        if t.is_dynamic:
+        if t.is_dynamic and t.shape_signature is not None:
             dynamic.append({"name": t.name, "shape": list(t.shape_signature)})
     notes = []
     if dynamic:

@@ -95,8 +95,8 @@ class ConversionReport:
             lines.append(f"  wrote      {f}")
         if self.check:
             lines.append(f"  check      {self.check.get('verdict')} on {self.check.get('target')}")
-        if self.verified:
-            t = self.tolerance
+        t = self.tolerance
+        if self.verified and t is not None:
             lines.append(
                 f"  verified   on {len(self.samples)} input(s), tolerance max abs {t.atol:g}, cosine {t.min_cosine:g}"
             )
@@ -136,7 +136,7 @@ def parse_input_shapes(texts, inputs) -> dict[str, tuple[int, ...]]:
         if not m:
             raise InputError(f"--input-shape {text!r}: expected dimensions like 1,3,224,224 or NAME:1,3,224,224")
         name = m.group("name") or (names[position] if position < len(names) else None)
-        if name not in names:
+        if name is None or name not in names:
             raise InputError(f"--input-shape {text!r}: the model's inputs are {names}")
         dims = tuple(int(d) for d in re.split(r"[,x]", m.group("dims")))
         if any(not 1 <= d <= MAX_DIMENSION for d in dims):
@@ -228,21 +228,21 @@ def convert(
     source_check = compat.check(path, backend=to, model=parsed)  # which ONNX nodes the converter table doubts
 
     if to == "ncnn":
-        from . import pnnx as tool
+        from . import pnnx as pnnx_tool
 
-        param, weights, command = tool.to_ncnn(
+        param, weights, command = pnnx_tool.to_ncnn(
             path, out, list(shapes.values()), fp16=fp16, external=parsed.external_data, pnnx=pnnx
         )
         report.files = [str(param), str(weights)]
         converted, options = param, {"fp16": fp16}
-        report.converter = {"tool": "pnnx", "version": tool.version(), "command": command}
+        report.converter = {"tool": "pnnx", "version": pnnx_tool.version(), "command": command}
     else:
-        from . import onnx2tf as tool
+        from . import onnx2tf as onnx2tf_tool
 
-        converted, command = tool.to_tflite(path, out, shapes, fp16=fp16, external=parsed.external_data)
+        converted, command = onnx2tf_tool.to_tflite(path, out, shapes, fp16=fp16, external=parsed.external_data)
         report.files = [str(converted)]
         options = {}
-        report.converter = {"tool": "onnx2tf", "version": tool.version(), "command": command}
+        report.converter = {"tool": "onnx2tf", "version": onnx2tf_tool.version(), "command": command}
 
     result_check = compat.check(converted, backend=to)
     verdict = result_check.backends[to]
@@ -293,14 +293,16 @@ def convert(
                         f"output {spec.name!r}: shape {list(ref.shape)} but the converted model gives {list(value.shape)}"
                     )
                     return report
-                if errors[i] is None:
-                    errors[i] = OutputError(spec.name, ref.shape, value.shape, lined[1])
+                error = errors[i]
+                if error is None:
+                    error = errors[i] = OutputError(spec.name, ref.shape, value.shape, lined[1])
                     if detecting and detections.is_score_map(ref.shape, image_sizes):
-                        errors[i].detections = detections.DetectionAgreement()
-                errors[i].add(ref, lined[0])
-                if errors[i].detections is not None:
+                        error.detections = detections.DetectionAgreement()
+                error.add(ref, lined[0])
+                agreement = error.detections
+                if agreement is not None:
                     for one, other in zip(ref[:, 0], lined[0][:, 0]):
-                        errors[i].detections.add(detections.from_score_map(one), detections.from_score_map(other))
+                        agreement.add(detections.from_score_map(one), detections.from_score_map(other))
             report.samples.append(sample.description)
     report.outputs = [e for e in errors if e is not None]
     report.verified = True

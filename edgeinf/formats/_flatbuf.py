@@ -61,7 +61,7 @@ def _compile(layout: dict) -> dict[str, tuple]:
         return compiled
     compiled = {}
     for tname, fields in layout["tables"].items():
-        rows = []
+        rows: list[tuple] = []  # the last item's type depends on the kind
         for fname, f in fields.items():
             kind = f["kind"]
             if kind == "scalar":
@@ -219,7 +219,7 @@ def _readers(layout: dict) -> dict[str, dict[str, tuple]]:
         return readers
     readers = {}
     for tname, fields in layout["tables"].items():
-        spec = {}
+        spec: dict[str, tuple] = {}  # the items' types depend on the kind
         for fname, f in fields.items():
             kind = f["kind"]
             if kind == "scalar":
@@ -289,7 +289,7 @@ class Table:
             if length <= _SMALL_VECTOR:
                 return struct.unpack_from(f"<{length}{st.format[-1]}", buf, target + 4)
             return np.frombuffer(buf, dtype=dtype, count=length, offset=target + 4)
-        items = []
+        items: list[Table | str] = []
         for i in range(length):
             a = target + 4 + 4 * i
             item = a + _U32.unpack_from(buf, a)[0]

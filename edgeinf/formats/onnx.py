@@ -70,7 +70,7 @@ class OnnxModel:
     weight_bytes: int  # initializers and Constant nodes
     inputs: tuple[OnnxValue, ...]
     outputs: tuple[OnnxValue, ...]
-    value_shapes: dict[str, tuple] = field(default_factory=dict, compare=False)
+    value_shapes: dict[str, tuple[Any, ...] | None] = field(default_factory=dict, compare=False)
     # Values of the small initializers (at most SMALL_CONSTANT elements): quantization
     # scales and zero points, shapes, axes.
     constants: dict[str, np.ndarray] = field(default_factory=dict, compare=False)

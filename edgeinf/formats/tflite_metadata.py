@@ -35,8 +35,9 @@ def _tables(slot: int, table: str) -> dict:
 
 
 # Slot of field n is 4 + 2 * n; a union takes two fields: its type (u8), then its value.
+_ROOT_TABLE = "ModelMetadata"
 _LAYOUT = {
-    "root_table": "ModelMetadata",
+    "root_table": _ROOT_TABLE,
     "tables": {
         "ModelMetadata": {
             "name": {"kind": "string", "slot": 4},
@@ -81,8 +82,8 @@ def read_metadata_root(data: bytes | memoryview, what: str = "TFLITE_METADATA") 
             f"{what}: not a TFLite metadata flatbuffer: expected the identifier {FILE_IDENTIFIER!r} at bytes 4..8, "
             f"got {bytes(data[4:8])!r} ({len(data)} bytes)"
         )
-    root = Verifier(data, _LAYOUT, what).root(_LAYOUT["root_table"])
-    return Table(data, root, _LAYOUT["root_table"], _LAYOUT)
+    root = Verifier(data, _LAYOUT, what).root(_ROOT_TABLE)
+    return Table(data, root, _ROOT_TABLE, _LAYOUT)
 
 
 def input_normalization(model) -> dict[int, Normalization]:

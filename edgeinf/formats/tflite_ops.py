@@ -22,21 +22,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from ..errors import ModelFileError
 from ._flatbuf import load_layout
 
+if TYPE_CHECKING:
+    from .tflite import Operator, Subgraph, TfliteModel
+
 
 @dataclass(frozen=True)
 class _Node:
     """What a rule sees: the model, its subgraph, the operator and its options with defaults."""
 
-    model: object
-    sg: object
-    op: object
+    model: TfliteModel
+    sg: Subgraph
+    op: Operator
     options: dict
 
     def rank(self, k: int) -> int | None:

@@ -51,6 +51,10 @@ def schema() -> ModuleType:
             requested=("ai_edge_litert",),
         )
     spec = importlib.util.spec_from_file_location(_PRIVATE_NAME, path)
+    if spec is None or spec.loader is None:
+        raise BackendUnavailableError(
+            f"{path}: not a Python module to load the TFLite schema from", requested=("ai_edge_litert",)
+        )
     module = importlib.util.module_from_spec(spec)
     sys.modules[_PRIVATE_NAME] = module
     spec.loader.exec_module(module)

@@ -233,7 +233,7 @@ def build_model(
         tensor_objs.append(_tensor(td, buffer_index, None))
 
     opcode_index: dict[tuple, int] = {}
-    opcodes = []
+    opcodes: list[object] = []
     op_objs = []
     for j, od in enumerate(ops):
         check(od.inputs, f"op {j} ({od.op}) inputs", optional=True)

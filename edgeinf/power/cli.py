@@ -18,7 +18,7 @@ import time
 
 from ..errors import SensorError
 from .discover import Discovery, discover
-from .sensors.base import EnergyMeter
+from .sensors.base import EnergyMeter, PowerSensor
 
 MAX_INTERVAL_S = 86400
 
@@ -128,34 +128,32 @@ def run(args: argparse.Namespace) -> int:
         if found.total is None:
             print(f"edgeinf: error: no total power sensor to follow ({data['total_reason']})", file=sys.stderr)
             return 1
-        return _live(found, args)
+        return _live(found.total, args)
     finally:
         found.close()
 
 
-def _live(found: Discovery, args) -> int:
+def _live(total: PowerSensor, args) -> int:
     meter = EnergyMeter()
     readings = 0
     try:
         while not args.count or readings < args.count:
+            row: dict[str, float | str]
             try:
-                sample = found.total.read()
+                sample = total.read()
             except SensorError as exc:
                 meter.gap()
-                row = {"t_s": time.monotonic(), "error": str(exc)}
+                t_s = time.monotonic()
+                row = {"t_s": t_s, "error": str(exc)}
+                line = f"{t_s:.3f}  error: {exc}"
             else:
                 meter.add(sample)
-                row = {
-                    "t_s": round(sample.timestamp_s, 6),
-                    "power_mw": round(sample.power_mw, 1),
-                    "energy_j": round(meter.energy_uj / 1e6, 6),
-                }
-            if args.json:
-                print(json.dumps(row), flush=True)
-            elif "error" in row:
-                print(f"{row['t_s']:.3f}  error: {row['error']}", flush=True)
-            else:
-                print(f"{row['t_s']:.3f}  {row['power_mw'] / 1000:8.3f} W  {row['energy_j']:10.3f} J", flush=True)
+                t_s = round(sample.timestamp_s, 6)
+                power_mw = round(sample.power_mw, 1)
+                energy_j = round(meter.energy_uj / 1e6, 6)
+                row = {"t_s": t_s, "power_mw": power_mw, "energy_j": energy_j}
+                line = f"{t_s:.3f}  {power_mw / 1000:8.3f} W  {energy_j:10.3f} J"
+            print(json.dumps(row) if args.json else line, flush=True)
             readings += 1
             if not args.count or readings < args.count:
                 time.sleep(args.interval)

@@ -71,7 +71,7 @@ class Discovery:
                 close()
 
 
-def _meter(spec: str, clock: Clock) -> PowerSensor:
+def _meter(spec: str, clock: Clock) -> UmMeter | LineMeter:
     # "PORT" or "PORT@um" / "PORT@line"
     port, _, kind = spec.partition("@")
     if kind in ("", "um"):

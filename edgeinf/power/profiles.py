@@ -232,7 +232,9 @@ def profile(
     if runs < 2:
         raise ValueError(f"runs must be >= 2, got {runs}")
     if load is None:
-        from .runner import load_runner as load
+        from .runner import load_runner
+
+        load = load_runner
     model = power_model or PowerModel()
     quality = dict(quality or {})
     idle_mw = _measure_idle(sensor, idle_s, clock, sleep) if sensor else model.idle_mw

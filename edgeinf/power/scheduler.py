@@ -257,8 +257,8 @@ class Scheduler:
         self._windows = 0
         self._windows_over = 0
         self._worst_window_w = 0.0
-        self._served = 0
-        self._dropped = 0
+        self._served: float = 0
+        self._dropped: float = 0
         self._fallback_periods = 0
         self._sensor_failures = 0
         self._thermal_periods = 0
@@ -312,14 +312,15 @@ class Scheduler:
         self._end_period(dt)
         self._last_step = now
 
-        sample, failure = self._read_power(now)
+        sample, power_failure = self._read_power(now)
         thermal_failure = self._read_thermal(now, sample)
-        if failure or thermal_failure:
+        failure = power_failure or thermal_failure
+        if failure:
             self._sensor_failures += 1
             self._fallback_periods += 1
             self._meter.gap()
             self._close_window_part(now, dt, None)
-            self._decision = self._fallback(now, failure or thermal_failure)
+            self._decision = self._fallback(now, failure)
         else:
             if sample is not None:
                 self._account(sample, now, dt)
@@ -362,8 +363,8 @@ class Scheduler:
         if self._last_sample_t is None or sample.timestamp_s > self._last_sample_t:
             self._last_sample_t = sample.timestamp_s
             self._last_fresh = now
-        elif now - (self._last_fresh or now) > 2 * self.control_period_s:
-            return None, f"sensor reading has not changed for {now - self._last_fresh:.2f} s"
+        elif (unchanged_s := now - (self._last_fresh or now)) > 2 * self.control_period_s:
+            return None, f"sensor reading has not changed for {unchanged_s:.2f} s"
         self._estimated = self._estimated or sample.estimated
         return sample, None
 
@@ -474,7 +475,7 @@ class Scheduler:
             served_by.append((min(rate, self._capacity[i], demand), rate))
         most = max(served for served, _ in served_by)
         floor = most * 0.99 - 1e-9
-        best = None
+        best: Optional[tuple[tuple[float, bool, float, int], int, float, float, float]] = None
         for i, (served, rate) in enumerate(served_by):
             if served < floor:
                 continue
@@ -483,10 +484,11 @@ class Scheduler:
             key = (-self._entries[i].quality, i != current, power, i)
             if best is None or key < best[0]:
                 best = (key, i, served, rate, power)
+        assert best is not None, "the configuration serving the most is above the floor"
         _, i, served, rate, predicted = best
         if rate <= 0:
             reason = "target at or below idle power: admit nothing"
-        elif target >= self._thermal_cap_mw:
+        elif self.thermal_limit is not None and target >= self._thermal_cap_mw:
             reason = (
                 f"thermal limit binds: {target / 1000:.2f} W keeps the peak under"
                 f" {self.thermal_limit.hold_mc / 1000:.1f} °C"

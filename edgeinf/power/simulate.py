@@ -29,6 +29,7 @@ see the truth. Metrics use the truth.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -273,10 +274,17 @@ class SimThrottleSensor:
 class Controller:
     """What the simulator drives: the `Scheduler` interface, reduced to what it uses."""
 
-    def step(self, now: float) -> Decision: ...
-    def set_budget(self, budget_w: float, now: float) -> Decision: ...
-    def record(self, latency_s: float, count: float = 1.0) -> None: ...
-    def record_arrivals(self, count: float = 1.0) -> None: ...
+    def step(self, now: float) -> Decision:
+        raise NotImplementedError
+
+    def set_budget(self, budget_w: float, now: float) -> Decision:
+        raise NotImplementedError
+
+    def record(self, latency_s: float, count: float = 1.0) -> None:
+        raise NotImplementedError
+
+    def record_arrivals(self, count: float = 1.0) -> None:
+        raise NotImplementedError
 
 
 class StaticController(Controller):
@@ -544,7 +552,8 @@ def best_static(
     true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
     per_window = max(1, int(round(window_s / trace.step_s)))
     budget = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
-    best = {"served": -1.0}
+    best_served = -1.0
+    best: dict[str, float | Config] = {"served": best_served}
     for entry in true_profile.entries:
 
         def feasible(rate, entry=entry):
@@ -562,9 +571,10 @@ def best_static(
                 low, high = (mid, high) if feasible(mid) else (low, mid)
         _, served = static_power_mw(trace, entry, true_profile.idle_mw, low)
         total = float(served.sum())
-        if total > best["served"]:
+        if total > best_served:
+            best_served = total
             best = {"served": total, "config": entry.config, "rate_per_s": low}
-    best["throughput_per_s"] = best["served"] / trace.duration_s
+    best["throughput_per_s"] = best_served / trace.duration_s
     return best
 
 
@@ -863,8 +873,7 @@ class SysfsPlant:
         self._temp_file = zone / "temp"
         self._power_file = device / "power1_input"
         self._write()
-        self._stop = None
-        self._thread = None
+        self._ticker: Optional[tuple[threading.Event, threading.Thread]] = None
 
     def run(self, config: Optional[Config], rate_per_s: float) -> float:
         """Sets what runs from now on; returns the rate the plant can serve (capacity, throttling)."""
@@ -904,24 +913,26 @@ class SysfsPlant:
             self.throttled_s += dt
         self._write()
 
-    def _loop(self) -> None:
+    def _loop(self, stop: threading.Event) -> None:
         last = time.monotonic()
-        while not self._stop.wait(self.tick_s):
+        while not stop.wait(self.tick_s):
             now = time.monotonic()
             self._advance(now - last)
             last = now
 
     def __enter__(self) -> SysfsPlant:
-        import threading
-
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="sysfs-plant", daemon=True)
-        self._thread.start()
+        stop = threading.Event()
+        thread = threading.Thread(target=self._loop, args=(stop,), name="sysfs-plant", daemon=True)
+        self._ticker = (stop, thread)
+        thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+        if self._ticker is not None:
+            stop, thread = self._ticker
+            self._ticker = None
+            stop.set()
+            thread.join()
 
 
 def run_on_sysfs_plant(
@@ -964,9 +975,10 @@ def run_on_sysfs_plant(
                 break
             if last is not None:
                 dt = now - last
-                served = plant._running[1] * dt
-                if served > 0:
-                    scheduler.record(plant.profile.entry(plant._running[0]).latency_ms / 1000.0, served)
+                config, rate_per_s = plant._running
+                served = rate_per_s * dt
+                if config is not None and served > 0:
+                    scheduler.record(plant.profile.entry(config).latency_ms / 1000.0, served)
                 scheduler.record_arrivals(demand_per_s * dt)
             decision = scheduler.step(now)
             plant.run(decision.config, decision.rate_per_s)
@@ -974,9 +986,10 @@ def run_on_sysfs_plant(
             last = now
             next_step += control_period_s
             time.sleep(max(0.0, next_step - time.monotonic()))
+    limit = scheduler.thermal_limit
     return {
         "report": scheduler.report().to_dict(),
-        "limit": {"trip_mc": scheduler.thermal_limit.trip_mc, "hold_mc": scheduler.thermal_limit.hold_mc},
+        "limit": None if limit is None else {"trip_mc": limit.trip_mc, "hold_mc": limit.hold_mc},
         "max_temp_c": plant.max_temp_c,
         "throttled_s": plant.throttled_s,
         "log": trace,

@@ -21,8 +21,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InputError, ModelFileError, UnsupportedOperatorError
+
+if TYPE_CHECKING:
+    from .report import AccuracyReport
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ class QuantizeResult:
     samples: int
     prepared: dict = field(default_factory=dict)
     float_ops: tuple[str, ...] = ()
-    report: object | None = None
+    report: AccuracyReport | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -162,7 +166,8 @@ def quantize(
                 else ""
             )
         )
-    prepared, changes = prepare(data)
+    prepared, fixups = prepare(data)
+    changes: dict[str, int | dict[str, float]] = dict(fixups)
     if equalize_ranges:
         from .equalize import candidate_tensors, channel_ranges, equalize
 

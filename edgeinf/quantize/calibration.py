@@ -39,11 +39,11 @@ def image_files(paths: Iterable[str | os.PathLike]) -> list[Path]:
     Raises:
         InputError: no paths, a path that does not exist, or no images found.
     """
-    paths = [Path(p) for p in (paths or [])]
-    if not paths:
+    roots = [Path(p) for p in (paths or [])]
+    if not roots:
         raise InputError("no calibration images: pass image files or a directory of images (--calib)")
     found: list[Path] = []
-    for p in paths:
+    for p in roots:
         if p.is_dir():
             found += sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in IMAGE_SUFFIXES)
         elif p.is_file():

@@ -80,7 +80,8 @@ def run(args) -> int:
     else:
         print(f"wrote    {result.output} ({result.samples} calibration inputs from {len(result.calibration)} image(s))")
         print(f"sha256   {result.sha256}")
-        print(result.report.to_text())
+        if result.report is not None:
+            print(result.report.to_text())
     return 0
 
 

@@ -75,11 +75,11 @@ def quantize_prepared(
                     progress.step()  # its stream is the real stderr, taken before the redirection
             qsvs = calib.get_model_qsvs()
             for name, (lo, hi) in (output_ranges or {}).items():
-                for tensor in range_path(prepared, name):
-                    if tensor in qsvs:
-                        qsvs[tensor] = {
-                            "min": np.maximum(qsvs[tensor]["min"], np.float32(lo)),
-                            "max": np.minimum(qsvs[tensor]["max"], np.float32(hi)),
+                for tensor_name in range_path(prepared, name):
+                    if tensor_name in qsvs:
+                        qsvs[tensor_name] = {
+                            "min": np.maximum(qsvs[tensor_name]["min"], np.float32(lo)),
+                            "max": np.minimum(qsvs[tensor_name]["max"], np.float32(hi)),
                         }
             q = quantizer.Quantizer(buffer, manager.get_quantization_recipe())
             result = q.quantize(qsvs, enable_progress_bar=False, enable_progress_report=False)

@@ -85,7 +85,7 @@ def task_for(path: Path, options: dict | None = None, kind: str | None = None) -
 
 def face_rois(rgb: np.ndarray, scales=(LANDMARK_CROP_SCALE,)) -> list[tuple[int, int, int, int]]:
     """Square crops (x, y, w, h) around each face the float detectors find, inside the image."""
-    found = []
+    found: list[np.ndarray] = []
     for name in ("face_detection_full_range", "face_detection_short_range"):
         for face in _detector(name).detect(rgb):
             box = np.asarray(face.box)
@@ -174,10 +174,13 @@ def detection_metric(float_path: Path, int8_path: Path, task: Task, photos) -> d
     from ..face import FaceDetector
     from ..postprocess import iou_one_to_many
 
-    ref = FaceDetector(str(float_path), config=task.detector, num_threads=1)
-    threshold = task.detector.min_score
-    lenient = FaceDetector(str(float_path), config=replace(task.detector, min_score=threshold - BORDERLINE))
-    test = FaceDetector(str(int8_path), config=task.detector, num_threads=1)
+    detector = task.detector
+    if detector is None:
+        raise ValueError(f"a {task.kind} task has no detector layout to measure detections with")
+    ref = FaceDetector(str(float_path), config=detector, num_threads=1)
+    threshold = detector.min_score
+    lenient = FaceDetector(str(float_path), config=replace(detector, min_score=threshold - BORDERLINE))
+    test = FaceDetector(str(int8_path), config=detector, num_threads=1)
     per_face, extra, found_float, found_int8 = [], [], 0, 0
     for name, rgb in photos:
         a, b = ref.detect(rgb), test.detect(rgb)

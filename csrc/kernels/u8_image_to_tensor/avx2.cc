@@ -291,16 +291,8 @@ int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, 
   return hresample_nch<kTwoRows, false>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride, ahead);
 }
 
-void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
-  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride, ahead);
-  u8_hresample__scalar(pass, row, x, n, out, plane_stride);
-}
-
-void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-            int plane_stride, LinePrefetch& ahead) {
-  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride, ahead);
-  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
-}
+constexpr auto hresample = hresample_then_scalar<hresample_simd<false>>;
+constexpr auto hblend = hblend_then_scalar<hresample_simd<true>>;
 
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   // PMULHRSW: (d * b1 * 2 + 2^15) >> 16 == (d * b1 + 2^14) >> 15, the scalar rounding

@@ -250,6 +250,27 @@ void s16_yuv_quantize__scalar(const int16_t* y, const int16_t* u, const int16_t*
 void s16_matrix__scalar(const int16_t* a0, const int16_t* a1, const int16_t* a2, int begin, int end, const Stage& st,
                         void* out);
 
+// The columns of a horizontal pass an ISA vectorizes: writes output columns [0, x) of row0
+// (of row0 and row1 blended by b1 when it serves hblend) and returns x.
+using HColumns = int (*)(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                         int plane_stride, LinePrefetch& ahead);
+
+// Kernels::hresample and Kernels::hblend of an ISA: its vectorized columns, then the scalar
+// reference for the rest of the row.
+template <HColumns columns>
+void hresample_then_scalar(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride,
+                           LinePrefetch& ahead) {
+  const int x = columns(pass, row, row, 0, n, out, plane_stride, ahead);
+  u8_hresample__scalar(pass, row, x, n, out, plane_stride);
+}
+
+template <HColumns columns>
+void hblend_then_scalar(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
+                        int plane_stride, LinePrefetch& ahead) {
+  const int x = columns(pass, row0, row1, b1, n, out, plane_stride, ahead);
+  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
+}
+
 // Building and running (portable).
 struct PlanRequest {
   Format format;

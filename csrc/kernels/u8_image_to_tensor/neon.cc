@@ -118,16 +118,8 @@ int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, 
   return hresample_8b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }
 
-void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch& ahead) {
-  const int x = hresample_simd<false>(pass, row, row, 0, n, out, plane_stride, ahead);
-  u8_hresample__scalar(pass, row, x, n, out, plane_stride);
-}
-
-void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-            int plane_stride, LinePrefetch& ahead) {
-  const int x = hresample_simd<true>(pass, row0, row1, b1, n, out, plane_stride, ahead);
-  u8_hblend__scalar(pass, row0, row1, b1, x, n, out, plane_stride);
-}
+constexpr auto hresample = hresample_then_scalar<hresample_simd<false>>;
+constexpr auto hblend = hblend_then_scalar<hresample_simd<true>>;
 
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   const int16x8_t b = vdupq_n_s16(static_cast<int16_t>(b1));

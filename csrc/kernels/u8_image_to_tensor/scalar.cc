@@ -185,13 +185,10 @@ void s16_yuv_quantize__scalar(const int16_t* y, const int16_t* u, const int16_t*
 
 namespace {
 
-void hresample(const HPass& pass, const uint8_t* row, int n, int16_t* out, int plane_stride, LinePrefetch&) {
-  u8_hresample__scalar(pass, row, 0, n, out, plane_stride);
-}
-void hblend(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-            int plane_stride, LinePrefetch&) {
-  u8_hblend__scalar(pass, row0, row1, b1, 0, n, out, plane_stride);
-}
+// The reference vectorizes no columns: hresample and hblend are the scalar passes whole.
+int no_columns(const HPass&, const uint8_t*, const uint8_t*, int32_t, int, int16_t*, int, LinePrefetch&) { return 0; }
+constexpr auto hresample = hresample_then_scalar<no_columns>;
+constexpr auto hblend = hblend_then_scalar<no_columns>;
 void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* out) {
   s16_vblend__scalar(h0, h1, b1, 0, n, out);
 }

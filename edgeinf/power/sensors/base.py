@@ -11,17 +11,18 @@ from __future__ import annotations
 import errno
 import logging
 import math
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Protocol, runtime_checkable
+from typing import IO, Callable, Optional, Protocol, runtime_checkable
 
 from ...errors import SensorError
 
 log = logging.getLogger(__name__)
 
-Opener = Callable[..., object]
+Opener = Callable[..., IO[str]]
 Clock = Callable[[], float]
 
 
@@ -86,7 +87,7 @@ class Sysfs:
     PosixPath('/sys/class/hwmon')
     """
 
-    def __init__(self, root: str | Path = "/", opener: Opener = open):
+    def __init__(self, root: str | os.PathLike[str] = "/", opener: Opener = open):
         self.root = Path(root)
         self.opener = opener
 

@@ -39,6 +39,10 @@ class PmicRail:
         return self.voltage_mv * self.current_ma / 1000.0
 
 
+def _milli(value: Optional[float]) -> Optional[float]:
+    return None if value is None else value * 1000.0
+
+
 def parse_pmic_read_adc(text: str) -> dict[str, PmicRail]:
     """Rails of one ``pmic_read_adc`` dump; values that are ``nan`` or unparsable are left as None.
 
@@ -58,16 +62,15 @@ def parse_pmic_read_adc(text: str) -> dict[str, PmicRail]:
             value = float(raw)
         except ValueError:
             value = math.nan
-        value = value if math.isfinite(value) else None
-        (amps if kind == "A" else volts)[rail] = value
+        (amps if kind == "A" else volts)[rail] = value if math.isfinite(value) else None
     names = sorted(set(volts) | set(amps))
     if not names:
         raise SensorError(f"vcgencmd pmic_read_adc: no rail lines in output {text.strip()[:80]!r}")
     return {
         name: PmicRail(
             name,
-            volts[name] * 1000.0 if volts.get(name) is not None else None,
-            amps[name] * 1000.0 if amps.get(name) is not None else None,
+            _milli(volts.get(name)),
+            _milli(amps.get(name)),
         )
         for name in names
     }

@@ -60,7 +60,7 @@ UM34C_CHECKSUM_POSITIONS = (
 )  # fmt: skip
 
 
-def _um34c_checksum(record: bytes) -> int:
+def _um34c_checksum(record: bytes | bytearray) -> int:
     value = 0
     for position in UM34C_CHECKSUM_POSITIONS:
         value ^= record[position]
