@@ -129,7 +129,9 @@ class LatestFrame:
             if not self._cond.wait_for(lambda: not self._taken or self._end is not None, timeout_s):
                 raise SourceStalled(f"no new frame within {timeout_s} s")
             if self._taken:
+                assert self._end is not None  # the wait ended on the producer closing
                 raise self._end
+            assert self._frame is not None  # a frame not taken was put
             self._taken = True
             self.delivered += 1
             self._cond.notify_all()

@@ -10,9 +10,14 @@ rows and 48-byte chroma rows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .base import Source, SourceError
+
+if TYPE_CHECKING:
+    from gi.repository import Gst
 
 _CAPS_FORMAT = {"bgr": "BGR", "rgb": "RGB", "gray": "GRAY8", "nv12": "NV12", "i420": "I420", "yuyv": "YUY2"}
 _SINK = "edgeinf_sink"
@@ -34,8 +39,8 @@ class GStreamerSource(Source):
             raise SourceError(f"GStreamer frames can be {sorted(_CAPS_FORMAT)}, got {format!r}")
         self.format = format
         self.description = description
-        self._pipeline = None
-        self._sink = None
+        self._pipeline: Gst.Pipeline | None = None
+        self._sink: Gst.Element | None = None
         super().__init__(f"gstreamer: {description}", **kwargs)
 
     def _open(self) -> None:
@@ -69,11 +74,12 @@ class GStreamerSource(Source):
         self._pipeline = pipeline
 
     def _grab(self) -> np.ndarray | None:
-        Gst = self._Gst
+        Gst, sink = self._Gst, self._sink
+        assert sink is not None  # _open set it before the capture thread started
         while not self._stop.is_set():
-            sample = self._sink.emit("try-pull-sample", 100 * Gst.MSECOND)
+            sample = sink.emit("try-pull-sample", 100 * Gst.MSECOND)
             if sample is None:
-                if self._sink.get_property("eos"):
+                if sink.get_property("eos"):
                     return None
                 self._check_bus()
                 continue
@@ -94,6 +100,7 @@ class GStreamerSource(Source):
         return None
 
     def _check_bus(self) -> None:
+        assert self._pipeline is not None  # _open set it before the capture thread started
         message = self._pipeline.get_bus().pop_filtered(self._Gst.MessageType.ERROR)
         if message is not None:
             error, debug = message.parse_error()
@@ -115,13 +122,13 @@ def _frame(data: np.ndarray, format: str, width: int, height: int, planes: list[
         if width % 2 or height % 2:
             raise SourceError(f"a {format} frame needs an even width and height, got {width}x{height}")
         chroma = [(height // 2, width)] if format == "nv12" else [(height // 2, width // 2)] * 2
-        rows = [_plane(data, planes[0], height, width)]
-        rows += [_plane(data, plane, h, w) for plane, (h, w) in zip(planes[1:], chroma)]
+        luma = _plane(data, planes[0], height, width)
+        chroma_planes = [_plane(data, plane, h, w) for plane, (h, w) in zip(planes[1:], chroma)]
         tight = np.empty((height * 3 // 2, width), np.uint8)
-        tight[:height] = rows[0]
+        tight[:height] = luma
         flat = tight[height:].reshape(-1)
         start = 0
-        for plane in rows[1:]:
+        for plane in chroma_planes:
             flat[start : start + plane.size] = plane.reshape(-1)
             start += plane.size
         return tight

@@ -5,11 +5,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .base import Source, SourceError
 from .pacing import Pacer
+
+if TYPE_CHECKING:
+    import cv2
 
 MAX_DIMENSION = 16384
 """Larger frames are refused: a corrupt header must not size a huge allocation per frame."""
@@ -62,7 +66,7 @@ class OpenCVSource(Source):
         self.loop = loop and self.is_file
         self.size = size
         self._fps = fps
-        self._capture_device = None
+        self._capture_device: cv2.VideoCapture | None = None
         self._pacer: Pacer | None = None
         if fps is not None and not (math.isfinite(fps) and fps > 0):
             raise SourceError(f"fps must be a positive number, got {fps}")
@@ -104,6 +108,7 @@ class OpenCVSource(Source):
 
     def _grab(self) -> np.ndarray | None:
         capture = self._capture_device
+        assert capture is not None  # _open set it before the capture thread started
         if self._pacer is not None and not self._pacer.wait():
             return None
         ok, image = capture.read()

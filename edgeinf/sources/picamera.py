@@ -7,9 +7,14 @@ picamera2 is imported only when the source opens, so this module loads anywhere.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .base import Source, SourceError
+
+if TYPE_CHECKING:
+    from picamera2 import Picamera2
 
 
 class Picamera2Source(Source):
@@ -35,7 +40,7 @@ class Picamera2Source(Source):
         self.size = (width, height)
         self.main_size = tuple(int(v) for v in main_size)
         self.camera_number = camera
-        self._camera = None
+        self._camera: Picamera2 | None = None
         self._stride = width
         super().__init__(f"picamera2 camera {camera} lores {width}x{height}", **kwargs)
 
@@ -65,6 +70,7 @@ class Picamera2Source(Source):
 
     def _grab(self) -> np.ndarray:
         # capture_array waits for the next frame: the camera sets the pace.
+        assert self._camera is not None  # _open set it before the capture thread started
         array = self._camera.capture_array("lores")
         width, height = self.size
         if array.shape != (height * 3 // 2, self._stride):
