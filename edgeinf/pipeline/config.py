@@ -25,6 +25,7 @@ A stage with ``inline = true`` runs on the thread of its last input (see `Pipeli
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 from ..errors import InputError
@@ -48,9 +49,9 @@ _STAGE_KEYS = {
 
 
 def _toml(text: str, path: Path) -> dict:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python < 3.11
+    else:
         try:
             import tomli as tomllib
         except ImportError:

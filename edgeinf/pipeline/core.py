@@ -22,10 +22,10 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from ..errors import EdgeInfError, InputError
 from ..sources import Frame, Source, SourceEnded
 from .breaker import CircuitBreaker
 from .metrics import PipelineMetrics
+
+if TYPE_CHECKING:
+    from types import EllipsisType
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +209,7 @@ class Stage:
     def call(self, job: _Job, fn: Callable | None = None) -> Any:
         """Run the stage on a frame: ``fn(frame, *inputs)``, once per item for a fan-out stage."""
         frame = job.frame
-        args = [job.results[name].value for name in self.inputs]
+        args = [job.settled(name).value for name in self.inputs]
         fn = fn or self.fn
         if self.for_each is None:
             return fn(frame, *args)
@@ -243,10 +246,16 @@ class _Job:
     def __init__(self, id_: int, frame: Frame, deadline_s: float | None):
         self.id = id_
         self.frame = frame
-        self.results: dict[str, StageResult] = {}
+        self.results: dict[str, StageResult | None] = {}  # None: queued or running
         self.future: Future = Future()
         self.deadline_s = deadline_s
         self.done = False
+
+    def settled(self, stage: str) -> StageResult:
+        """The outcome of a stage that has settled for this frame."""
+        result = self.results[stage]
+        assert result is not None, f"stage {stage!r} has not settled"
+        return result
 
 
 class Pipeline:
@@ -289,7 +298,7 @@ class Pipeline:
         self._ids = itertools.count()
         self._seq = itertools.count()
         self._jobs: dict[int, _Job] = {}
-        self._timers: list = []  # heap of (deadline_s, tiebreak, kind, job, stage, worker)
+        self._timers: list[tuple[float, int, str, _Job, Stage | None, _Worker | None]] = []  # a heap
         self._timer_wakeup = threading.Condition(self._lock)
         self._watchdog: threading.Thread | None = None
         self._order: list[Stage] = []
@@ -373,7 +382,12 @@ class Pipeline:
         return stage
 
     def configure(
-        self, stage: str, *, rate_hz: float | None = ..., variant: str | None = None, workers: int | None = None
+        self,
+        stage: str,
+        *,
+        rate_hz: float | None | EllipsisType = ...,
+        variant: str | None = None,
+        workers: int | None = None,
     ) -> None:
         """Change a stage while running: its rate limit, its variant, its worker count.
 
@@ -455,6 +469,12 @@ class Pipeline:
         self._watchdog = threading.Thread(target=self._watch, name=f"edgeinf-watchdog:{self.name}", daemon=True)
         self._watchdog.start()
 
+    @property
+    def _room(self) -> threading.BoundedSemaphore:
+        """The slots of the frames in flight, made when the pipeline starts."""
+        assert self._slots is not None, "the pipeline has not started"
+        return self._slots
+
     def submit(
         self, frame: Frame | np.ndarray, *, format: str = "bgr", block: bool = True, timeout_s: float | None = None
     ) -> Future:
@@ -473,7 +493,7 @@ class Pipeline:
         self.start()
         if not isinstance(frame, (Frame, np.ndarray)):
             raise InputError(f"expected an edgeinf.sources.Frame or an image array, got {type(frame).__name__}")
-        if not self._slots.acquire(blocking=block, timeout=timeout_s if block else None):
+        if not self._room.acquire(blocking=block, timeout=timeout_s if block else None):
             with self._lock:
                 self.metrics.frames_rejected += 1
             raise PipelineError(f"pipeline {self.name!r} is full ({self._max_in_flight or 'default'} frames in flight)")
@@ -481,7 +501,7 @@ class Pipeline:
             frame = Frame(frame, format, next(self._seq), self.clock())
         with self._lock:
             if self._closed:
-                self._slots.release()
+                self._room.release()
                 raise PipelineError(f"pipeline {self.name!r} is closed")
             deadline = self.clock() + self.timeout_s if self.timeout_s is not None else None
             job = _Job(next(self._ids), frame, deadline)
@@ -503,7 +523,7 @@ class Pipeline:
         future = await loop.run_in_executor(None, lambda: self.submit(frame, **options))
         return await asyncio.wrap_future(future)
 
-    def run(self, source: Source, *, max_frames: int | None = None) -> Iterator[FrameResult]:
+    def run(self, source: Source, *, max_frames: int | None = None) -> Generator[FrameResult, None, None]:
         """Feed a source's newest frames in as room frees up; yield results as they complete.
 
         Frames the pipeline had no room for are the source's to drop (``source.stats``):
@@ -515,8 +535,8 @@ class Pipeline:
         with source:
             while max_frames is None or taken < max_frames:
                 # Wait for room first, then take the newest frame: never one that aged in a queue.
-                self._slots.acquire()
-                self._slots.release()
+                self._room.acquire()
+                self._room.release()
                 try:
                     frame = source.read()
                 except SourceEnded:
@@ -590,10 +610,11 @@ class Pipeline:
                 if stage.name in job.results:  # settled, or queued (None)
                     continue
                 inputs = [job.results.get(i) for i in stage.inputs]
-                if any(r is None for r in inputs):
+                settled = [r for r in inputs if r is not None]
+                if len(settled) < len(inputs):
                     continue
                 progressed = True
-                failed = [i for i, r in zip(stage.inputs, inputs) if not r.ok]
+                failed = [i for i, r in zip(stage.inputs, settled) if not r.ok]
                 now = self.clock()
                 if failed:
                     self._settle(job, stage, StageResult("skipped", error=f"input {failed[0]!r} was not ok"))
@@ -651,8 +672,8 @@ class Pipeline:
         self.metrics.frames_completed += 1
         latency = self.clock() - job.frame.timestamp_s
         self.metrics.end_to_end.observe(latency)
-        result = FrameResult(job.frame, {s.name: job.results[s.name] for s in self._order}, latency)
-        self._slots.release()
+        result = FrameResult(job.frame, {s.name: job.settled(s.name) for s in self._order}, latency)
+        self._room.release()
         self._resolved.append((job.future, result))
 
     def _deliver(self) -> None:
@@ -716,6 +737,7 @@ class Pipeline:
         if kind == "frame":
             self._finish_frame(job, f"the frame's deadline of {self.timeout_s} s passed", overran=True)
             return
+        assert stage is not None and worker is not None  # a stage's deadline names both
         if job.results.get(stage.name) is not None or worker.current is None or worker.current[0] is not job:
             return  # the call finished in time
         stage.breaker.record(False)

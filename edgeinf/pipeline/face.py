@@ -94,7 +94,7 @@ def crop(image_bgr: np.ndarray, rect: RotatedRect, size: int) -> np.ndarray:
     """The rotated square ``rect`` of a BGR image, resampled to size x size (black outside)."""
     import cv2
 
-    target = np.float32([[0, 0], [size, 0], [0, size]])
+    target = np.array([[0, 0], [size, 0], [0, size]], np.float32)
     matrix = cv2.getAffineTransform(rect.corners().astype(np.float32), target)
     return cv2.warpAffine(image_bgr, matrix, (size, size), flags=cv2.INTER_LINEAR, borderValue=(0, 0, 0))
 
@@ -153,17 +153,27 @@ class FaceLandmarker:
         return FaceLandmarks(points, presence, rect, face)
 
 
-def detection_stage(model: str = "face_detection_short_range", num_threads: int | None = 1):
+class FaceDetection:
+    """BlazeFace on the frame as it comes: ``fn(frame) -> list[Face]``.
+
+    Args:
+        model: a path or a manifest name (default ``face_detection_short_range``).
+        num_threads: runtime threads of the model.
+    """
+
+    def __init__(self, model: str = "face_detection_short_range", num_threads: int | None = 1):
+        from ..face import FaceDetector
+
+        self.detector = FaceDetector(model, num_threads=num_threads)
+        self.model = self.detector.model
+
+    def __call__(self, frame: Frame) -> list[Face]:
+        return self.detector.detect(frame.data, frame.format)
+
+
+def detection_stage(model: str = "face_detection_short_range", num_threads: int | None = 1) -> FaceDetection:
     """A stage callable ``fn(frame) -> list[Face]`` (BlazeFace on the frame as it comes)."""
-    from ..face import FaceDetector
-
-    detector = FaceDetector(model, num_threads=num_threads)
-
-    def detect(frame: Frame) -> list[Face]:
-        return detector.detect(frame.data, frame.format)
-
-    detect.model = detector.model
-    return detect
+    return FaceDetection(model, num_threads=num_threads)
 
 
 def landmark_stage(model: str = "face_landmark", num_threads: int | None = 1) -> FaceLandmarker:
@@ -190,7 +200,7 @@ def face_mesh_stage(
 
 def faces_of(frame: Frame, meshes: list[FaceLandmarks]) -> list[Face]:
     """The detections behind a frame's meshes (the ``faces`` stage after `face_mesh_stage`)."""
-    return [mesh.face for mesh in meshes]
+    return [mesh.face for mesh in meshes if mesh.face is not None]
 
 
 def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None = None, num_threads: int = 1):

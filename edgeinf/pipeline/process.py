@@ -24,6 +24,8 @@ import secrets
 import sys
 import threading
 from multiprocessing import shared_memory
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import numpy as np
@@ -88,6 +90,7 @@ class _ProcessStage(Stage):
     def __init__(self, name: str, fn: ProcessStage, **kwargs):
         super().__init__(name, fn, **kwargs)
         self.spec = fn
+        self._all_workers: list[_ProcessWorker] = []  # every worker it made, retired ones too
         self.slot_bytes = fn.frame_bytes + fn.output_bytes
         size = self.slot_bytes * self.workers
         if size > MAX_SEGMENT_BYTES:
@@ -103,9 +106,10 @@ class _ProcessStage(Stage):
             raise InputError(f"process stage {self.name!r} was built for {self.workers} workers; it cannot grow")
         return _ProcessWorker(pipeline, self, self._free_slots.pop())
 
-    def call_on(self, worker: _ProcessWorker, job: _Job) -> Any:
+    def call_on(self, worker: _Worker, job: _Job) -> Any:
+        worker = _process_worker(worker)
         worker.ensure_child()
-        header = []  # the frame goes into the slot at the first call: none for a frame without items
+        header: list[tuple] = []  # the frame goes into the slot at the first call: none for a frame without items
 
         def remote(frame, *args):
             if not header:
@@ -116,15 +120,15 @@ class _ProcessStage(Stage):
 
     def wait_ready(self) -> None:
         for worker in list(self.live_workers):
-            worker.ready.wait(self.spec.start_timeout_s)
+            _process_worker(worker).ready.wait(self.spec.start_timeout_s)
 
-    def abandon(self, pipeline, worker: _ProcessWorker) -> None:
+    def abandon(self, pipeline, worker: _Worker) -> None:
         """A call hung: kill its process; the worker starts a new one for the next call."""
-        worker.interrupt()
+        _process_worker(worker).interrupt()
         self.restarts += 1
 
     def close(self) -> None:
-        for worker in list(self.live_workers) + list(getattr(self, "_all_workers", [])):
+        for worker in [*map(_process_worker, self.live_workers), *self._all_workers]:
             worker.stop()
         self.segment.close()
         with contextlib.suppress(FileNotFoundError):
@@ -134,17 +138,25 @@ class _ProcessStage(Stage):
 ProcessStage.stage_class = _ProcessStage
 
 
+def _process_worker(worker: _Worker) -> _ProcessWorker:
+    """A process stage's worker: the stage makes only these (`_ProcessStage.new_worker`)."""
+    assert isinstance(worker, _ProcessWorker), f"a process stage got a {type(worker).__name__}"
+    return worker
+
+
 class _ProcessWorker(_Worker):
+    stage: _ProcessStage
+
     def __init__(self, pipeline, stage: _ProcessStage, slot: int):
         super().__init__(pipeline, stage)
         self.slot = slot
         base = slot * stage.slot_bytes
         self.frame_offset, self.output_offset = base, base + stage.spec.frame_bytes
-        self.process = None
-        self.conn = None
+        self.process: BaseProcess | None = None
+        self.conn: Connection | None = None
         self._process_lock = threading.Lock()
         self.ready = threading.Event()  # set after the first start of its process, whatever the outcome
-        stage._all_workers = [*getattr(stage, "_all_workers", []), self]
+        stage._all_workers.append(self)
 
     def _loop(self) -> None:
         while not self.retired and not self.pipeline._closed:
@@ -217,6 +229,8 @@ class _ProcessWorker(_Worker):
 
     def remote(self, header: tuple, args: tuple) -> Any:
         conn = self.conn
+        if conn is None:  # killed since ensure_child started it
+            raise RuntimeFailure(f"stage {self.stage.name!r}: its process is not running")
         buf = self.stage.segment.buf
         # The exchange area carries the inputs' arrays in, then the results' arrays out.
         packed = _pack(args, buf, self.output_offset, self.stage.spec.output_bytes, "the stage's inputs")
