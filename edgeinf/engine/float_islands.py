@@ -74,8 +74,7 @@ def find_islands(sg: Subgraph) -> list[FloatIsland]:
         chain: list[Operator] = []
         current = op.outputs[0]
         while True:
-            t = sg.tensors[current]
-            if t.dtype != "FLOAT32" or current in outputs or len(readers[current]) != 1:
+            if sg.tensors[current].dtype != "FLOAT32" or current in outputs or len(readers[current]) != 1:
                 break
             (nxt,) = readers[current]
             if len(nxt.outputs) != 1 or tuple(sg.tensors[nxt.outputs[0]].shape) != tuple(source.shape):

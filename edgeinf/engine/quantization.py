@@ -124,7 +124,7 @@ def fused_activation(op, code: int) -> str:
 def activation_range(op, kind: str, out: ActQuant) -> tuple[int, int]:
     """TFLite's CalculateActivationRangeQuantized for a fused activation."""
     codes = {"none": 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
-    return tuple(_C.activation_range(codes[kind], out.scale, out.zero_point))
+    return _C.activation_range(codes[kind], out.scale, out.zero_point)
 
 
 def multipliers(op, reals) -> tuple[np.ndarray, np.ndarray]:
