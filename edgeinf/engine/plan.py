@@ -151,11 +151,16 @@ class _Planner:
                 self.islands[op.index] = (island, tables)
 
     # -- tensor access -----------------------------------------------------------
-    def tensor(self, op: Operator, k: int, *, optional: bool = False) -> Tensor | None:
-        if k >= len(op.inputs) or op.inputs[k] < 0:
-            if optional:
-                return None
+    def tensor(self, op: Operator, k: int) -> Tensor:
+        t = self.optional_tensor(op, k)
+        if t is None:
             raise ModelFileError(f"{where(op)}: input {k} is missing")
+        return t
+
+    def optional_tensor(self, op: Operator, k: int) -> Tensor | None:
+        """Input ``k`` of ``op``, or None where the model leaves it out (a bias, a pad value)."""
+        if k >= len(op.inputs) or op.inputs[k] < 0:
+            return None
         return self.tensors[op.inputs[k]]
 
     def output(self, op: Operator, k: int = 0) -> Tensor:
@@ -181,7 +186,8 @@ class _Planner:
     def shape4(self, op: Operator, t: Tensor) -> tuple[int, int, int, int]:
         if len(t.shape) != 4:
             raise ModelFileError(f"{where(op, t)}: expected a 4-D NHWC tensor, got shape {list(t.shape)}")
-        return tuple(int(d) for d in t.shape)
+        n, h, w, c = (int(d) for d in t.shape)
+        return n, h, w, c
 
     def expect_shape(self, op: Operator, t: Tensor, shape) -> None:
         if tuple(t.shape) != tuple(shape):
@@ -228,7 +234,7 @@ class _Planner:
 
     # -- operators with weights ------------------------------------------------------
     def conv_common(self, op: Operator, *, depthwise: bool):
-        x, w, b, y = self.tensor(op, 0), self.tensor(op, 1), self.tensor(op, 2, optional=True), self.output(op)
+        x, w, b, y = self.tensor(op, 0), self.tensor(op, 1), self.optional_tensor(op, 2), self.output(op)
         in_q, out_q = qz.activation(op, x), qz.activation(op, y)
         n, h, wd, c = self.shape4(op, x)
         weights = self.constant(op, w, "filter")
@@ -300,7 +306,7 @@ class _Planner:
         args["method"] = "depthwise_conv2d_padded"
 
     def op_fully_connected(self, op: Operator) -> None:
-        x, w, b, y = self.tensor(op, 0), self.tensor(op, 1), self.tensor(op, 2, optional=True), self.output(op)
+        x, w, b, y = self.tensor(op, 0), self.tensor(op, 1), self.optional_tensor(op, 2), self.output(op)
         opts = op.options
         if opts.get("weights_format", 0) != 0:
             raise UnsupportedOperatorError(f"{where(op)}: shuffled weights format {opts.get('weights_format')}")
@@ -512,7 +518,7 @@ class _Planner:
         rank = len(x.shape)
         if not len(begin) == len(end) == len(strides) == rank or 0 in strides:
             raise ModelFileError(f"{where(op)}: begin {begin}, end {end}, strides {strides} for rank {rank}")
-        keys = []
+        keys: list[int | slice] = []
         for d in range(rank):
             bit = 1 << d
             if opts.get("shrink_axis_mask", 0) & bit:
@@ -596,7 +602,7 @@ class _Planner:
                 f"{where(op, paddings)}: expected [{rank}, 2] non-negative paddings, got {pads.tolist()}"
             )
         value = out_q.zero_point
-        constant_value = self.tensor(op, 2, optional=True)
+        constant_value = self.optional_tensor(op, 2)
         if constant_value is not None:
             cv = self.constant(op, constant_value, "pad value")
             if cv.size != 1 or constant_value.dtype != x.dtype:
@@ -861,12 +867,21 @@ class _Planner:
         kept: list[Step] = []
         for step in self.steps:
             clamp = step.args.pop("clamp", None) if step.method == "lut" else None
-            src = step.reads[0] if clamp else None
-            prev = producer.get(src)
-            slots = _CLAMP_SLOTS.get(prev.method) if prev is not None else None
-            if slots is None or readers[src] != 1 or src in outputs or not self._same_quantization(src, step.writes[0]):
+            if not clamp:
                 kept.append(step)
                 continue
+            src = step.reads[0]
+            prev = producer.get(src)
+            if (
+                prev is None
+                or prev.method not in _CLAMP_SLOTS
+                or readers[src] != 1
+                or src in outputs
+                or not self._same_quantization(src, step.writes[0])
+            ):
+                kept.append(step)
+                continue
+            slots = _CLAMP_SLOTS[prev.method]
             lo, hi = _get_clamp(prev, slots)
             lo, hi = max(lo, clamp[0]), min(hi, clamp[1])
             if lo > hi:  # disjoint ranges: keep both steps
