@@ -77,7 +77,7 @@ void pixel(const DwWeights& w, const int8_t* const* src, size_t taps, size_t ful
 
 template <bool kPairs>
 void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
-  const Output q(w.requantization());
+  const Output q(w.requantization(), w.neon_float_requantization());
   const size_t oc = g.in_c * g.depth_multiplier, full = oc / 8 * 8, taps = g.k_h * g.k_w;
   DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
   std::vector<const int8_t*> rp(g.k_h), src(taps);
