@@ -40,28 +40,29 @@ static inline const FloatRequantization* usable(const FloatRequantization* fl) {
 
 struct Output {
   const Requantization& rq;
-  const FloatRequantization* fl;  // null: the fixed-point steps
+  // the float form's parameters (FloatRequantization's), or scale null: the fixed-point steps
+  const float *scale = nullptr, *offset = nullptr, *offset_neg = nullptr;
+  bool split = false;
   int32x4_t zero_point, lo, hi;
   explicit Output(const Requantization& r, const FloatRequantization* f = nullptr)
-      : rq(r),
-        fl(usable(f)),
-        zero_point(vdupq_n_s32(r.output_zero_point)),
-        lo(vdupq_n_s32(r.act_min)),
-        hi(vdupq_n_s32(r.act_max)) {}
+      : rq(r), zero_point(vdupq_n_s32(r.output_zero_point)), lo(vdupq_n_s32(r.act_min)), hi(vdupq_n_s32(r.act_max)) {
+    if (const FloatRequantization* fl = usable(f)) {
+      scale = fl->scale.data(), offset = fl->offset.data(), offset_neg = fl->offset_neg.data();
+      split = fl->split;
+    }
+  }
 };
 
 // Channels c .. c + 3 of the float form (zero point in the offsets), clamped.
 static inline int32x4_t float_form4(int32x4_t acc, const Output& q, size_t c) {
-  const FloatRequantization& fl = *q.fl;
-  const float32x4_t s = vld1q_f32(fl.scale.data() + c), o = vld1q_f32(fl.offset.data() + c);
-  const int32x4_t v =
-      fl.split ? float_form_split(acc, s, o, vld1q_f32(fl.offset_neg.data() + c)) : float_form(acc, s, o);
+  const float32x4_t s = vld1q_f32(q.scale + c), o = vld1q_f32(q.offset + c);
+  const int32x4_t v = q.split ? float_form_split(acc, s, o, vld1q_f32(q.offset_neg + c)) : float_form(acc, s, o);
   return vminq_s32(vmaxq_s32(v, q.lo), q.hi);
 }
 
 // Channels c .. c + 7 from accumulators a0 (c .. c + 3) and a1 (c + 4 .. c + 7).
 static inline int8x8_t requantize8(int32x4_t a0, int32x4_t a1, const Output& q, size_t c) {
-  if (q.fl) return neon::pack8(float_form4(a0, q, c), float_form4(a1, q, c + 4));
+  if (q.scale) return neon::pack8(float_form4(a0, q, c), float_form4(a1, q, c + 4));
   const Requantization& rq = q.rq;
   const int32x4_t v0 = neon::requantize(a0, vld1q_s32(rq.multiplier.data() + c), vld1q_s32(rq.left_shift.data() + c),
                                         vnegq_s32(vld1q_s32(rq.right_shift.data() + c)), q.zero_point, q.lo, q.hi);

@@ -73,24 +73,27 @@ class Epilogue {
     }
   }
 
-  int8x8_t operator()(int32x4_t a0, int32x4_t a1) const {
-    switch (mode_) {
-      case kFloat:
-        return narrow_clamp(neon_rq::float_form(a0, f(p0_[0]), f(p1_[0])),
-                            neon_rq::float_form(a1, f(p0_[1]), f(p1_[1])), lo_, hi_);
-      case kFloatSplit:
-        return narrow_clamp(neon_rq::float_form_split(a0, f(p0_[0]), f(p1_[0]), f(p2_[0])),
-                            neon_rq::float_form_split(a1, f(p0_[1]), f(p1_[1]), f(p2_[1])), lo_, hi_);
-      case kDouble:
-        return narrow_clamp(scaled_double(a0, ds_, zp_), scaled_double(a1, ds_ + 4, zp_), lo_, hi_);
-      default:
-        return narrow_clamp(vaddq_s32(mbqm(a0, p0_[0], p1_[0], p2_[0]), zp_),
-                            vaddq_s32(mbqm(a1, p0_[1], p1_[1], p2_[1]), zp_), lo_, hi_);
+  enum Mode { kFixed, kDouble, kFloat, kFloatSplit };
+  Mode mode() const { return mode_; }
+
+  // The requantization of one row's 8 accumulators, for mode() == M.
+  template <Mode M>
+  int8x8_t apply(int32x4_t a0, int32x4_t a1) const {
+    if constexpr (M == kFloat) {
+      return narrow_clamp(neon_rq::float_form(a0, f(p0_[0]), f(p1_[0])), neon_rq::float_form(a1, f(p0_[1]), f(p1_[1])),
+                          lo_, hi_);
+    } else if constexpr (M == kFloatSplit) {
+      return narrow_clamp(neon_rq::float_form_split(a0, f(p0_[0]), f(p1_[0]), f(p2_[0])),
+                          neon_rq::float_form_split(a1, f(p0_[1]), f(p1_[1]), f(p2_[1])), lo_, hi_);
+    } else if constexpr (M == kDouble) {
+      return narrow_clamp(scaled_double(a0, ds_, zp_), scaled_double(a1, ds_ + 4, zp_), lo_, hi_);
+    } else {
+      return narrow_clamp(vaddq_s32(mbqm(a0, p0_[0], p1_[0], p2_[0]), zp_),
+                          vaddq_s32(mbqm(a1, p0_[1], p1_[1], p2_[1]), zp_), lo_, hi_);
     }
   }
 
  private:
-  enum Mode { kFixed, kDouble, kFloat, kFloatSplit };
   static float32x4_t f(int32x4_t v) { return vreinterpretq_f32_s32(v); }
   Mode mode_;
   // fixed point: multiplier, left shift, -right shift; float: scale, offset, offset_neg
@@ -100,14 +103,37 @@ class Epilogue {
   const double* ds_ = nullptr;
 };
 
-inline void store_row(int32x4_t a0, int32x4_t a1, const Epilogue& e, size_t ncols, int8_t* o) {
-  const int8x8_t bytes = e(a0, a1);
-  if (ncols == kNr) {
-    vst1_s8(o, bytes);
-  } else {
-    int8_t tmp[kNr];
-    vst1_s8(tmp, bytes);
-    std::memcpy(o, tmp, ncols);
+// Rows of accumulators requantized and stored, out + r * out_stride: the mode is decided
+// once, each row's conversions independent of the others' (an out-of-order core overlaps
+// them, an in-order one interleaves them as scheduled).
+template <Epilogue::Mode M, int R>
+inline void store_rows_as(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out,
+                          size_t out_stride) {
+  int8x8_t bytes[R];
+  for (int r = 0; r < R; ++r) bytes[r] = e.apply<M>(acc[r][0], acc[r][1]);
+  for (int r = 0; r < R; ++r) {
+    int8_t* o = out + r * out_stride;
+    if (ncols == kNr) {
+      vst1_s8(o, bytes[r]);
+    } else {
+      int8_t tmp[kNr];
+      vst1_s8(tmp, bytes[r]);
+      std::memcpy(o, tmp, ncols);
+    }
+  }
+}
+
+template <int R>
+inline void store_rows(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  switch (e.mode()) {
+    case Epilogue::kFloat:
+      return store_rows_as<Epilogue::kFloat>(acc, e, ncols, out, out_stride);
+    case Epilogue::kFloatSplit:
+      return store_rows_as<Epilogue::kFloatSplit>(acc, e, ncols, out, out_stride);
+    case Epilogue::kDouble:
+      return store_rows_as<Epilogue::kDouble>(acc, e, ncols, out, out_stride);
+    default:
+      return store_rows_as<Epilogue::kFixed>(acc, e, ncols, out, out_stride);
   }
 }
 
@@ -118,7 +144,7 @@ void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool neg
   const int32x4_t s0 = vld1q_s32(start), s1 = vld1q_s32(start + 4);
   for (int r = 0; r < R; ++r) acc[r][0] = s0, acc[r][1] = s1;
   K::template tile<R>(kp, a, a_stride, b, negatable, acc);
-  for (int r = 0; r < R; ++r) store_row(acc[r][0], acc[r][1], e, ncols, out + r * out_stride);
+  store_rows<R>(acc, e, ncols, out, out_stride);
 }
 
 using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, bool, const int32_t*, const Epilogue&, size_t,
@@ -146,7 +172,8 @@ void gemv_group(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_by
   }
   K::gemv(kp, a, b, prefetch_next ? kGemvBlocks * panel_bytes : 0, w.weights_negatable(), acc);
   for (size_t q = 0; q < kGemvBlocks; ++q) {
-    store_row(acc[q][0], acc[q][1], Epilogue(w, fl, col0 + q * kNr), kNr, out_row + col0 + q * kNr);
+    const int32x4_t row[1][2] = {{acc[q][0], acc[q][1]}};
+    store_rows<1>(row, Epilogue(w, fl, col0 + q * kNr), kNr, out_row + col0 + q * kNr, 0);
   }
 }
 
