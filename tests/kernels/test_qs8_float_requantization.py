@@ -204,7 +204,7 @@ def _rounding_toward_zero():
         libm.fesetround(_FE_TONEAREST)
 
 
-@pytest.mark.skipif(not FITS or platform.system() != "Linux", reason="no float form in this build; fesetround from glibc")
+@pytest.mark.skipif(not FITS or platform.system() != "Linux", reason="no float form here; glibc fesetround")
 def test_another_rounding_mode_falls_back_to_the_fixed_point_form():
     in_q, w_scale, out_q = (0.02, -3), 0.005, (float(np.float32(0.02 * 0.005 / 0.3)), 5)
     x, weights, bias = _sweep(in_q, w_scale, out_q)
