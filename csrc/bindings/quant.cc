@@ -166,7 +166,7 @@ class FullyConnected {
   size_t input_size() const { return weights_->k(); }
   size_t output_size() const { return weights_->n(); }
 
-  // Whether the AVX2 epilogue requantizes with the float form (rq_params.h).
+  // Whether the vector epilogue (AVX2 or NEON) requantizes with the float form (rq_params.h).
   bool float_requantization() const { return weights_->float_requantization() != nullptr; }
 
  private:
@@ -235,10 +235,15 @@ class Conv2d {
     return result;
   }
 
-  // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
+  // Whether the build's vector kernels (AVX2 or NEON) requantize with the float form
+  // (rq_params.h), fitted at construction.
   bool float_requantization() const {
+#if defined(EDGEINF_BUILD_NEON)
+    return weights_->gemm().float_requantization() != nullptr;  // the direct kernels' too
+#else
     return weights_->avx2_direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
                                    : weights_->gemm().float_requantization() != nullptr;
+#endif
   }
 
  private:
@@ -317,8 +322,15 @@ class DepthwiseConv2d {
     return result;
   }
 
-  // Whether the AVX2 kernel requantizes with the float form (rq_params.h), fitted at construction.
-  bool float_requantization() const { return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0; }
+  // Whether the build's vector kernel (AVX2 or NEON) requantizes with the float form
+  // (rq_params.h), fitted at construction.
+  bool float_requantization() const {
+#if defined(EDGEINF_BUILD_NEON)
+    return weights_->neon_float_requantization() != nullptr;
+#else
+    return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0;
+#endif
+  }
 
  private:
   size_t multiplier_, out_c_ = 0;

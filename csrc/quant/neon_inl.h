@@ -34,6 +34,14 @@ static inline int32x4_t requantize_double(int32x4_t acc, const double* scale, in
   return vminq_s32(vmaxq_s32(v, lo), hi);
 }
 
+// requantize_double without its clamp: FCVTAS rounds to nearest with ties away from zero
+// (std::round) and saturates to int64 as FRINTA + FCVTZS do, in one instruction.
+static inline int32x4_t scaled_double(int32x4_t acc, const double* scale, int32x4_t zero_point) {
+  const int64x2_t a = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(acc))), vld1q_f64(scale)));
+  const int64x2_t b = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(acc)), vld1q_f64(scale + 2)));
+  return vaddq_s32(vcombine_s32(vqmovn_s64(a), vqmovn_s64(b)), zero_point);
+}
+
 // 8 int32 lanes already within int8 range to 8 bytes.
 static inline int8x8_t pack8(int32x4_t a, int32x4_t b) { return vmovn_s16(vcombine_s16(vmovn_s32(a), vmovn_s32(b))); }
 

@@ -1,24 +1,68 @@
 // NEON requantization of 8 accumulators in channel order (int32x4 x 2) with the
 // per-channel parameters of a Requantization (padded to whole blocks), bit-exact with
-// requantize.h. Include only from files compiled for aarch64 (neon.cc / neondot.cc).
+// requantize.h, by the fixed-point steps or, where it was fitted, the float form
+// (rq_params.h's FloatRequantization). Include only from files compiled for aarch64.
 #pragma once
 
 #include <arm_neon.h>
 
+#include <cstdint>
+
 #include "neon_inl.h"
 #include "requantization.h"
+#include "rq_params.h"
 
 namespace edgeinf::qs8::neon_rq {
 
+// The float form needs FPCR's default: round to nearest (RMode 0), which SCVTF and FMLA
+// follow, and no flushing of denormals (FZ). FCVTNS rounds to nearest even by itself.
+static inline bool rounds_to_nearest() {
+  uint64_t fpcr;
+  __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+  return (fpcr & (uint64_t{7} << 22)) == 0;  // RMode (bits 22-23) and FZ (bit 24)
+}
+
+// The float form with a given offset: FCVTNS(FMLA(offset, SCVTF(acc), scale)), the same
+// operations, one rounding each, as AVX2's VCVTPS2DQ(VFMADD(VCVTDQ2PS(acc))).
+static inline int32x4_t float_form(int32x4_t acc, float32x4_t scale, float32x4_t offset) {
+  return vcvtnq_s32_f32(vfmaq_f32(offset, vcvtq_f32_s32(acc), scale));
+}
+
+// ... with the offset chosen by the sign of acc (FloatRequantization::split).
+static inline int32x4_t float_form_split(int32x4_t acc, float32x4_t scale, float32x4_t offset, float32x4_t offset_neg) {
+  return float_form(acc, scale, vbslq_f32(vcltzq_s32(acc), offset_neg, offset));
+}
+
+// The float form of a call, or null: the fitted one while FPCR rounds to nearest.
+static inline const FloatRequantization* usable(const FloatRequantization* fl) {
+  return fl && rounds_to_nearest() ? fl : nullptr;
+}
+
 struct Output {
   const Requantization& rq;
+  // the float form's parameters (FloatRequantization's), or scale null: the fixed-point steps
+  const float *scale = nullptr, *offset = nullptr, *offset_neg = nullptr;
+  bool split = false;
   int32x4_t zero_point, lo, hi;
-  explicit Output(const Requantization& r)
-      : rq(r), zero_point(vdupq_n_s32(r.output_zero_point)), lo(vdupq_n_s32(r.act_min)), hi(vdupq_n_s32(r.act_max)) {}
+  explicit Output(const Requantization& r, const FloatRequantization* f = nullptr)
+      : rq(r), zero_point(vdupq_n_s32(r.output_zero_point)), lo(vdupq_n_s32(r.act_min)), hi(vdupq_n_s32(r.act_max)) {
+    if (const FloatRequantization* fl = usable(f)) {
+      scale = fl->scale.data(), offset = fl->offset.data(), offset_neg = fl->offset_neg.data();
+      split = fl->split;
+    }
+  }
 };
+
+// Channels c .. c + 3 of the float form (zero point in the offsets), clamped.
+static inline int32x4_t float_form4(int32x4_t acc, const Output& q, size_t c) {
+  const float32x4_t s = vld1q_f32(q.scale + c), o = vld1q_f32(q.offset + c);
+  const int32x4_t v = q.split ? float_form_split(acc, s, o, vld1q_f32(q.offset_neg + c)) : float_form(acc, s, o);
+  return vminq_s32(vmaxq_s32(v, q.lo), q.hi);
+}
 
 // Channels c .. c + 7 from accumulators a0 (c .. c + 3) and a1 (c + 4 .. c + 7).
 static inline int8x8_t requantize8(int32x4_t a0, int32x4_t a1, const Output& q, size_t c) {
+  if (q.scale) return neon::pack8(float_form4(a0, q, c), float_form4(a1, q, c + 4));
   const Requantization& rq = q.rq;
   const int32x4_t v0 = neon::requantize(a0, vld1q_s32(rq.multiplier.data() + c), vld1q_s32(rq.left_shift.data() + c),
                                         vnegq_s32(vld1q_s32(rq.right_shift.data() + c)), q.zero_point, q.lo, q.hi);

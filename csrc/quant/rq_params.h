@@ -76,19 +76,38 @@ struct FloatRequantization {
 // The float forms of channels [0, channels) whose accumulators lie within +-acc_bound[c],
 // their left shifts either folded into the accumulators or applied by the requantization,
 // or of the double requantization (requantize_double) when double_scale is given (rq then
-// supplies the zero point); false when some channel has none that is exact, or when AVX2
-// (the only user) is not available.
+// supplies the zero point); false when some channel has none that is exact, or when the
+// build's vector ISA (AVX2 on x86-64, NEON on aarch64: the checks run its instructions)
+// is not available. Both ISAs compute the same IEEE operations, so a form fitted by either
+// holds for both; each proves it with its own.
 bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
+                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out);
+bool fit_float_requantization__neon(const Requantization& rq, const int64_t* acc_bound, size_t channels,
                                     bool left_shift_folded, const double* double_scale, FloatRequantization* out);
 inline bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
                                      bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
 #if defined(EDGEINF_BUILD_AVX2)
   return isa_supported(Isa::kAvx2) &&
          fit_float_requantization__avx2(rq, acc_bound, channels, left_shift_folded, double_scale, out);
+#elif defined(EDGEINF_BUILD_NEON)
+  return fit_float_requantization__neon(rq, acc_bound, channels, left_shift_folded, double_scale, out);
 #else
   (void)rq, (void)acc_bound, (void)channels, (void)left_shift_folded, (void)double_scale, (void)out;
   return false;
 #endif
+}
+
+// The float form of channels whose accumulators are start[c] (not shifted) plus products
+// of raw int8 inputs by weights whose magnitudes sum to abs_weight_sum[c], the left shift
+// applied by the requantization: the NEON kernels' accumulators. Padded with zeros to
+// `padded` channels; false (and *out untouched) where it does not fit.
+inline bool fit_unshifted_float_form(const Requantization& rq, const int32_t* start, const int64_t* abs_weight_sum,
+                                     size_t channels, size_t padded, FloatRequantization* out) {
+  std::vector<int64_t> bound(channels);
+  for (size_t c = 0; c < channels; ++c) bound[c] = std::abs(int64_t{start[c]}) + 128 * abs_weight_sum[c];
+  if (!fit_float_requantization(rq, bound.data(), channels, false, nullptr, out)) return false;
+  out->scale.resize(padded, 0.0f), out->offset.resize(padded, 0.0f), out->offset_neg.resize(padded, 0.0f);
+  return true;
 }
 
 // Per channel c, the sum of |w[c * channel_stride + t * tap_stride]| over t < taps: with
@@ -102,11 +121,15 @@ inline std::vector<int64_t> abs_weight_sums(const int8_t* w, size_t channels, si
   return sums;
 }
 
-// `flags` with kRqFloat when the float form fits (into *out). Channel c's accumulator is
-// start[c] shifted left by its left shift plus products of raw int8 inputs by weights whose
-// magnitudes sum to abs_weight_sum[c] before the shift; with kRqLeft nothing is fitted.
+// `flags` (AVX2's) with kRqFloat when the float form fits (into *out). Channel c's
+// accumulator is start[c] shifted left by its left shift plus products of raw int8 inputs
+// by weights whose magnitudes sum to abs_weight_sum[c] before the shift; with kRqLeft, or
+// in a build without AVX2, nothing is fitted.
 inline int with_float_form(int flags, const Requantization& rq, const int32_t* start, const int64_t* abs_weight_sum,
                            size_t channels, FloatRequantization* out) {
+#if !defined(EDGEINF_BUILD_AVX2)
+  return flags;
+#endif
   if (flags & kRqLeft) return flags;
   std::vector<int64_t> bound(channels);
   for (size_t c = 0; c < channels; ++c) {

@@ -1,8 +1,8 @@
-"""The float form of the requantization (AVX2 depthwise and direct conv kernels).
+"""The float form of the requantization (the AVX2 and NEON GEMM, conv and depthwise kernels).
 
 Where construction finds it exact, those kernels requantize with one float multiply-add
-instead of TFLite's fixed-point steps (csrc/quant/rq_float__avx2.cc). These
-tests sweep every accumulator whose output is not saturated, including exact ties, and
+instead of TFLite's fixed-point steps (csrc/quant/rq_float.cc, proven with each ISA's
+own instructions by rq_float__avx2.cc and rq_float__neon.cc). These tests sweep every accumulator whose output is not saturated, including exact ties, and
 check what happens under another rounding mode, against LiteRT's reference kernels.
 """
 
@@ -20,6 +20,9 @@ from qs8_oracle import assert_same, conv_model, dwconv_model, fc_model, isa_path
 from edgeinf import quant
 
 AVX2 = "avx2" in isa_paths()
+NEON = "neon" in isa_paths()
+# the build's vector ISA fits the float form where it is exact
+FITS = AVX2 or NEON
 
 # (input scale, weight scale, output scale): multipliers of 1.058 (the benchmark's), 0.5 and
 # 0.25 exactly (powers of two: half of all accumulators are ties), 2 and 7.9 (left shifts
@@ -70,7 +73,7 @@ def test_every_unsaturated_accumulator_requantizes_as_tflite(scales, zero_points
     x, weights, bias = _sweep(in_q, w_scale, out_q)
     dw, want = _check_dw(x, weights, bias, in_q, w_scale, out_q)
     assert want.min() == -128 and want.max() == 127, "the sweep reaches both saturations"
-    if AVX2:
+    if FITS:
         assert dw._op._float_requantization, "expected the float form for these scales"
 
 
@@ -79,7 +82,7 @@ def test_float_form_with_an_activation_clamp(activation):
     in_q, w_scale, out_q = (0.02, 4), 0.005, (float(np.float32(0.02 * 0.005 / 0.3)), -7)
     x, weights, bias = _sweep(in_q, w_scale, out_q)
     dw, _ = _check_dw(x, weights, bias, in_q, w_scale, out_q, activation)
-    if AVX2:
+    if FITS:
         assert dw._op._float_requantization
 
 
@@ -108,7 +111,7 @@ def test_direct_conv_takes_the_float_form():
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"direct conv on {isa}")
     assert len(np.unique(want)) > 100
-    if AVX2:
+    if FITS:
         assert conv._op._float_requantization
 
 
@@ -134,7 +137,7 @@ def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scale
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"GEMM sweep of {scales} on {isa}")
     assert want.min() == -128 and want.max() == 127
-    if AVX2:
+    if FITS:
         assert conv._op._float_requantization
 
 
@@ -160,7 +163,7 @@ def test_fully_connected_float_form_replaces_the_double_requantization(scales, p
     for isa, got in run_each_isa(lambda: fc(x)).items():
         assert_same(got, want, f"FC sweep of {scales} on {isa}")
     assert want.min() == -128 and want.max() == 127
-    if AVX2:
+    if FITS:
         assert fc._op._float_requantization
 
     # one row at the input zero point: the accumulators are the biases, consecutive (every
@@ -181,12 +184,14 @@ def test_fully_connected_float_form_replaces_the_double_requantization(scales, p
     for isa, got in run_each_isa(lambda: gemv(one)).items():
         assert_same(got, want, f"one-row FC sweep of {scales} on {isa}")
     assert want.min() == -128 and want.max() == 127
-    if AVX2:
+    if FITS:
         assert gemv._op._float_requantization
 
 
-# glibc's fesetround sets both the x87 and the SSE (MXCSR) rounding modes.
-_FE_TONEAREST, _FE_TOWARDZERO = 0, 0xC00
+# glibc's fesetround sets both the x87 and the SSE (MXCSR) rounding modes on x86-64, FPCR's
+# RMode on aarch64.
+_FE_TONEAREST = 0
+_FE_TOWARDZERO = 0xC00000 if platform.machine() == "aarch64" else 0xC00
 
 
 @contextmanager
@@ -199,7 +204,7 @@ def _rounding_toward_zero():
         libm.fesetround(_FE_TONEAREST)
 
 
-@pytest.mark.skipif(not AVX2 or platform.system() != "Linux", reason="the float form is AVX2's; fesetround from glibc")
+@pytest.mark.skipif(not FITS or platform.system() != "Linux", reason="no float form here; glibc fesetround")
 def test_another_rounding_mode_falls_back_to_the_fixed_point_form():
     in_q, w_scale, out_q = (0.02, -3), 0.005, (float(np.float32(0.02 * 0.005 / 0.3)), 5)
     x, weights, bias = _sweep(in_q, w_scale, out_q)

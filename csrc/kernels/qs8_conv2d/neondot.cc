@@ -84,7 +84,7 @@ void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, con
   const size_t chunk =
       std::min<size_t>(std::max<size_t>(kRows, (16384 / ka) / kRows * kRows), (pixels + kRows - 1) / kRows * kRows);
   std::vector<int8_t> a(chunk * ka, 0);
-  const Output q(w.gemm().requantization());
+  const Output q(w.gemm().requantization(), w.gemm().float_requantization());
   const int32_t* start = w.gemm().bias_minus_zero_point_terms();
   const int8_t zp = static_cast<int8_t>(w.input_zero_point());
   for (size_t p0 = 0; p0 < pixels; p0 += chunk) {

@@ -46,6 +46,11 @@ class DwWeights {
   bool weights_above_min() const { return weights_above_min_; }
   // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
   int avx2_rq_flags() const { return avx2_rq_flags_; }
+  // The NEON kernel's float form of the requantization (rq_params.h; accumulators from
+  // bias_minus_zero_point_terms(), not shifted), padded, or null where it was not found exact.
+  const FloatRequantization* neon_float_requantization() const {
+    return neon_float_rq_.scale.empty() ? nullptr : &neon_float_rq_;
+  }
 
   // Tap pairs: rows 2r and 2r+1 of each filter column (r < k_h / 2), then for an odd k_h
   // the last row's columns 2j and 2j+1 (an odd last column alone). Taps are ky * k_w + kx.
@@ -75,6 +80,7 @@ class DwWeights {
   std::vector<int32_t> bias_, bias_zp_, avx2_params_;
   std::vector<DwTapPair> pairs_;
   Requantization rq_;
+  FloatRequantization neon_float_rq_;
 };
 
 void qs8_dwconv2d__scalar(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);

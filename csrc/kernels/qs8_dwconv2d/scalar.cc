@@ -45,6 +45,9 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   const std::vector<int64_t> abs_sum = abs_weight_sums(w_.data(), channels, taps, 1, channels);
   FloatRequantization fl;
   avx2_rq_flags_ = with_float_form(avx2_rq_flags_, rq_, bias_zp_.data(), abs_sum.data(), channels, &fl);
+#if defined(EDGEINF_BUILD_NEON)
+  fit_unshifted_float_form(rq_, bias_zp_.data(), abs_sum.data(), channels, padded_, &neon_float_rq_);
+#endif
 
   // AVX2 panels, in unpack lane order (rq_params.h).
   const size_t blocks = padded_ / 16, npairs = pairs_.size();

@@ -1,0 +1,218 @@
+// The NEON GEMM driver, shared by the plain NEON (neon.cc) and the dot-product (neondot.cc)
+// micro-kernels: rows of A gathered into per-thread scratch, tiles of up to mr rows by 8
+// columns, the batch-1 GEMV over groups of panels, and the epilogue that requantizes 8
+// columns of int32 accumulators. A micro-kernel K supplies
+//
+//   static constexpr PackLayout kLayout;                 // nr = 8
+//   template <int R> static void tile(size_t kp, const int8_t* a, size_t a_stride,
+//       const int8_t* b, bool negatable, int32x4_t (&acc)[R][2]);   // acc += A rows x panel
+//   static void gemv(size_t kp, const int8_t* a, const int8_t* (&b)[kGemvBlocks],
+//       size_t ahead, bool negatable, int32x4_t (&acc)[kGemvBlocks][2]);
+//
+// with kp the K of the packed panels, `negatable` GemmWeights::weights_negatable() and
+// `ahead` the prefetch distance of the GEMV's panels in bytes (0: none). Accumulators start
+// at bias - zero_point * sum(w) (GemmWeights::bias_minus_zero_point_terms()), as the
+// kernels multiply raw int8 activations.
+//
+// Include only from aarch64 files. Everything here has internal linkage: each file
+// instantiates it under its own compiler flags, and the linker must not pick the +dotprod
+// copy of a shared inline function for the plain NEON path.
+#pragma once
+
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "../../quant/neon_inl.h"
+#include "../../quant/rq_neon_inl.h"
+#include "gemm.h"
+
+namespace edgeinf::qs8::neon {
+namespace {
+
+constexpr size_t kGemvBlocks = 4;  // panels of the batch-1 GEMV multiplied together
+constexpr size_t kNr = 8;          // columns of a panel, of a tile and of the epilogue
+
+// 8 requantized int32 lanes (zero point added, wrapping as the reference's int32 sum) to
+// bytes: saturating to int8 first and clamping the 8 bytes after equals clamping in int32,
+// the activation range lying within int8; two clamps of 8 lanes instead of four of 4.
+inline int8x8_t narrow_clamp(int32x4_t a, int32x4_t b, int8x8_t lo, int8x8_t hi) {
+  return vmin_s8(vmax_s8(vqmovn_s16(vcombine_s16(vqmovn_s32(a), vqmovn_s32(b))), lo), hi);
+}
+
+// The requantization of columns [col0, col0 + 8), its parameters held in registers:
+// the float form where it was fitted (rq_params.h; FCVTNS saturates as SQXTN does),
+// else the double requantization of FULLY_CONNECTED, else TFLite's fixed-point steps.
+class Epilogue {
+ public:
+  Epilogue(const GemmWeights& w, const FloatRequantization* fl, size_t col0) {
+    const Requantization& rq = w.requantization();
+    lo_ = vdup_n_s8(static_cast<int8_t>(std::max<int32_t>(rq.act_min, -128)));
+    hi_ = vdup_n_s8(static_cast<int8_t>(std::min<int32_t>(rq.act_max, 127)));
+    zp_ = vdupq_n_s32(rq.output_zero_point);
+    if (fl) {
+      mode_ = fl->split ? kFloatSplit : kFloat;
+      for (int h = 0; h < 2; ++h) {
+        p0_[h] = vreinterpretq_s32_f32(vld1q_f32(fl->scale.data() + col0 + 4 * h));
+        p1_[h] = vreinterpretq_s32_f32(vld1q_f32(fl->offset.data() + col0 + 4 * h));
+        p2_[h] = vreinterpretq_s32_f32(vld1q_f32(fl->offset_neg.data() + col0 + 4 * h));
+      }
+    } else if (w.requantizes_in_double()) {
+      mode_ = kDouble;
+      ds_ = w.double_scale() + col0;
+    } else {
+      mode_ = kFixed;
+      for (int h = 0; h < 2; ++h) {
+        p0_[h] = vld1q_s32(rq.multiplier.data() + col0 + 4 * h);
+        p1_[h] = vld1q_s32(rq.left_shift.data() + col0 + 4 * h);
+        p2_[h] = vnegq_s32(vld1q_s32(rq.right_shift.data() + col0 + 4 * h));
+      }
+    }
+  }
+
+  enum Mode { kFixed, kDouble, kFloat, kFloatSplit };
+  Mode mode() const { return mode_; }
+
+  // The requantization of one row's 8 accumulators, for mode() == M.
+  template <Mode M>
+  int8x8_t apply(int32x4_t a0, int32x4_t a1) const {
+    if constexpr (M == kFloat) {
+      return narrow_clamp(neon_rq::float_form(a0, f(p0_[0]), f(p1_[0])), neon_rq::float_form(a1, f(p0_[1]), f(p1_[1])),
+                          lo_, hi_);
+    } else if constexpr (M == kFloatSplit) {
+      return narrow_clamp(neon_rq::float_form_split(a0, f(p0_[0]), f(p1_[0]), f(p2_[0])),
+                          neon_rq::float_form_split(a1, f(p0_[1]), f(p1_[1]), f(p2_[1])), lo_, hi_);
+    } else if constexpr (M == kDouble) {
+      return narrow_clamp(scaled_double(a0, ds_, zp_), scaled_double(a1, ds_ + 4, zp_), lo_, hi_);
+    } else {
+      return narrow_clamp(vaddq_s32(mbqm(a0, p0_[0], p1_[0], p2_[0]), zp_),
+                          vaddq_s32(mbqm(a1, p0_[1], p1_[1], p2_[1]), zp_), lo_, hi_);
+    }
+  }
+
+ private:
+  static float32x4_t f(int32x4_t v) { return vreinterpretq_f32_s32(v); }
+  Mode mode_;
+  // fixed point: multiplier, left shift, -right shift; float: scale, offset, offset_neg
+  int32x4_t p0_[2], p1_[2], p2_[2];
+  int32x4_t zp_;
+  int8x8_t lo_, hi_;
+  const double* ds_ = nullptr;
+};
+
+// Rows of accumulators requantized and stored, out + r * out_stride: the mode is decided
+// once, each row's conversions independent of the others' (an out-of-order core overlaps
+// them, an in-order one interleaves them as scheduled).
+template <Epilogue::Mode M, int R>
+inline void store_rows_as(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out,
+                          size_t out_stride) {
+  int8x8_t bytes[R];
+  for (int r = 0; r < R; ++r) bytes[r] = e.apply<M>(acc[r][0], acc[r][1]);
+  for (int r = 0; r < R; ++r) {
+    int8_t* o = out + r * out_stride;
+    if (ncols == kNr) {
+      vst1_s8(o, bytes[r]);
+    } else {
+      int8_t tmp[kNr];
+      vst1_s8(tmp, bytes[r]);
+      std::memcpy(o, tmp, ncols);
+    }
+  }
+}
+
+template <int R>
+inline void store_rows(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  switch (e.mode()) {
+    case Epilogue::kFloat:
+      return store_rows_as<Epilogue::kFloat>(acc, e, ncols, out, out_stride);
+    case Epilogue::kFloatSplit:
+      return store_rows_as<Epilogue::kFloatSplit>(acc, e, ncols, out, out_stride);
+    case Epilogue::kDouble:
+      return store_rows_as<Epilogue::kDouble>(acc, e, ncols, out, out_stride);
+    default:
+      return store_rows_as<Epilogue::kFixed>(acc, e, ncols, out, out_stride);
+  }
+}
+
+template <class K, int R>
+void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool negatable, const int32_t* start,
+          const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  int32x4_t acc[R][2];
+  const int32x4_t s0 = vld1q_s32(start), s1 = vld1q_s32(start + 4);
+  for (int r = 0; r < R; ++r) acc[r][0] = s0, acc[r][1] = s1;
+  K::template tile<R>(kp, a, a_stride, b, negatable, acc);
+  store_rows<R>(acc, e, ncols, out, out_stride);
+}
+
+using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, bool, const int32_t*, const Epilogue&, size_t,
+                        int8_t*, size_t);
+
+// tiles[h]: the tile of h rows, h = 1 .. sizeof...(R).
+template <class K, size_t... R>
+constexpr std::array<TileFn, sizeof...(R) + 1> tile_table(std::index_sequence<R...>) {
+  return {nullptr, &tile<K, static_cast<int>(R) + 1>...};
+}
+
+// One row (batch-1 fully connected), kGemvBlocks panels at a time, prefetching the next
+// group: the weights are read once, usually from memory, and several streams in flight
+// move more bytes per second than one (as on AVX2).
+template <class K>
+void gemv_group(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
+                const FloatRequantization* fl, size_t col0, int8_t* out_row, bool prefetch_next) {
+  int32x4_t acc[kGemvBlocks][2];
+  const int8_t* b[kGemvBlocks];
+  const int32_t* start = w.bias_minus_zero_point_terms() + col0;
+  for (size_t q = 0; q < kGemvBlocks; ++q) {
+    acc[q][0] = vld1q_s32(start + q * kNr);
+    acc[q][1] = vld1q_s32(start + q * kNr + 4);
+    b[q] = panel + q * panel_bytes;
+  }
+  K::gemv(kp, a, b, prefetch_next ? kGemvBlocks * panel_bytes : 0, w.weights_negatable(), acc);
+  for (size_t q = 0; q < kGemvBlocks; ++q) {
+    const int32x4_t row[1][2] = {{acc[q][0], acc[q][1]}};
+    store_rows<1>(row, Epilogue(w, fl, col0 + q * kNr), kNr, out_row + col0 + q * kNr, 0);
+  }
+}
+
+template <class K>
+void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
+  static_assert(K::kLayout.nr == kNr, "the epilogue and the GEMV take 8-column panels");
+  constexpr size_t kMr = K::kLayout.mr;
+  static constexpr std::array<TileFn, kMr + 1> kTiles = tile_table<K>(std::make_index_sequence<kMr>());
+  const size_t n = w.n(), kp = round_up(a.k(), K::kLayout.kpad);
+  const int8_t* packed = w.packed(K::kLayout);
+  const FloatRequantization* fl = neon_rq::usable(w.float_requantization());
+  const bool negatable = w.weights_negatable();
+  const size_t blocks = (n + kNr - 1) / kNr;
+  const size_t fit = std::max<size_t>(kMr, (96 * 1024 / kp) / kMr * kMr);
+  const size_t mc = std::min(fit, round_up(a.m, kMr));
+  int8_t* abuf = scratch<int8_t, 0>(mc * kp);
+  for (size_t m0 = 0; m0 < a.m; m0 += mc) {
+    const size_t rows = std::min(mc, a.m - m0);
+    gather_rows(a, m0, rows, abuf, kp);
+    size_t j0 = 0;
+    if (rows == 1) {  // full groups of panels; the rest goes through the tiles
+      for (; j0 + kGemvBlocks <= n / kNr; j0 += kGemvBlocks) {
+        gemv_group<K>(kp, abuf, packed + j0 * kp * kNr, kp * kNr, w, fl, j0 * kNr, out + m0 * out_stride,
+                      j0 + 2 * kGemvBlocks <= n / kNr);
+      }
+    }
+    for (size_t j = j0; j < blocks; ++j) {
+      const int8_t* panel = packed + j * kp * kNr;
+      const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);
+      const Epilogue e(w, fl, col0);
+      const int32_t* start = w.bias_minus_zero_point_terms() + col0;
+      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+        const size_t height = std::min(kMr, rows - r0);
+        kTiles[height](kp, abuf + r0 * kp, kp, panel, negatable, start, e, ncols, out + (m0 + r0) * out_stride + col0,
+                       out_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace edgeinf::qs8::neon
