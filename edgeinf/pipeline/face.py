@@ -17,7 +17,6 @@ and a frame crosses a process boundary once instead of once per face.
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -219,12 +218,12 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
     Raises:
         InputError: ``processes`` is neither a bool nor a positive integer.
     """
+    from ..model import default_threads
     from .core import Pipeline
     from .process import ProcessStage
 
     if processes is True:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        processes = min(cores, 64)
+        processes = min(default_threads(), 64)
     if processes is False or (type(processes) is int and processes == 0):
         pipe = Pipeline("face_mesh", timeout_s=timeout_s)
         pipe.add("faces", detection_stage(num_threads=num_threads))

@@ -5,10 +5,9 @@ Each worker owns one loaded model. Requests wait in one queue per variant, bound
 `Overloaded` (503). A request carries its deadline: a worker skips a request whose deadline
 passed while it waited, or would pass during a call of the usual length (after a stall the
 queue drains faster, and no call is spent on an answer nobody waits for), and a call that
-runs past it is answered 504 by the server, which
-calls `Pool.expire`: a worker stuck in a call is retired (it exits, closing its model,
-whenever the call returns) and a new worker with a freshly loaded model takes its place, so a
-hung model never holds the service.
+runs past it is answered 504 by the server, which calls `Pool.expire`: a worker stuck in a
+call is retired (it exits, closing its model, whenever the call returns) and a new worker
+with a freshly loaded model takes its place, so a hung model never holds the service.
 """
 
 from __future__ import annotations
