@@ -11,15 +11,13 @@ than edgeinf's documented errors, MemoryError and RecursionError included, is a 
 from __future__ import annotations
 
 import struct
-import sys
 import tempfile
 from pathlib import Path
 
 import atheris
+from model_file import DOCUMENTED, INSTRUMENTED, check_file, fuzz
 
-with atheris.instrument_imports(include=["edgeinf.formats", "edgeinf.compat"]):
-    from edgeinf.compat import check
-    from edgeinf.errors import ModelFileError, UnsupportedOperatorError
+with atheris.instrument_imports(include=INSTRUMENTED):
     from edgeinf.formats.ncnn_param import read_ncnn_param
 
 _DIR = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-ncnn-"))
@@ -48,15 +46,10 @@ def test_one_input(data: bytes) -> None:
         _BIN.write_bytes(weights)
     try:
         read_ncnn_param(_PARAM)
-        check(_PARAM).to_json()
-    except (ModelFileError, UnsupportedOperatorError):
+    except DOCUMENTED:
         return
-
-
-def main() -> None:
-    atheris.Setup(sys.argv, test_one_input)
-    atheris.Fuzz()
+    check_file(_PARAM)
 
 
 if __name__ == "__main__":
-    main()
+    fuzz(test_one_input)

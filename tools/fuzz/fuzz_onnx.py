@@ -10,15 +10,14 @@ errors, MemoryError and RecursionError included, is a finding.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 
 import atheris
+from model_file import INSTRUMENTED, check_file, fuzz
 
-with atheris.instrument_imports(include=["edgeinf.formats", "edgeinf.compat"]):
-    from edgeinf.compat import check
-    from edgeinf.errors import ModelFileError, UnsupportedOperatorError
+with atheris.instrument_imports(include=INSTRUMENTED):
+    from edgeinf.errors import ModelFileError
     from edgeinf.formats.onnx import read_onnx
 
 _FILE = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-onnx-")) / "input.onnx"
@@ -30,16 +29,8 @@ def test_one_input(data: bytes) -> None:
     except ModelFileError:
         return
     _FILE.write_bytes(data)
-    try:
-        check(_FILE).to_json()
-    except (ModelFileError, UnsupportedOperatorError):
-        return
-
-
-def main() -> None:
-    atheris.Setup(sys.argv, test_one_input)
-    atheris.Fuzz()
+    check_file(_FILE)
 
 
 if __name__ == "__main__":
-    main()
+    fuzz(test_one_input)
