@@ -16,16 +16,13 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from table_file import TABLES, git_show, write_table
 
-from edgeinf.formats._flatbuf import load_layout  # noqa: E402
+from edgeinf.formats._flatbuf import load_layout
 
 
 def _section_rows(text: str, title: str) -> list[list[str]]:
@@ -48,11 +45,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--onnx2tf", type=Path, required=True)
     parser.add_argument("--rev", default="HEAD")
-    parser.add_argument("--out", type=Path, default=ROOT / "edgeinf/compat/tables/onnx_tflite_onnx2tf.json")
+    parser.add_argument("--out", type=Path, default=TABLES / "onnx_tflite_onnx2tf.json")
     args = parser.parse_args(argv)
-    git = ["git", "-C", str(args.onnx2tf)]
-    text = subprocess.run(git + ["show", f"{args.rev}:README.md"], capture_output=True, text=True, check=True).stdout
-    commit = subprocess.run(git + ["rev-parse", args.rev], capture_output=True, text=True, check=True).stdout.strip()
+    text, commit = git_show(args.onnx2tf, args.rev, "README.md")
     builtins = set(load_layout("tflite_layout")["enums"]["BuiltinOperator"])
     direct = {}
     for row in _section_rows(text, "Builtin supported (ONNX -> TFLite) in flatbuffer_direct"):
@@ -85,9 +80,10 @@ def main(argv=None) -> int:
         "custom_op_candidates": custom,
         "tf_converter": legacy,
     }
-    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(
-        f"{args.out}: {len(direct)} flatbuffer_direct rows, {len(custom)} custom candidates, {len(legacy)} tf_converter rows"
+    write_table(
+        args.out,
+        out,
+        f"{len(direct)} flatbuffer_direct rows, {len(custom)} custom candidates, {len(legacy)} tf_converter rows",
     )
     return 0
 

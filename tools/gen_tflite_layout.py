@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import re
 import sys
 from pathlib import Path
+
+from table_file import ROOT, write_table
 
 SCALARS = {
     "Bool": ("bool", 1),
@@ -112,9 +113,7 @@ def parse_table(body: str) -> dict[str, dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--schema", type=Path, default=None)
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "edgeinf/formats/tflite_layout.json"
-    )
+    parser.add_argument("--out", type=Path, default=ROOT / "edgeinf/formats/tflite_layout.json")
     args = parser.parse_args(argv)
     schema = args.schema or find_schema()
     src = schema.read_text(encoding="utf-8")
@@ -163,8 +162,7 @@ def main(argv=None) -> int:
         "unions": unions,
         "tables": tables,
     }
-    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{args.out}: {len(tables)} tables, {len(enums)} enums, {len(unions)} unions from {out['source']}")
+    write_table(args.out, out, f"{len(tables)} tables, {len(enums)} enums, {len(unions)} unions from {out['source']}")
     return 0
 
 

@@ -12,13 +12,12 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from table_file import TABLES, git_show, write_table
+
 SOURCE = "tflite/converter/tools/versioning/runtime_version.cc"
 ENTRY = re.compile(r"\{\{BuiltinOperator_(\w+),\s*(\d+)\},\s*\"([\d.]+)\"\}")
 
@@ -27,11 +26,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--litert", type=Path, required=True, help="a LiteRT git checkout (or bare repo)")
     parser.add_argument("--rev", default="HEAD")
-    parser.add_argument("--out", type=Path, default=ROOT / "edgeinf/compat/tables/tflite_min_runtime.json")
+    parser.add_argument("--out", type=Path, default=TABLES / "tflite_min_runtime.json")
     args = parser.parse_args(argv)
-    git = ["git", "-C", str(args.litert)]
-    text = subprocess.run(git + ["show", f"{args.rev}:{SOURCE}"], capture_output=True, text=True, check=True).stdout
-    commit = subprocess.run(git + ["rev-parse", args.rev], capture_output=True, text=True, check=True).stdout.strip()
+    text, commit = git_show(args.litert, args.rev, SOURCE)
     table: dict[str, dict[str, str]] = {}
     for op, version, runtime in ENTRY.findall(text):
         table.setdefault(op, {})[version] = runtime
@@ -40,8 +37,7 @@ def main(argv=None) -> int:
         "source": f"google-ai-edge/LiteRT@{commit} {SOURCE}",
         "ops": table,
     }
-    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{args.out}: {sum(len(v) for v in table.values())} entries for {len(table)} ops from {commit[:10]}")
+    write_table(args.out, out, f"{sum(len(v) for v in table.values())} entries for {len(table)} ops from {commit[:10]}")
     return 0
 
 

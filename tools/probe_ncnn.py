@@ -25,7 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from table_file import TABLES, write_table
+
 FLAGS = (
     "one_blob_only", "support_inplace", "support_vulkan", "support_packing", "support_bf16_storage",
     "support_fp16_storage", "support_int8_storage", "support_any_packing", "support_vulkan_packing",
@@ -86,7 +87,7 @@ print(json.dumps({"layers": layers, "missing_indices": [i for i in range(top + 1
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "edgeinf/compat/tables")
+    parser.add_argument("--out-dir", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     so = subprocess.run(
         [args.python, "-c", "import ncnn, glob, os; print(glob.glob(os.path.join(os.path.dirname(ncnn.__file__), 'ncnn*.so'))[0])"],
@@ -104,7 +105,6 @@ def main(argv=None) -> int:
     # Whether the layer itself loads weights from the .bin (ncnn src/layer/*.cpp defining load_model)
     from importlib import import_module
 
-    sys.path.insert(0, str(ROOT))
     weighted = import_module("edgeinf.formats.ncnn_param").WEIGHTED_LAYERS
     for name, entry in result["layers"].items():
         entry["loads_weights"] = name.lower() in weighted
@@ -124,9 +124,8 @@ def main(argv=None) -> int:
         },
     }
     out = args.out_dir / f"ncnn_{version}.json"
-    out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     off = [n for n, e in result["layers"].items() if not e["available"]]
-    print(f"{out}: ncnn {version}: {len(result['layers'])} layer types, compiled out: {off}")
+    write_table(out, table, f"ncnn {version}: {len(result['layers'])} layer types, compiled out: {off}")
     return 0
 
 

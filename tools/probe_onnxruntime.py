@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from table_file import TABLES, write_table
+
 OPEN_END = 2**31 - 1  # ORT's "no upper bound" in a kernel's version range
 
 
@@ -70,7 +70,7 @@ def newest_opset(limit: int = 64) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "edgeinf" / "compat" / "tables")
+    parser.add_argument("--out", type=Path, default=TABLES)
     args = parser.parse_args()
     import onnxruntime as ort
 
@@ -85,9 +85,8 @@ def main() -> None:
         "ops": kernels(),
     }
     path = args.out / f"onnxruntime_{ort.__version__}.json"
-    path.write_text(json.dumps(table, indent=1, sort_keys=False) + "\n", encoding="utf-8")
     counts = {d: len(ops) for d, ops in table["ops"].items()}
-    print(f"wrote {path}: {counts}, newest ai.onnx opset {table['max_opset']['ai.onnx']}")
+    write_table(path, table, f"{counts}, newest ai.onnx opset {table['max_opset']['ai.onnx']}", sort_keys=False)
 
 
 if __name__ == "__main__":

@@ -30,15 +30,11 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from runtime_worker import RuntimeWorker
+from table_file import TABLES, write_table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
-
-from runtime_worker import RuntimeWorker  # noqa: E402
-
-from edgeinf.errors import ModelFileError  # noqa: E402
-from edgeinf.formats.ncnn_param import read_ncnn_param  # noqa: E402
+from edgeinf.errors import ModelFileError
+from edgeinf.formats.ncnn_param import read_ncnn_param
 
 SHAPE = [1, 8, 16, 16]
 _R = np.random.default_rng(3)
@@ -271,11 +267,10 @@ def probe(pnnx: str, python: str, out_dir: Path) -> Path:
         "ops": results,
     }
     out = out_dir / f"onnx_ncnn_pnnx_{version}.json"
-    out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     counts: dict[str, int] = {}
     for r in results.values():
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(f"{out}: pnnx {version} -> ncnn {registry['version']}: {counts}")
+    write_table(out, table, f"pnnx {version} -> ncnn {registry['version']}: {counts}")
     return out
 
 
@@ -283,7 +278,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pnnx", default=None)
     parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "edgeinf/compat/tables")
+    parser.add_argument("--out-dir", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     probe(pnnx_path(args.pnnx), args.python, args.out_dir)
     return 0

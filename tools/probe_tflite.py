@@ -21,21 +21,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
+from runtime_worker import RuntimeWorker
+from table_file import TABLES, write_table
 
-from runtime_worker import RuntimeWorker  # noqa: E402
-
-from edgeinf.formats._flatbuf import load_layout  # noqa: E402
-from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model  # noqa: E402
+from edgeinf.formats._flatbuf import load_layout
+from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
 
 MAX_VERSION = 20
 NOT_FOUND = re.compile(
@@ -126,20 +123,26 @@ def probe(python: str, package: str, out_dir: Path) -> Path:
         "probe_crashes": surprises,
     }
     out = out_dir / f"tflite_{package}_{version}.json"
-    out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     n_reg = sum(1 for v in builtins.values() if v)
-    print(f"{out}: {package} {version}: {n_reg} builtins registered, {len(out_of_range)} codes unknown to it")
+    write_table(
+        out, table, f"{package} {version}: {n_reg} builtins registered, {len(out_of_range)} codes unknown to it"
+    )
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def probe_main(probe: Callable[[str, str, Path], Path], doc: str, argv=None) -> int:
+    """The command line of a probe of an installed TFLite runtime (this one, probe_xnnpack.py)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--package", default="ai_edge_litert", choices=["ai_edge_litert", "tflite_runtime"])
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "edgeinf/compat/tables")
+    parser.add_argument("--out-dir", type=Path, default=TABLES)
     args = parser.parse_args(argv)
     probe(args.python, args.package, args.out_dir)
     return 0
+
+
+def main(argv=None) -> int:
+    return probe_main(probe, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ Usage:
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import sys
@@ -25,19 +24,15 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from probe_tflite import probe_main, runtime_version
+from runtime_worker import RuntimeWorker, delegate_partitions
+from table_file import write_table
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tools"))
-
-from probe_tflite import runtime_version  # noqa: E402
-from runtime_worker import RuntimeWorker, delegate_partitions  # noqa: E402
-
-from edgeinf.compat.features import node_features  # noqa: E402
-from edgeinf.errors import ModelFileError  # noqa: E402
-from edgeinf.formats.tflite import read_tflite  # noqa: E402
-from edgeinf.formats.tflite_schema import schema  # noqa: E402
-from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model, pack  # noqa: E402
+from edgeinf.compat.features import node_features
+from edgeinf.errors import ModelFileError
+from edgeinf.formats.tflite import read_tflite
+from edgeinf.formats.tflite_schema import schema
+from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model, pack
 
 RNG = np.random.default_rng(7)
 # quantized activation types: numpy type, value range, zero point of an activation
@@ -710,20 +705,13 @@ def probe(python: str, package: str, out_dir: Path) -> Path:
         "ops": ops,
     }
     out = out_dir / f"xnnpack_{package}_{version}.json"
-    out.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     taken = sorted(op for op, recs in ops.items() if any(r.get("delegated") for r in recs))
-    print(f"{out}: {len(ops)} ops probed, XNNPACK takes {len(taken)} in some form")
+    write_table(out, table, f"{len(ops)} ops probed, XNNPACK takes {len(taken)} in some form")
     return out
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--package", default="ai_edge_litert", choices=["ai_edge_litert", "tflite_runtime"])
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "edgeinf/compat/tables")
-    args = parser.parse_args(argv)
-    probe(args.python, args.package, args.out_dir)
-    return 0
+    return probe_main(probe, __doc__, argv)
 
 
 if __name__ == "__main__":
