@@ -25,10 +25,10 @@ A stage with ``inline = true`` runs on the thread of its last input (see `Pipeli
 from __future__ import annotations
 
 import importlib
-import sys
 from pathlib import Path
 
 from ..errors import InputError
+from ..tomlfile import parse_toml
 from .breaker import CircuitBreaker
 from .core import Pipeline
 from .process import ProcessStage
@@ -48,20 +48,6 @@ _STAGE_KEYS = {
 }  # fmt: skip
 
 
-def _toml(text: str, path: Path) -> dict:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        try:
-            import tomli as tomllib
-        except ImportError:
-            raise InputError("reading a pipeline file on Python < 3.11 needs tomli: pip install tomli") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path} is not valid TOML: {exc}") from None
-
-
 def load_pipeline(path: str | Path) -> Pipeline:
     """Build the `Pipeline` a TOML file describes.
 
@@ -74,7 +60,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
         raise InputError(f"pipeline file not found: {path}")
     if path.stat().st_size > MAX_CONFIG_BYTES:
         raise InputError(f"{path} is larger than {MAX_CONFIG_BYTES} bytes: not a pipeline file")
-    data = _toml(path.read_text(encoding="utf-8"), path)
+    data = parse_toml(path.read_text(encoding="utf-8"), path, "a pipeline file")
     unknown = set(data) - {"pipeline", "stage"}
     if unknown:
         raise InputError(f"{path}: unknown table(s) {sorted(unknown)}; expected [pipeline] and [[stage]]")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError
+from ..tomlfile import parse_toml
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -175,7 +176,7 @@ def load_config(source: str | os.PathLike | dict) -> ServeConfig:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(f"cannot read the serve config {path}: {exc.strerror or exc}") from None
-        data = _toml(text, path)
+        data = parse_toml(text, path, "a serve config")
     where = str(path) if path else "config"
     _known(data, {"server", "auth", "limits", "rollback", "models"}, where)
     server = _table(data, "server", where)
@@ -211,20 +212,6 @@ def _check_address(config: ServeConfig) -> None:
             f"refusing to listen on {config.host} without API keys: set [auth] keys (or keys_file), "
             "or listen on 127.0.0.1"
         )
-
-
-def _toml(text: str, path: Path) -> dict:
-    try:
-        import tomllib
-    except ImportError:  # Python < 3.11
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ImportError:
-            raise InputError("reading a serve config on Python < 3.11 needs tomli: pip install tomli") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{path} is not valid TOML: {exc}") from None
 
 
 def _known(table: dict, keys: set, where: str) -> None:
