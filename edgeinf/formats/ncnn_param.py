@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Union
 
 from ..errors import ModelFileError
+from ._files import read_model_file
 
 log = logging.getLogger(__name__)
 
@@ -228,12 +229,7 @@ def read_ncnn_param(
             reading went astray), or a layer whose weights edgeinf cannot size.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelFileError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ModelFileError(f"{path}: cannot read: {exc}") from None
+    raw = read_model_file(path, "an NCNN .param file")
     what = path.name
     if raw[:4] == BINARY_MAGIC:
         layers, layer_count, blob_count = _parse_binary(raw, what, layer_names or {})

@@ -21,6 +21,7 @@ from typing import Any, Union
 import numpy as np
 
 from ..errors import BackendUnavailableError, ModelFileError
+from ._files import read_model_file
 
 DEFAULT_DOMAIN = "ai.onnx"
 
@@ -247,12 +248,7 @@ def read_onnx(path: Union[str, os.PathLike, bytes], name: Union[str, os.PathLike
         name = None if name is None else str(name)
     else:
         p = Path(path)
-        try:
-            data = p.read_bytes()
-        except FileNotFoundError:
-            raise ModelFileError(f"{p}: no such file") from None
-        except OSError as exc:
-            raise ModelFileError(f"{p}: cannot read: {exc}") from None
+        data = read_model_file(p, "an .onnx file")
         name, where, base = str(p), p.name, p.parent
     try:
         model = onnx.load_model_from_string(data)

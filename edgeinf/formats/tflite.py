@@ -27,6 +27,7 @@ from typing import Any, Union
 import numpy as np
 
 from ..errors import ModelFileError
+from ._files import read_model_file
 from ._flatbuf import Table, Verifier, load_layout
 from .tflite_graph import check_graph
 from .tflite_ops import check_operators
@@ -270,15 +271,7 @@ def _load(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None]) -> tu
             return bytes(path_or_bytes), str(name), Path(name).name
         return bytes(path_or_bytes), None, "model bytes"
     path = Path(path_or_bytes)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ModelFileError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ModelFileError(f"{path}: is a directory, expected a .tflite file") from None
-    except OSError as exc:
-        raise ModelFileError(f"{path}: cannot read: {exc}") from None
-    return data, str(path), path.name
+    return read_model_file(path, "a .tflite file"), str(path), path.name
 
 
 def read_tflite(path_or_bytes: PathOrBytes, name: Union[str, os.PathLike, None] = None) -> TfliteModel:
