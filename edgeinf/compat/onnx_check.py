@@ -22,19 +22,28 @@ from .report import BackendVerdict, NodeReport, NodeStatus
 _FOLDED_ALWAYS = {"Constant"}  # both converters turn Constant nodes into weights
 
 
-def ncnn_status(node: OnnxNode, pnnx: dict | None, registry: dict) -> NodeStatus:
-    if pnnx is None:
-        return NodeStatus("unknown", "no pnnx table", "", "")
-    source = f"probe:pnnx {pnnx['version']} -> ncnn {pnnx['ncnn']}"
+def _any_converter_status(node: OnnxNode, converter: str, folded_into: str, source: str) -> NodeStatus | None:
+    """What holds for either converter, before its table is read: no conversion for a
+    custom domain, and Constant nodes folded (into ``folded_into``)."""
     if node.domain != DEFAULT_DOMAIN:
         return NodeStatus(
             "unsupported",
-            f"custom domain {node.domain}: pnnx has no conversion",
+            f"custom domain {node.domain}: {converter} has no conversion",
             "replace the op before export",
             source,
         )
     if node.op_type in _FOLDED_ALWAYS:
-        return NodeStatus("cpu", "folded into weights by pnnx", "", source)
+        return NodeStatus("cpu", f"folded into {folded_into} by {converter}", "", source)
+    return None
+
+
+def ncnn_status(node: OnnxNode, pnnx: dict | None, registry: dict) -> NodeStatus:
+    if pnnx is None:
+        return NodeStatus("unknown", "no pnnx table", "", "")
+    source = f"probe:pnnx {pnnx['version']} -> ncnn {pnnx['ncnn']}"
+    known = _any_converter_status(node, "pnnx", "weights", source)
+    if known is not None:
+        return known
     entry = pnnx["ops"].get(node.op_type)
     if entry is None:
         return NodeStatus(
@@ -63,15 +72,9 @@ def tflite_status(node: OnnxNode, o2t: dict | None, resolver: dict, target: tabl
     if o2t is None:
         return NodeStatus("unknown", "no onnx2tf table", "", "")
     source = f"table:{o2t['source']} (read, not probed) + probe:resolver {target.label}"
-    if node.domain != DEFAULT_DOMAIN:
-        return NodeStatus(
-            "unsupported",
-            f"custom domain {node.domain}: onnx2tf has no conversion",
-            "replace the op before export",
-            source,
-        )
-    if node.op_type in _FOLDED_ALWAYS:
-        return NodeStatus("cpu", "folded into constants by onnx2tf", "", source)
+    known = _any_converter_status(node, "onnx2tf", "constants", source)
+    if known is not None:
+        return known
     entry = o2t["flatbuffer_direct"].get(node.op_type)
     if entry is None:
         if node.op_type in o2t["custom_op_candidates"]:
