@@ -67,19 +67,13 @@ def enum(field: str, enum_name: str) -> Rule:
     return lambda n: None if n.options.get(field, 0) in values else f"{field} {n.options.get(field)} is no {enum_name}"
 
 
-def equals_outputs(field: str) -> Rule:
+def equals_count(field: str, of: str) -> Rule:
+    """An option that must equal the node's number of ``of`` (``"inputs"`` or ``"outputs"``)."""
+
     def rule(n: _Node) -> str | None:
-        if n.options.get(field, 0) != len(n.op.outputs):
-            return f"{field} is {n.options.get(field)} but the node has {len(n.op.outputs)} outputs"
-        return None
-
-    return rule
-
-
-def equals_inputs(field: str) -> Rule:
-    def rule(n: _Node) -> str | None:
-        if n.options.get(field, 0) != len(n.op.inputs):
-            return f"{field} is {n.options.get(field)} but the node has {len(n.op.inputs)} inputs"
+        count = len(getattr(n.op, of))
+        if n.options.get(field, 0) != count:
+            return f"{field} is {n.options.get(field)} but the node has {count} {of}"
         return None
 
     return rule
@@ -286,16 +280,28 @@ OPERATORS: dict[str, OpSpec] = {
         (1, None),
         1,
         "PackOptions",
-        equals_inputs("values_count"),
+        equals_count("values_count", "inputs"),
         at_least("values_count", 1),
         axis_option("axis", 0, 1),
     ),
-    "UNPACK": _op(1, (1, None), "UnpackOptions", equals_outputs("num"), at_least("num", 1), axis_option("axis", 0)),
+    "UNPACK": _op(
+        1, (1, None), "UnpackOptions", equals_count("num", "outputs"), at_least("num", 1), axis_option("axis", 0)
+    ),
     "SPLIT": _op(
-        2, (1, None), "SplitOptions", at_least("num_splits", 1), equals_outputs("num_splits"), constant_axis(0, 1)
+        2,
+        (1, None),
+        "SplitOptions",
+        at_least("num_splits", 1),
+        equals_count("num_splits", "outputs"),
+        constant_axis(0, 1),
     ),
     "SPLIT_V": _op(
-        3, (1, None), "SplitVOptions", at_least("num_splits", 1), equals_outputs("num_splits"), constant_axis(2, 0)
+        3,
+        (1, None),
+        "SplitVOptions",
+        at_least("num_splits", 1),
+        equals_count("num_splits", "outputs"),
+        constant_axis(2, 0),
     ),
     "SLICE": _op(3, 1, "SliceOptions"),
     "STRIDED_SLICE": _op(4, 1, "StridedSliceOptions", constant_nonzero(3, "strides")),
