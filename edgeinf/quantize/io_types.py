@@ -53,43 +53,41 @@ def _outer_tensor(inner, io: str):
     return t
 
 
+def _wrap_int8(sg, indices, io: str, opcode: int, remap: dict[int, int], *, inbound: bool) -> tuple[list[int], list]:
+    """Give each int8 tensor of ``indices`` (the subgraph's inputs or outputs) an outer
+    ``io`` tensor and the op between them: outer -> inner when ``inbound``, else inner ->
+    outer. Returns the new indices and the ops; ``remap`` records inner -> outer."""
+    s = schema()
+    new_indices, ops = [], []
+    for index in map(int, indices):
+        inner = sg.tensors[index]
+        if inner.type != s.TensorType.INT8:
+            new_indices.append(index)
+            continue
+        sg.tensors.append(_outer_tensor(inner, io))
+        outer = len(sg.tensors) - 1
+        remap[index] = outer
+        op = s.OperatorT()
+        op.opcodeIndex = opcode
+        op.inputs, op.outputs = ([outer], [index]) if inbound else ([index], [outer])
+        ops.append(op)
+        new_indices.append(outer)
+    return new_indices, ops
+
+
 def set_io_type(data: bytes, io: str) -> bytes:
     """Rewrite an int8-interface model's inputs and outputs to ``io`` (int8: unchanged)."""
     if io not in IO_TYPES:
         raise InputError(f"io must be one of {', '.join(IO_TYPES)}, got {io!r}")
     if io == "int8":
         return data
-    s = schema()
     model = unpack_inline(data)
     sg = model.subgraphs[0]
     into = _opcode(model, "QUANTIZE", 2)
     out_op = _opcode(model, "DEQUANTIZE", 2) if io == "float" else into
     remap: dict[int, int] = {}
-    new_inputs, new_outputs, head, tail = [], [], [], []
-    for index in sg.inputs:
-        inner = sg.tensors[index]
-        if inner.type != s.TensorType.INT8:
-            new_inputs.append(int(index))
-            continue
-        sg.tensors.append(_outer_tensor(inner, io))
-        outer = len(sg.tensors) - 1
-        remap[int(index)] = outer
-        op = s.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = into, [outer], [int(index)]
-        head.append(op)
-        new_inputs.append(outer)
-    for index in sg.outputs:
-        inner = sg.tensors[index]
-        if inner.type != s.TensorType.INT8:
-            new_outputs.append(int(index))
-            continue
-        sg.tensors.append(_outer_tensor(inner, io))
-        outer = len(sg.tensors) - 1
-        remap[int(index)] = outer
-        op = s.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = out_op, [int(index)], [outer]
-        tail.append(op)
-        new_outputs.append(outer)
+    new_inputs, head = _wrap_int8(sg, sg.inputs, io, into, remap, inbound=True)
+    new_outputs, tail = _wrap_int8(sg, sg.outputs, io, out_op, remap, inbound=False)
     sg.inputs, sg.outputs = new_inputs, new_outputs
     sg.operators = head + list(sg.operators) + tail
     for sig in model.signatureDefs or []:
