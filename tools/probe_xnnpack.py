@@ -223,7 +223,16 @@ def _bias(g: Graph, n: int, dtype: str, static: str, weights: dict) -> int:
     return g.const(RNG.uniform(-1, 1, size=n).astype(np.float32)) if static == "C" else g.inp((n,))
 
 
-def _conv_like(op, static, dtype, quant, activation, stride, padding, dilation, dynamic, w_shape, out_c, w_axis):
+# per convolution: the weights' shape, the output channels, the weights' per-channel axis
+_CONV_WEIGHTS = {"CONV_2D": ((6, 3, 3, 4), 6, 0), "DEPTHWISE_CONV_2D": ((1, 3, 3, 4), 4, 3)}
+
+
+def conv_like(
+    op, static="RCC", dtype="float32", quant="per-channel", activation="NONE", stride=1, padding="SAME", dilation=1,
+    dynamic=False,
+):  # fmt: skip
+    """A CONV_2D or DEPTHWISE_CONV_2D on a (1, 8, 8, 4) input."""
+    w_shape, out_c, w_axis = _CONV_WEIGHTS[op]
     g = Graph()
     x = g.inp((1, 8, 8, 4), dtype, dynamic=dynamic, **_q(dtype))
     w = _weights(w_shape, dtype, w_axis, quant)
@@ -242,24 +251,6 @@ def _conv_like(op, static, dtype, quant, activation, stride, padding, dilation, 
     opts = _opts("Conv2DOptions" if op == "CONV_2D" else "DepthwiseConv2DOptions", **fields)
     ins = [x, wt, bias] if len(static) == 3 else [x, wt]
     return g, g.op(op, ins, [y], opts), [y]
-
-
-def conv2d(
-    static="RCC", dtype="float32", quant="per-channel", activation="NONE", stride=1, padding="SAME", dilation=1,
-    dynamic=False,
-):  # fmt: skip
-    return _conv_like(
-        "CONV_2D", static, dtype, quant, activation, stride, padding, dilation, dynamic, (6, 3, 3, 4), 6, 0
-    )
-
-
-def depthwise(
-    static="RCC", dtype="float32", quant="per-channel", activation="NONE", stride=1, padding="SAME", dilation=1,
-    dynamic=False,
-):  # fmt: skip
-    return _conv_like(
-        "DEPTHWISE_CONV_2D", static, dtype, quant, activation, stride, padding, dilation, dynamic, (1, 3, 3, 4), 4, 3
-    )
 
 
 def fully_connected(
@@ -535,8 +526,8 @@ def specs():
         {"dtype": "int8", "dilation": 2}, {"dtype": "int8", "activation": "RELU6"}, {"dtype": "int8", "activation": "RELU"},
         {"dtype": "int8", "padding": "VALID"}, {"dtype": "uint8"}, {"dtype": "int16"},
     ]  # fmt: skip
-    out.append(("CONV_2D", conv2d, {}, conv_variants))
-    out.append(("DEPTHWISE_CONV_2D", depthwise, {}, conv_variants))
+    for op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        out.append((op, lambda op=op, **kw: conv_like(op, **kw), {}, conv_variants))
     fc_variants = [
         {"static": "RRC"},
         {"static": "RC-"},
