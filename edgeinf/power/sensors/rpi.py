@@ -140,46 +140,25 @@ class PiPmicSensor:
         return self._last
 
 
+def _flag(bit: int) -> property:
+    """A read-only bool property: bit ``bit`` of ``raw``."""
+    return property(lambda self: bool(self.raw >> bit & 1))
+
+
 @dataclass(frozen=True)
 class ThrottleFlags:
     """``vcgencmd get_throttled``: bits 0-3 are conditions now, bits 16-19 the same since boot."""
 
     raw: int
 
-    def _bit(self, n: int) -> bool:
-        return bool(self.raw >> n & 1)
-
-    @property
-    def under_voltage(self) -> bool:
-        return self._bit(0)
-
-    @property
-    def freq_capped(self) -> bool:
-        return self._bit(1)
-
-    @property
-    def throttled(self) -> bool:
-        return self._bit(2)
-
-    @property
-    def soft_temp_limit(self) -> bool:
-        return self._bit(3)
-
-    @property
-    def under_voltage_occurred(self) -> bool:
-        return self._bit(16)
-
-    @property
-    def freq_capped_occurred(self) -> bool:
-        return self._bit(17)
-
-    @property
-    def throttled_occurred(self) -> bool:
-        return self._bit(18)
-
-    @property
-    def soft_temp_limit_occurred(self) -> bool:
-        return self._bit(19)
+    under_voltage = _flag(0)
+    freq_capped = _flag(1)
+    throttled = _flag(2)
+    soft_temp_limit = _flag(3)
+    under_voltage_occurred = _flag(16)
+    freq_capped_occurred = _flag(17)
+    throttled_occurred = _flag(18)
+    soft_temp_limit_occurred = _flag(19)
 
     def active(self) -> list[str]:
         names = ("under_voltage", "freq_capped", "throttled", "soft_temp_limit")
