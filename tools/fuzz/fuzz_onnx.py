@@ -11,25 +11,20 @@ errors, MemoryError and RecursionError included, is a finding.
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import atheris
-from model_file import INSTRUMENTED, check_file, fuzz
+from model_file import INSTRUMENTED, fuzz, read_then_check
 
 with atheris.instrument_imports(include=INSTRUMENTED):
-    from edgeinf.errors import ModelFileError
     from edgeinf.formats.onnx import read_onnx
 
 _FILE = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-onnx-")) / "input.onnx"
 
 
 def test_one_input(data: bytes) -> None:
-    try:
-        read_onnx(data, name="input.onnx")
-    except ModelFileError:
-        return
-    _FILE.write_bytes(data)
-    check_file(_FILE)
+    read_then_check(data, partial(read_onnx, name="input.onnx"), _FILE)
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@ included, is a finding: atheris stops, saves the input and exits nonzero.
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import atheris
-from model_file import INSTRUMENTED, check_file, fuzz
+from model_file import INSTRUMENTED, fuzz, read_then_check
 
 with atheris.instrument_imports(include=INSTRUMENTED):
-    from edgeinf.errors import ModelFileError
     from edgeinf.formats.tflite import read_tflite
 
 _FILE = Path(tempfile.mkdtemp(prefix="edgeinf-fuzz-tflite-")) / "input.tflite"
@@ -25,12 +25,7 @@ _TARGETS = ("ai-edge-litert 2.3.0", "tflite-runtime 2.14.0")
 
 
 def test_one_input(data: bytes) -> None:
-    try:
-        read_tflite(data, name="input.tflite")
-    except ModelFileError:
-        return
-    _FILE.write_bytes(data)
-    check_file(_FILE, _TARGETS)
+    read_then_check(data, partial(read_tflite, name="input.tflite"), _FILE, _TARGETS)
 
 
 if __name__ == "__main__":

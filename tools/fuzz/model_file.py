@@ -1,7 +1,7 @@
 """What the model-file fuzzers (fuzz_tflite, fuzz_ncnn, fuzz_onnx) share.
 
 Each reads its input with its format's reader, then checks the file as `edgeinf check`
-would (`check_file`). Only edgeinf's documented errors for a bad model may come out;
+would (`read_then_check`, `check_file`). Only edgeinf's documented errors for a bad model may come out;
 atheris reports any other exception as a finding. Importing this module instruments the
 readers and the checker (`INSTRUMENTED`) so coverage guides the fuzzer through them.
 """
@@ -23,6 +23,19 @@ with atheris.instrument_imports(include=INSTRUMENTED):
 
 # the answers a bad model may get
 DOCUMENTED = (ModelFileError, UnsupportedOperatorError)
+
+
+def read_then_check(
+    data: bytes, read: Callable[[bytes], object], path: Path, targets: Iterable[str | None] = (None,)
+) -> None:
+    """Read ``data`` with a format's reader; if it reads, write it to ``path`` and check
+    it from there (`check_file`)."""
+    try:
+        read(data)
+    except ModelFileError:
+        return
+    path.write_bytes(data)
+    check_file(path, targets)
 
 
 def check_file(path: Path, targets: Iterable[str | None] = (None,)) -> None:
