@@ -540,6 +540,35 @@ def thermal_response(trace: Trace, power_mw: np.ndarray, params: PlantParams = P
     return out
 
 
+@dataclass(frozen=True)
+class _Hindsight:
+    """What the hindsight bounds know of a trace, per window of ``per_window`` steps
+    (``span_s`` seconds): the mean budget and the arrivals, and, from the true profile, each
+    configuration's dynamic energy and time per inference."""
+
+    profile: Profile
+    per_window: int
+    span_s: float
+    budget_mw: np.ndarray
+    demand: np.ndarray
+    energy_mj: np.ndarray
+    time_s: np.ndarray
+
+
+def _hindsight(trace: Trace, profile: Optional[Profile], window_s: float) -> _Hindsight:
+    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
+    per_window = max(1, int(round(window_s / trace.step_s)))
+    return _Hindsight(
+        profile=true_profile,
+        per_window=per_window,
+        span_s=per_window * trace.step_s,
+        budget_mw=_windows(trace.budget_w * 1000.0, per_window).mean(axis=1),
+        demand=_windows(trace.arrivals, per_window).sum(axis=1),
+        energy_mj=np.array([entry.dynamic_energy_uj(true_profile.idle_mw) / 1000.0 for entry in true_profile.entries]),
+        time_s=np.array([entry.latency_ms / 1000.0 for entry in true_profile.entries]),
+    )
+
+
 def best_static(
     trace: Trace,
     profile: Optional[Profile] = None,
@@ -549,9 +578,8 @@ def best_static(
 ) -> dict:
     """The best fixed (configuration, rate) in hindsight: most service with no window over budget
     and, with ``limit_c``, the die never above ``limit_c`` (truth)."""
-    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
-    per_window = max(1, int(round(window_s / trace.step_s)))
-    budget = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
+    truth = _hindsight(trace, profile, window_s)
+    true_profile, per_window, budget = truth.profile, truth.per_window, truth.budget_mw
     best_served = -1.0
     best: dict[str, float | Config] = {"served": best_served}
     for entry in true_profile.entries:
@@ -598,14 +626,9 @@ def clairvoyant(
     """
     if limit_c is not None:
         return _clairvoyant_thermal(trace, profile, window_s, limit_c, params)
-    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
-    per_window = max(1, int(round(window_s / trace.step_s)))
-    span = per_window * trace.step_s
-    energy_mj = (_windows(trace.budget_w * 1000.0, per_window).mean(axis=1) - true_profile.idle_mw) * span
-    energy_mj = np.maximum(energy_mj, 0.0)
-    demand = _windows(trace.arrivals, per_window).sum(axis=1)
-    e = np.array([entry.dynamic_energy_uj(true_profile.idle_mw) / 1000.0 for entry in true_profile.entries])
-    t = np.array([entry.latency_ms / 1000.0 for entry in true_profile.entries])
+    truth = _hindsight(trace, profile, window_s)
+    span, demand, e, t = truth.span_s, truth.demand, truth.energy_mj, truth.time_s
+    energy_mj = np.maximum((truth.budget_mw - truth.profile.idle_mw) * span, 0.0)
     best = np.max(np.minimum(energy_mj[:, None] / e[None, :], span / t[None, :]), axis=1)
     n = len(e)
     for i in range(n):
@@ -624,14 +647,9 @@ def clairvoyant(
 def _clairvoyant_thermal(
     trace: Trace, profile: Optional[Profile], window_s: float, limit_c: float, params: PlantParams
 ) -> dict:
-    true_profile = (profile or synthetic_profile()).scaled(dynamic_power=trace.true_dynamic_factor)
-    idle_mw = true_profile.idle_mw
-    per_window = max(1, int(round(window_s / trace.step_s)))
-    span = per_window * trace.step_s
-    budget_mw = _windows(trace.budget_w * 1000.0, per_window).mean(axis=1)
-    demand = _windows(trace.arrivals, per_window).sum(axis=1)
-    e = np.array([entry.dynamic_energy_uj(idle_mw) / 1000.0 for entry in true_profile.entries])
-    t = np.array([entry.latency_ms / 1000.0 for entry in true_profile.entries])
+    truth = _hindsight(trace, profile, window_s)
+    idle_mw, per_window, span = truth.profile.idle_mw, truth.per_window, truth.span_s
+    budget_mw, demand, e, t = truth.budget_mw, truth.demand, truth.energy_mj, truth.time_s
     i, j = np.triu_indices(len(e), 1)
     det = e[i] * t[j] - e[j] * t[i]
     keep = np.abs(det) >= 1e-12
