@@ -84,6 +84,13 @@ class Case:
         self.contenders[name] = fn
         self.outputs[name] = out
 
+    def add_edgeinf(self, spec: TensorSpec, **options) -> None:
+        """edgeinf's fused pass into ``spec``: the first contender, and the reference the
+        others' outputs are compared with."""
+        pipe = Pipeline.for_input(spec, **options)
+        out = pipe.new_output()
+        self.add("edgeinf", lambda: pipe(self.frame, out), out)
+
     def read_rows(self):
         """Only load the rows the pass reads, in its order, with no arithmetic and no writes
         (a native probe): a lower bound for any pass that reads them."""
@@ -92,28 +99,45 @@ class Case:
             read_rows_probe(plane, rows)
 
 
-def bgr_f32_case(rng) -> Case:
+def bgr_case(rng, size: int, dtype) -> Case:
+    """A camera-like BGR frame to a size x size NHWC tensor of ``dtype``."""
     frame = make_bgr(rng)
-    size = 224
-    case = Case(
-        "bgr 1280x720 -> 224x224 float32 NHWC",
+    return Case(
+        f"bgr {W}x{H} -> {size}x{size} {np.dtype(dtype).name} NHWC",
         frame,
         (1, size, size, 3),
-        np.float32,
+        dtype,
         [(frame.reshape(H, W * 3), touched_rows(H, size))],
     )
-    spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.float32), Layout.NHWC)
-    pipe = Pipeline.for_input(spec, color="bgr", mean=MEAN, std=STD)
-    out = pipe.new_output()
-    case.add("edgeinf", lambda: pipe(frame, out), out)
 
+
+def opencv_rgb(frame: np.ndarray, size: int):
+    """OpenCV's bilinear resize, then BGR -> RGB, into buffers made once: the first steps
+    of the OpenCV contenders of the BGR cases. Returns the call, which returns the RGB image."""
     small, rgb = np.empty((size, size, 3), np.uint8), np.empty((size, size, 3), np.uint8)
+
+    def run() -> np.ndarray:
+        cv2.resize(frame, (size, size), dst=small, interpolation=cv2.INTER_LINEAR)
+        cv2.cvtColor(small, cv2.COLOR_BGR2RGB, dst=rgb)
+        return rgb
+
+    return run
+
+
+def bgr_f32_case(rng) -> Case:
+    size = 224
+    case = bgr_case(rng, size, np.float32)
+    frame = case.frame
+    case.add_edgeinf(
+        TensorSpec("x", (1, size, size, 3), np.dtype(np.float32), Layout.NHWC), color="bgr", mean=MEAN, std=STD
+    )
+
+    resize_rgb = opencv_rgb(frame, size)
     inv, bias = (1 / STD).astype(np.float32), (-MEAN / STD).astype(np.float32)
     o1 = np.empty(case.out_shape, np.float32)
 
     def cv_numpy():
-        cv2.resize(frame, (size, size), dst=small, interpolation=cv2.INTER_LINEAR)
-        cv2.cvtColor(small, cv2.COLOR_BGR2RGB, dst=rgb)
+        rgb = resize_rgb()
         np.multiply(rgb, inv, out=o1[0])
         np.add(o1[0], bias, out=o1[0])
 
@@ -124,8 +148,7 @@ def bgr_f32_case(rng) -> Case:
     bias_row = np.ascontiguousarray(np.broadcast_to(np.tile(bias, size), (size, size * 3)))
 
     def cv_only_fast():
-        cv2.resize(frame, (size, size), dst=small, interpolation=cv2.INTER_LINEAR)
-        cv2.cvtColor(small, cv2.COLOR_BGR2RGB, dst=rgb)
+        rgb = resize_rgb()
         dst = o2[0].reshape(size, size * 3)
         cv2.multiply(rgb.reshape(size, size * 3), inv_row, dst=dst, dtype=cv2.CV_32F)
         cv2.add(dst, bias_row, dst=dst)
@@ -150,28 +173,22 @@ def bgr_f32_case(rng) -> Case:
     return case
 
 
+def int8_spec(size: int) -> TensorSpec:
+    """A size x size RGB int8 input quantized with scale 1/128, zero point 0."""
+    return TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
+
+
 def bgr_i8_case(rng) -> Case:
-    frame = make_bgr(rng)
     size = 192
-    case = Case(
-        "bgr 1280x720 -> 192x192 int8 NHWC",
-        frame,
-        (1, size, size, 3),
-        np.int8,
-        [(frame.reshape(H, W * 3), touched_rows(H, size))],
-    )
-    spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
-    pipe = Pipeline.for_input(spec, color="bgr", mean=127.5, std=127.5)
-    out = pipe.new_output()
-    case.add("edgeinf", lambda: pipe(frame, out), out)
+    case = bgr_case(rng, size, np.int8)
+    frame = case.frame
+    case.add_edgeinf(int8_spec(size), color="bgr", mean=127.5, std=127.5)
     lut = np.ascontiguousarray(np.repeat(int8_lut()[None, :, None], 3, axis=2))
-    small, rgb = np.empty((size, size, 3), np.uint8), np.empty((size, size, 3), np.uint8)
+    resize_rgb = opencv_rgb(frame, size)
     o1 = np.empty(case.out_shape, np.int8)
 
     def cv_lut():
-        cv2.resize(frame, (size, size), dst=small, interpolation=cv2.INTER_LINEAR)
-        cv2.cvtColor(small, cv2.COLOR_BGR2RGB, dst=rgb)
-        cv2.LUT(rgb, lut, dst=o1[0])
+        cv2.LUT(resize_rgb(), lut, dst=o1[0])
 
     case.add("opencv resize+cvtColor+LUT", cv_lut, o1)
     table = int8_lut()
@@ -198,10 +215,7 @@ def nv12_i8_case(rng) -> Case:
         # chroma row t // 2 serves luma row t (4:2:0, docs/preprocess.md): 192 chroma rows
         [(frame[:H], touched_rows(H, size)), (frame[H:], np.unique(touched_rows(H, size) // 2))],
     )
-    spec = TensorSpec("x", (1, size, size, 3), np.dtype(np.int8), Layout.NHWC, Quantization((Q_SCALE,), (0,)))
-    pipe = Pipeline.for_input(spec, color="nv12", mean=127.5, std=127.5)
-    out = pipe.new_output()
-    case.add("edgeinf", lambda: pipe(frame, out), out)
+    case.add_edgeinf(int8_spec(size), color="nv12", mean=127.5, std=127.5)
     lut = np.ascontiguousarray(np.repeat(int8_lut()[None, :, None], 3, axis=2))
     full, small = np.empty((H, W, 3), np.uint8), np.empty((size, size, 3), np.uint8)
     o1 = np.empty(case.out_shape, np.int8)
