@@ -752,30 +752,13 @@ def compare(trace: Trace, profile: Optional[Profile] = None, params: PlantParams
     budget0 = float(trace.budget_w[0])
     fastest = max(prof.entries, key=lambda e: e.capacity_per_s).config
     lowest = min(prof.entries, key=lambda e: e.power_mw).config
-    runs = [
-        simulate(trace, scheduler_factory(budget0, prof, params), profile=prof, params=params, name="scheduler"),
-        simulate(
-            trace,
-            lambda s, th, c: StaticController(fastest, name="static-max"),
-            profile=prof,
-            params=params,
-            name="static-max",
-        ),
-        simulate(
-            trace,
-            lambda s, th, c: StaticController(lowest, name="static-min"),
-            profile=prof,
-            params=params,
-            name="static-min",
-        ),
-        simulate(
-            trace,
-            lambda s, th, c: HysteresisController(prof, s, budget0),
-            profile=prof,
-            params=params,
-            name="hysteresis",
-        ),
-    ]
+    controllers = {
+        "scheduler": scheduler_factory(budget0, prof, params),
+        "static-max": lambda s, th, c: StaticController(fastest, name="static-max"),
+        "static-min": lambda s, th, c: StaticController(lowest, name="static-min"),
+        "hysteresis": lambda s, th, c: HysteresisController(prof, s, budget0),
+    }
+    runs = [simulate(trace, factory, profile=prof, params=params, name=name) for name, factory in controllers.items()]
     limit_c = sim_limit(params).hold_mc / 1000.0
     hindsight = best_static(trace, prof, limit_c=limit_c, params=params)
     runs.append(
