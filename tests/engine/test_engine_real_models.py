@@ -63,7 +63,7 @@ def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_in
         assert details["plan"]["ops"]["PRELU"] == 23
         x = quantized_face(grace_hopper, model.inputs[0])
         want = reference_outputs(face_landmark_int8, [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (name, g), w in zip(got.items(), want):
@@ -85,7 +85,7 @@ def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_
         q = spec.quantization
         x = np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
         want = reference_outputs(face_detection_int8, [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (name, g), w in zip(got.items(), want):
@@ -139,7 +139,7 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
         q = model.inputs[0].quantization
         x = np.clip(np.round((x * 2 - 1 if signed else x) / q.scale) + q.zero_point, -128, 127).astype(np.int8)
         want = reference_outputs(path.read_bytes(), [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (output, g), w in zip(got.items(), want):
