@@ -10,12 +10,18 @@ test_qs8_gemm_conv.py compares every path with LiteRT itself.
 
 from __future__ import annotations
 
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
 import numpy as np
 import pytest
 from qs8_oracle import assert_same, random_scale, random_zero_point
 
 from edgeinf import _C, quant
-from edgeinf.isa import cpu_features, emulated_isas, supported_isas, use_isa
+from edgeinf.isa import built_isas, cpu_features, emulated_isas, supported_isas, use_isa
 
 DOT_PATHS = ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"]
 
@@ -107,3 +113,44 @@ def test_conv2d_equals_the_reference(dot_path, case):
     x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
     got, want = _scalar_and(dot_path, conv, x)
     assert_same(got, want, f"conv {case} on {dot_path}")
+
+
+# Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
+# rounding operands, and VPDPBUSD in either encoding.
+_BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
+_VNNI_KERNEL = re.compile(r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)")
+
+
+def _functions_beyond_avx2(library: Path) -> dict[str, list[str]]:
+    """Functions of `library` (by demangled name) holding an instruction beyond AVX2."""
+    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(library)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    found: dict[str, list[str]] = {}
+    function = ""
+    for line in listing.splitlines():
+        if line.endswith(">:"):
+            function = line[line.index("<") + 1 : -2]
+            continue
+        parts = line.split("\t")
+        if len(parts) >= 2 and ":" in parts[0]:
+            instruction = parts[-1].split("<")[0].split("#")[0]
+            if _BEYOND_AVX2.search(instruction):
+                found.setdefault(function, []).append(instruction.strip())
+    return found
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="x86-64 with objdump")
+def test_only_the_vnni_micro_kernels_hold_instructions_beyond_avx2():
+    # The linker keeps one copy of each inline function or template: had a VNNI file
+    # instantiated one that other files share, an AVX2-only CPU could run its AVX-512 copy.
+    built = [p for p in ("avx2vnni", "avx512vnni") if p in built_isas()]
+    if not built:
+        pytest.skip("this build has no VNNI path (the compiler lacks -mavxvnni or -mavx512vnni)")
+    found = _functions_beyond_avx2(Path(_C.__file__))
+    outside = {f: lines[:2] for f, lines in found.items() if not _VNNI_KERNEL.search(f)}
+    assert not outside, f"instructions beyond AVX2 outside the VNNI micro-kernels: {outside}"
+    # and the VNNI files were compiled with their flags: their kernels use VPDPBUSD
+    dot = {"avx2vnni": "avx_vnni_dpbusd", "avx512vnni": "ZmmDot"}
+    for path in built:
+        kernels = [lines for f, lines in found.items() if dot[path] in f]
+        assert kernels and all(any("vpdpbusd" in i for i in lines) for lines in kernels), path
