@@ -1,7 +1,8 @@
 """Builds edgeinf._C from csrc/, compiling each ISA file with only its own flags.
 
 A source whose file stem is `avx2` (or ends in `__avx2`) is built only for x86-64, with
--mavx2 -mfma; `neon` only for aarch64 (NEON is baseline there); `neondot` only for
+-mavx2 -mfma; `avx2vnni` and `avx512vnni` likewise with AVX-VNNI or AVX-512 VNNI added
+(skipped, with the paths they serve, by a compiler that lacks the flags); `neon` only for aarch64 (NEON is baseline there); `neondot` only for
 aarch64, with the dot-product extension. Everything else is portable C++ and is built
 with baseline flags, so the package never executes an instruction the CPU lacks: the
 run-time dispatch in csrc/dispatch.cc decides which built path may run.
@@ -21,6 +22,8 @@ from setuptools import setup
 HERE = Path(__file__).parent
 ISA_FLAGS = {
     "avx2": ("x86_64", ["-mavx2", "-mfma", "-mf16c"]),
+    "avx2vnni": ("x86_64", ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"]),
+    "avx512vnni": ("x86_64", ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vnni"]),
     "neon": ("aarch64", []),
     "neondot": ("aarch64", ["-march=armv8.2-a+dotprod"]),
 }
@@ -40,10 +43,20 @@ def target_arch(compiler_cmd: list[str]) -> str:
     return triple.strip().split("-")[0]
 
 
+def accepts_flags(compiler_cmd: list[str], flags: list[str]) -> bool:
+    """Whether the compiler takes `flags` (an older one may lack -mavxvnni, say)."""
+    probe = [*compiler_cmd[:1], *flags, "-x", "c++", "-fsyntax-only", "-"]
+    return subprocess.run(probe, input="", capture_output=True, text=True).returncode == 0
+
+
 class BuildExt(build_ext):
     def build_extensions(self):
         arch = target_arch(self.compiler.compiler_so)
-        built = [isa for isa, (isa_arch, _) in ISA_FLAGS.items() if isa_arch == arch]
+        built = [
+            isa
+            for isa, (isa_arch, flags) in ISA_FLAGS.items()
+            if isa_arch == arch and accepts_flags(self.compiler.compiler_so, flags)
+        ]
         for ext in self.extensions:
             ext.sources = [s for s in ext.sources if isa_of(s) in (None, *built)]
             ext.define_macros += [(f"EDGEINF_BUILD_{isa.upper()}", "1") for isa in built]

@@ -5,6 +5,9 @@
 #include <stdexcept>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -12,6 +15,29 @@
 
 namespace edgeinf {
 namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+// The VNNI features, read from CPUID directly (older compilers' __builtin_cpu_supports
+// know neither name). A feature is usable only when the OS saves the registers it uses
+// (XCR0 through XGETBV): ymm for AVX-VNNI, zmm and the mask registers for AVX-512.
+void detect_vnni(CpuInfo& info) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || (ecx & bit_OSXSAVE) == 0) return;
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  constexpr unsigned kYmmState = 0x6;   // SSE and AVX state
+  constexpr unsigned kZmmState = 0xE6;  // ... and opmask, ZMM0-15 upper halves, ZMM16-31
+  if (__get_cpuid_max(0, nullptr) < 7) return;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const bool avx512 = (ebx & bit_AVX512F) != 0 && (ebx & bit_AVX512BW) != 0;
+  info.avx512_vnni = avx512 && (ecx & (1u << 11)) != 0 && (xcr0_lo & kZmmState) == kZmmState;
+  const unsigned subleaves = eax;
+  if (subleaves >= 1) {
+    __cpuid_count(7, 1, eax, ebx, ecx, edx);
+    info.avx_vnni = (eax & (1u << 4)) != 0 && (xcr0_lo & kYmmState) == kYmmState;
+  }
+}
+#endif
 
 CpuInfo detect_cpu() {
   CpuInfo info;
@@ -24,6 +50,7 @@ CpuInfo detect_cpu() {
 #if defined(__GNUC__) && __GNUC__ >= 11
   info.f16c = __builtin_cpu_supports("f16c");
 #endif
+  detect_vnni(info);
 #elif defined(__aarch64__) && defined(__linux__)
   const unsigned long hwcap = getauxval(AT_HWCAP);
   info.neon = (hwcap & HWCAP_ASIMD) != 0;
@@ -54,6 +81,20 @@ bool isa_built(Isa isa) {
 #else
       return false;
 #endif
+    case Isa::kAvx2Vnni:
+#if defined(EDGEINF_BUILD_AVX2VNNI)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::kAvx512Vnni:
+#if defined(EDGEINF_BUILD_AVX512VNNI)
+      return true;
+#else
+      return false;
+#endif
+    case Isa::kAvx2EmulatedVnni:
+      return isa_built(Isa::kAvx2);
     case Isa::kNeon:
 #if defined(EDGEINF_BUILD_NEON)
       return true;
@@ -77,7 +118,12 @@ bool isa_supported(Isa isa) {
     case Isa::kScalar:
       return true;
     case Isa::kAvx2:
+    case Isa::kAvx2EmulatedVnni:
       return cpu.avx2 && cpu.fma;
+    case Isa::kAvx2Vnni:
+      return cpu.avx2 && cpu.fma && cpu.avx_vnni;
+    case Isa::kAvx512Vnni:
+      return cpu.avx2 && cpu.fma && cpu.avx512_vnni;
     case Isa::kNeon:
       return cpu.neon;
     case Isa::kNeonDot:
@@ -87,7 +133,7 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::kNeonDot, Isa::kNeon, Isa::kAvx2}) {
+  for (Isa isa : {Isa::kNeonDot, Isa::kNeon, Isa::kAvx512Vnni, Isa::kAvx2Vnni, Isa::kAvx2}) {
     if (isa_supported(isa)) return isa;
   }
   return Isa::kScalar;
@@ -101,7 +147,8 @@ namespace {
 Isa initial_isa() {
   const char* forced = std::getenv("EDGEINF_ISA");
   if (forced != nullptr && *forced != '\0') {
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDot}) {
+    for (int i = 0; i <= static_cast<int>(Isa::kAvx2EmulatedVnni); ++i) {
+      const Isa isa = static_cast<Isa>(i);
       if (std::string(forced) == isa_name(isa) && isa_supported(isa)) return isa;
     }
   }
@@ -138,15 +185,23 @@ const char* isa_name(Isa isa) {
       return "neon";
     case Isa::kNeonDot:
       return "neondot";
+    case Isa::kAvx2Vnni:
+      return "avx2vnni";
+    case Isa::kAvx512Vnni:
+      return "avx512vnni";
+    case Isa::kAvx2EmulatedVnni:
+      return "avx2-emulated-vnni";
   }
   return "unknown";
 }
 
 Isa parse_isa(const std::string& name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDot}) {
-    if (name == isa_name(isa)) return isa;
+  for (int i = 0; i <= static_cast<int>(Isa::kAvx2EmulatedVnni); ++i) {
+    if (name == isa_name(static_cast<Isa>(i))) return static_cast<Isa>(i);
   }
-  throw std::invalid_argument("unknown kernel path '" + name + "': expected one of scalar, avx2, neon, neondot");
+  std::string names;
+  for (Isa isa : kPublicIsas) names += std::string(names.empty() ? "" : ", ") + isa_name(isa);
+  throw std::invalid_argument("unknown kernel path '" + name + "': expected one of " + names);
 }
 
 void apply_isa_environment() {

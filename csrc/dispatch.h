@@ -1,4 +1,5 @@
-// Run-time choice of the kernel path (scalar reference, AVX2, NEON, NEON with dot product).
+// Run-time choice of the kernel path (scalar reference, AVX2, AVX2 with AVX-VNNI, AVX-512
+// VNNI, NEON, NEON with dot product).
 //
 // A path is usable when it was built for this target (setup.py defines EDGEINF_BUILD_*)
 // and the CPU supports it (cpuid / getauxval). The active path is the best usable one
@@ -12,12 +13,29 @@
 
 namespace edgeinf {
 
-enum class Isa : int { kScalar = 0, kAvx2 = 1, kNeon = 2, kNeonDot = 3 };
+// kAvx2Vnni and kAvx512Vnni run the int8 GEMM with VPDPBUSD (VEX ymm and EVEX zmm forms)
+// and every other kernel on AVX2. kAvx2EmulatedVnni is a test path: the same GEMM with
+// VPDPBUSD emulated exactly by AVX2 instructions, so that everything around the one
+// instruction is tested on CPUs without it. It is never picked on its own (best_isa) nor
+// listed (kPublicIsas); set_active_isa() takes it by name.
+enum class Isa : int {
+  kScalar = 0,
+  kAvx2 = 1,
+  kNeon = 2,
+  kNeonDot = 3,
+  kAvx2Vnni = 4,
+  kAvx512Vnni = 5,
+  kAvx2EmulatedVnni = 6
+};
+inline constexpr Isa kPublicIsas[] = {Isa::kScalar,     Isa::kAvx2, Isa::kAvx2Vnni,
+                                      Isa::kAvx512Vnni, Isa::kNeon, Isa::kNeonDot};
 
 struct CpuInfo {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
+  bool avx_vnni = false;     // VEX VPDPBUSD on ymm (Alder Lake, Sapphire Rapids, Zen 5)
+  bool avx512_vnni = false;  // with AVX512F and BW and the OS saving zmm state (Ice Lake, Zen 4)
   bool neon = false;
   bool dotprod = false;  // SDOT/UDOT (Armv8.2 DotProd): A76 and later, not A53/A72
   bool i8mm = false;
@@ -35,11 +53,30 @@ Isa parse_isa(const std::string& name);  // throws std::invalid_argument
 // Throws std::invalid_argument (naming the variable) for an unknown or unusable path.
 void apply_isa_environment();
 
-// Returns the variant for the active path, falling back along neondot -> neon -> scalar
-// and avx2 -> scalar when a variant is null (not built, or not written for that ISA).
+// The variants of a kernel that has VPDPBUSD paths (see Isa).
 template <class Fn>
-Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot) {
+struct VnniVariants {
+  Fn avx2vnni = nullptr, avx512vnni = nullptr, avx2_emulated = nullptr;
+};
+
+// Returns the variant for the active path, falling back along neondot -> neon -> scalar
+// and {avx512vnni, avx2vnni, avx2-emulated-vnni} -> avx2 -> scalar when a variant is null
+// (not built, or not written for that ISA).
+template <class Fn>
+Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot, VnniVariants<Fn> vnni = {}) {
   switch (active_isa()) {
+    case Isa::kAvx512Vnni:
+      if (vnni.avx512vnni) return vnni.avx512vnni;
+      if (avx2) return avx2;
+      return scalar;
+    case Isa::kAvx2Vnni:
+      if (vnni.avx2vnni) return vnni.avx2vnni;
+      if (avx2) return avx2;
+      return scalar;
+    case Isa::kAvx2EmulatedVnni:
+      if (vnni.avx2_emulated) return vnni.avx2_emulated;
+      if (avx2) return avx2;
+      return scalar;
     case Isa::kNeonDot:
       if (neondot) return neondot;
       [[fallthrough]];
@@ -62,6 +99,16 @@ Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot) {
 #define EDGEINF_AVX2(fn) (&(fn))
 #else
 #define EDGEINF_AVX2(fn) (nullptr)
+#endif
+#if defined(EDGEINF_BUILD_AVX2VNNI)
+#define EDGEINF_AVX2VNNI(fn) (&(fn))
+#else
+#define EDGEINF_AVX2VNNI(fn) (nullptr)
+#endif
+#if defined(EDGEINF_BUILD_AVX512VNNI)
+#define EDGEINF_AVX512VNNI(fn) (&(fn))
+#else
+#define EDGEINF_AVX512VNNI(fn) (nullptr)
 #endif
 #if defined(EDGEINF_BUILD_NEON)
 #define EDGEINF_NEON(fn) (&(fn))

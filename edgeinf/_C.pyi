@@ -31,6 +31,7 @@ __all__: list[str] = [
     "cpu_features",
     "decode_detections",
     "dequantize",
+    "emulated_isas",
     "logistic",
     "max_pool",
     "mul",
@@ -332,6 +333,11 @@ class EngineProgram:
     @property
     def threads(self) -> int: ...
 
+def _gemm_variant() -> str:
+    """
+    Test probe: the path whose int8 GEMM (fully connected, convolution) runs now.
+    """
+
 def _parallel_for_probe(count: _Int, max_threads: _Int, fail_at: _Int = -1) -> tuple[list[int], int]:
     """
     Test probe of the thread pool: runs `count` tasks on at most `max_threads` threads (task `fail_at` throws); returns (runs per task, threads used).
@@ -408,6 +414,11 @@ def decode_detections(
 def dequantize(
     q: _Array, scales: _Array, zero_points: _Array, outer: _Int, inner: _Int, out: _Array | None = None
 ) -> NDArray[np.float32]: ...
+def emulated_isas() -> list[str]:
+    """
+    Test paths usable here that emulate an instruction exactly with ones the CPU has.
+    """
+
 def logistic(x: _Array, input_scale: _Float, input_zero_point: _Int, out: _Array | None = None) -> NDArray[np.int8]: ...
 def max_pool(
     x: _Array,

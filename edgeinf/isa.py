@@ -24,13 +24,27 @@ _switch_lock = threading.Lock()
 
 
 def active_isa() -> str:
-    """The kernel path in use: ``scalar``, ``avx2``, ``neon`` or ``neondot``."""
+    """The kernel path in use: ``scalar``, ``avx2``, ``avx2vnni``, ``avx512vnni``, ``neon`` or
+    ``neondot``.
+
+    ``avx2vnni`` (AVX-VNNI) and ``avx512vnni`` (AVX-512 VNNI) run the int8 GEMM, fully
+    connected and convolution with the VPDPBUSD dot-product instruction and every other
+    kernel on AVX2.
+    """
     return _C.active_isa()
 
 
 def supported_isas() -> list[str]:
     """Paths built into this package that this CPU can run, scalar first."""
     return list(_C.supported_isas())
+
+
+def emulated_isas() -> list[str]:
+    """Test paths this CPU can run that emulate an instruction it lacks exactly with ones it
+    has: ``avx2-emulated-vnni`` is the ``avx2vnni`` path with VPDPBUSD done by AVX2. Never
+    chosen by default nor listed by `supported_isas`; `use_isa` takes them, so tests run
+    everything around the instruction on any AVX2 CPU."""
+    return list(_C.emulated_isas())
 
 
 def built_isas() -> list[str]:

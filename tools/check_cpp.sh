@@ -69,9 +69,12 @@ if [[ $WHAT == all || $WHAT == tidy ]]; then
     echo "${checks[*]}"
   )
   case $(uname -m) in
-    x86_64 | amd64) BUILT=avx2 SKIP='neon|neondot' DEFINES="-DEDGEINF_BUILD_AVX2=1" ;;
-    aarch64 | arm64) BUILT=neon SKIP='avx2' DEFINES="-DEDGEINF_BUILD_NEON=1 -DEDGEINF_BUILD_NEONDOT=1" ;;
-    *) BUILT=none SKIP='avx2|neon|neondot' DEFINES="" ;;
+    x86_64 | amd64)
+      BUILT=avx2 SKIP='neon|neondot'
+      DEFINES="-DEDGEINF_BUILD_AVX2=1 -DEDGEINF_BUILD_AVX2VNNI=1 -DEDGEINF_BUILD_AVX512VNNI=1"
+      ;;
+    aarch64 | arm64) BUILT=neon SKIP='avx2|avx2vnni|avx512vnni' DEFINES="-DEDGEINF_BUILD_NEON=1 -DEDGEINF_BUILD_NEONDOT=1" ;;
+    *) BUILT=none SKIP='avx2|avx2vnni|avx512vnni|neon|neondot' DEFINES="" ;;
   esac
   SOURCES=()
   for f in "${FILES[@]}"; do
@@ -87,6 +90,8 @@ if [[ $WHAT == all || $WHAT == tidy ]]; then
     stem=$(basename "$f" .cc)
     case $stem in
       avx2 | *__avx2) isa_flags="-mavx2 -mfma -mf16c" ;;
+      avx2vnni | *__avx2vnni) isa_flags="-mavx2 -mfma -mf16c -mavxvnni" ;;
+      avx512vnni | *__avx512vnni) isa_flags="-mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vnni" ;;
       neondot | *__neondot) isa_flags="-march=armv8.2-a+dotprod" ;;
     esac
     "$CLANG_TIDY" --quiet --checks="$CHECKS" --warnings-as-errors='*' "$f" -- \

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "../dispatch.h"
+#include "../kernels/qs8_gemm/gemm.h"
 #include "../threadpool.h"
 #include "bindings.h"
 
@@ -22,6 +23,8 @@ void bind_cpu(py::module_& m) {
     d["avx2"] = c.avx2;
     d["fma"] = c.fma;
     d["f16c"] = c.f16c;
+    d["avx_vnni"] = c.avx_vnni;
+    d["avx512_vnni"] = c.avx512_vnni;
     d["neon"] = c.neon;
     d["dotprod"] = c.dotprod;
     d["i8mm"] = c.i8mm;
@@ -29,17 +32,28 @@ void bind_cpu(py::module_& m) {
   });
   m.def("built_isas", [] {
     std::vector<std::string> out;
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDot})
+    for (Isa isa : kPublicIsas)
       if (isa_built(isa)) out.emplace_back(isa_name(isa));
     return out;
   });
   m.def("supported_isas", [] {
     std::vector<std::string> out;
-    for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kNeon, Isa::kNeonDot})
+    for (Isa isa : kPublicIsas)
       if (isa_supported(isa)) out.emplace_back(isa_name(isa));
     return out;
   });
+  m.def(
+      "emulated_isas",
+      [] {
+        std::vector<std::string> out;
+        if (isa_supported(Isa::kAvx2EmulatedVnni)) out.emplace_back(isa_name(Isa::kAvx2EmulatedVnni));
+        return out;
+      },
+      "Test paths usable here that emulate an instruction exactly with ones the CPU has.");
   m.def("active_isa", [] { return std::string(isa_name(active_isa())); });
+  m.def(
+      "_gemm_variant", [] { return std::string(qs8::qs8_gemm_variant_name()); },
+      "Test probe: the path whose int8 GEMM (fully connected, convolution) runs now.");
   m.def("best_isa", [] { return std::string(isa_name(best_isa())); });
   m.def(
       "set_isa",

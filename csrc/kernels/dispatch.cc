@@ -1,12 +1,16 @@
 // Every kernel's entry point, in one place: each picks the variant of the active path
 // through dispatch.h's select(), at each call, so that EDGEINF_ISA and set_active_isa()
 // reach every kernel alike. A variant that is null (not built for this target, or not
-// written for that ISA) falls back along neondot -> neon -> scalar and avx2 -> scalar.
-// The variants themselves live in kernels/<dtype>_<op>/{scalar,avx2,neon,neondot}.cc.
+// written for that ISA) falls back along neondot -> neon -> scalar and {avx512vnni,
+// avx2vnni, avx2-emulated-vnni} -> avx2 -> scalar. The variants themselves live in
+// kernels/<dtype>_<op>/{scalar,avx2,avx2vnni,avx512vnni,neon,neondot}.cc.
+#include <utility>
+
 #include "../dispatch.h"
 #include "qs8_binary/binary.h"
 #include "qs8_conv2d/conv2d.h"
 #include "qs8_dwconv2d/dwconv2d.h"
+#include "qs8_gemm/dot_gemm.h"
 #include "qs8_gemm/gemm.h"
 #include "qs8_logistic/logistic.h"
 #include "qs8_pool/pool.h"
@@ -36,10 +40,37 @@ void qs8_dequantize(const int8_t* q, float* x, size_t n, float scale, int32_t ze
              EDGEINF_NEON(qs8_dequantize__neon))(q, x, n, scale, zero_point);
 }
 
+namespace {
+
+using GemmFn = void (*)(const GemmWeights&, const GemmRows&, int8_t*, size_t);
+
+GemmFn gemm_variant() {
+  const VnniVariants<GemmFn> vnni{EDGEINF_AVX2VNNI(qs8_gemm__avx2vnni), EDGEINF_AVX512VNNI(qs8_gemm__avx512vnni),
+                                  EDGEINF_AVX2(qs8_gemm__avx2_emulated_vnni)};
+  return select<GemmFn>(&qs8_gemm__scalar, EDGEINF_AVX2(qs8_gemm__avx2), EDGEINF_NEON(qs8_gemm__neon),
+                        EDGEINF_NEONDOT(qs8_gemm__neondot), vnni);
+}
+
+}  // namespace
+
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
-  using Fn = void (*)(const GemmWeights&, const GemmRows&, int8_t*, size_t);
-  select<Fn>(&qs8_gemm__scalar, EDGEINF_AVX2(qs8_gemm__avx2), EDGEINF_NEON(qs8_gemm__neon),
-             EDGEINF_NEONDOT(qs8_gemm__neondot))(w, a, out, out_stride);
+  gemm_variant()(w, a, out, out_stride);
+}
+
+const char* qs8_gemm_variant_name() {
+  const GemmFn fn = gemm_variant();
+  const std::pair<GemmFn, const char*> names[] = {
+      {EDGEINF_AVX2(qs8_gemm__avx2), "avx2"},
+      {EDGEINF_AVX2VNNI(qs8_gemm__avx2vnni), "avx2vnni"},
+      {EDGEINF_AVX512VNNI(qs8_gemm__avx512vnni), "avx512vnni"},
+      {EDGEINF_AVX2(qs8_gemm__avx2_emulated_vnni), "avx2-emulated-vnni"},
+      {EDGEINF_NEON(qs8_gemm__neon), "neon"},
+      {EDGEINF_NEONDOT(qs8_gemm__neondot), "neondot"},
+  };
+  for (const auto& [variant, name] : names) {
+    if (variant != nullptr && variant == fn) return name;
+  }
+  return "scalar";
 }
 
 namespace {
@@ -52,6 +83,8 @@ void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, 
 
 // The weights were prepared for one of three algorithms (ConvWeights): a direct kernel,
 // the AVX2 direct kernel only, or the GEMM, which then dispatches to its own variant.
+// The VPDPBUSD paths keep the AVX2 direct kernel for few input channels (a 3-channel stem
+// fills a quad of K poorly) and run every other convolution on their GEMM.
 void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
   if (w.direct()) {
@@ -60,11 +93,12 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
     return;
   }
   const Fn simd = &conv2d_gemm;
+  const VnniVariants<Fn> vnni{simd, simd, simd};
   if (w.avx2_direct()) {
-    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd)(w, g, in, out);
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd, vnni)(w, g, in, out);
     return;
   }
-  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd)(w, g, in, out);
+  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd, vnni)(w, g, in, out);
 }
 
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {

@@ -102,6 +102,10 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
         step.args[slots[0]], step.args[slots[1]] = lo, hi
 
 
+# The paths whose depthwise kernel is AVX2's (the VNNI paths have only a GEMM of their own).
+_AVX2_DEPTHWISE_PATHS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
+
+
 def _pads_depthwise(c: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
     of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
@@ -109,7 +113,7 @@ def _pads_depthwise(c: int) -> bool:
     then 8 channels per step) would take a scalar tail."""
     if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
         return False
-    return c < _DW_BLOCK or _C.active_isa() != "avx2"
+    return c < _DW_BLOCK or _C.active_isa() not in _AVX2_DEPTHWISE_PATHS
 
 
 def _align(n: int) -> int:

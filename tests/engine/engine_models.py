@@ -198,7 +198,7 @@ def assert_engine_exact(data: bytes, rng, runs: int = 2, threads: int = 1) -> di
     for _ in range(runs):
         inputs = random_inputs(rng, backend)
         want = reference_outputs(data, inputs)
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 for i, x in enumerate(inputs):
                     backend.set_input(i, x)

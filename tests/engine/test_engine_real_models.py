@@ -63,7 +63,7 @@ def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_in
         assert details["plan"]["ops"]["PRELU"] == 23
         x = quantized_face(grace_hopper, model.inputs[0])
         want = reference_outputs(face_landmark_int8, [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (name, g), w in zip(got.items(), want):
@@ -85,7 +85,7 @@ def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_
         q = spec.quantization
         x = np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
         want = reference_outputs(face_detection_int8, [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (name, g), w in zip(got.items(), want):
@@ -139,7 +139,7 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
         q = model.inputs[0].quantization
         x = np.clip(np.round((x * 2 - 1 if signed else x) / q.scale) + q.zero_point, -128, 127).astype(np.int8)
         want = reference_outputs(path.read_bytes(), [x])
-        for isa in kernels.supported_isas():
+        for isa in kernels.supported_isas() + kernels.emulated_isas():
             with kernels.use_isa(isa):
                 got = model.run(x)
             for (output, g), w in zip(got.items(), want):
@@ -147,3 +147,24 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
                 assert not msg, f"{output} on {isa}: {msg}"
         if name == "face_landmark":
             assert model.details["plan"]["ops"]["DEQUANTIZE+PRELU+QUANTIZE"] == 23
+
+
+@pytest.mark.parametrize("path", ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"])
+def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_detection_int8, face_landmark_int8,
+                                                                grace_hopper, path):  # fmt: skip
+    # Loaded under the path, as on a CPU that has it: the plan then keeps every pointwise
+    # convolution on the VPDPBUSD GEMM (AVX2's narrow pointwise kernel is planned on AVX2 only).
+    if path not in kernels.supported_isas() + kernels.emulated_isas():
+        pytest.skip(f"kernel path {path} is not usable on this CPU or build ({kernels.cpu_features()})")
+    for name, data, size in (("detection", face_detection_int8, 128), ("landmark", face_landmark_int8, 192)):
+        model_file = tmp_path / f"{name}.tflite"
+        model_file.write_bytes(data)
+        with kernels.use_isa(path), edgeinf.load(model_file, backend="edgeinf", num_threads=2) as model:
+            assert model.details["isa"] == path
+            spec = model.inputs[0]
+            q = spec.quantization
+            x = np.clip(np.round(as_input(grace_hopper[75:450, 128:384], size) / q.scale) + q.zero_point, -128, 127)
+            x = x.astype(np.int8)
+            for (output, got), want in zip(model.run(x).items(), reference_outputs(data, [x])):
+                msg = first_mismatch(got, want)
+                assert not msg, f"{name} {output} on {path}: {msg}"

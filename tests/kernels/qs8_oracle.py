@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgeinf.isa import supported_isas, use_isa
+from edgeinf.isa import emulated_isas, supported_isas, use_isa
 
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is the oracle of the int8 tests")
 from edgeinf.formats.tflite_schema import schema  # noqa: E402
@@ -36,8 +36,9 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
 
 
 def isa_paths() -> list[str]:
-    """Every kernel path this CPU can run (scalar first)."""
-    return supported_isas()
+    """Every kernel path this CPU can run (scalar first), then the test paths that emulate
+    an instruction it lacks (the VNNI GEMM on AVX2)."""
+    return supported_isas() + emulated_isas()
 
 
 def run_each_isa(fn) -> dict[str, np.ndarray]:

@@ -7,7 +7,10 @@ import sys
 
 import pytest
 
-from edgeinf.isa import active_isa, built_isas, cpu_features, set_isa, supported_isas, use_isa
+from edgeinf import _C
+from edgeinf.isa import active_isa, built_isas, cpu_features, emulated_isas, set_isa, supported_isas, use_isa
+
+X86_PATHS = {"avx2vnni": "avx_vnni", "avx512vnni": "avx512_vnni"}  # path: its cpu_features key
 
 
 def test_best_path_is_active_and_supported():
@@ -20,8 +23,11 @@ def test_best_path_is_active_and_supported():
 def test_built_paths_follow_the_architecture():
     built = set(built_isas())
     if platform.machine() == "x86_64":
-        assert built == {"scalar", "avx2"}
-        assert ("avx2" in supported_isas()) == (cpu_features()["avx2"] and cpu_features()["fma"])
+        assert {"scalar", "avx2"} <= built <= {"scalar", "avx2", *X86_PATHS}
+        has_avx2 = cpu_features()["avx2"] and cpu_features()["fma"]
+        assert ("avx2" in supported_isas()) == has_avx2
+        for path, feature in X86_PATHS.items():
+            assert (path in supported_isas()) == (path in built and has_avx2 and cpu_features()[feature]), path
     elif platform.machine() == "aarch64":
         assert built == {"scalar", "neon", "neondot"}
         assert ("neondot" in supported_isas()) == cpu_features()["dotprod"]
@@ -85,3 +91,56 @@ def test_edgeinf_kernels_is_the_former_name_of_edgeinf_isa():
 
     for name in former.__all__:
         assert getattr(former, name) is globals()[name], name
+
+
+def _cpuinfo_flags() -> set[str]:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or not os.path.exists("/proc/cpuinfo"), reason="x86-64 Linux only")
+def test_vnni_features_agree_with_the_kernel():
+    # CPUID as read by the native module against Linux's own reading (which also drops
+    # what the OS does not save, as the XCR0 check does).
+    flags = _cpuinfo_flags()
+    assert cpu_features()["avx512_vnni"] == ({"avx512f", "avx512bw", "avx512_vnni"} <= flags)
+    assert cpu_features()["avx_vnni"] == ("avx_vnni" in flags)
+
+
+@pytest.mark.parametrize("path", sorted(X86_PATHS))
+def test_environment_refuses_a_vnni_path_the_cpu_lacks(path):
+    if path in supported_isas():
+        pytest.skip(f"this CPU runs {path}")
+    proc = run_with_env(path)
+    assert proc.returncode != 0
+    assert f"EDGEINF_ISA='{path}'" in proc.stderr and "not usable here" in proc.stderr
+
+
+@pytest.mark.parametrize("path", sorted(X86_PATHS))
+def test_environment_forces_a_vnni_path_the_cpu_has(path):
+    if path not in supported_isas():
+        pytest.skip(f"this CPU lacks {path} (cpu_features: {cpu_features()})")
+    proc = run_with_env(path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == path
+
+
+def test_the_best_x86_path_is_the_widest_dot_product():
+    supported = supported_isas()
+    best = next((p for p in ("avx512vnni", "avx2vnni", "neondot", "neon", "avx2") if p in supported), "scalar")
+    assert _C.best_isa() == best
+
+
+def test_the_emulated_vnni_path_is_usable_but_never_chosen_or_listed():
+    if "avx2" not in supported_isas():
+        assert emulated_isas() == []
+        return
+    assert emulated_isas() == ["avx2-emulated-vnni"]
+    assert "avx2-emulated-vnni" not in supported_isas() + built_isas()
+    assert _C.best_isa() != "avx2-emulated-vnni"
+    with use_isa("avx2-emulated-vnni"):
+        assert active_isa() == "avx2-emulated-vnni"
+        assert _C._gemm_variant() == "avx2-emulated-vnni"

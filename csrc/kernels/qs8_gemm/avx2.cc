@@ -13,6 +13,7 @@
 
 #include "../../quant/avx2_inl.h"
 #include "../../quant/rq_avx2_inl.h"
+#include "dot_gemm.h"
 #include "gemm.h"
 
 namespace edgeinf::qs8 {
@@ -349,6 +350,11 @@ void qs8_gemm__avx2(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t
     return row_ptrs;
   };
   gemm_tiles(w, a.m, 1, kp / 2, convert_block, out, out_stride);
+}
+
+void qs8_gemm_requantize_rows__avx2(const GemmWeights& w, size_t col0, size_t ncols, const int32_t* acc, size_t rows,
+                                    int8_t* out, size_t out_stride) {
+  Epilogue(w, col0, ncols).store_rows(acc, rows, out, out_stride);
 }
 
 void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, size_t out_stride) {

@@ -30,6 +30,7 @@ struct PackLayout {
 inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};            // pairs of K, sign-extended in the kernel (few rows)
 inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K as int16 (many rows)
 inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};        // quads of K for VPMADDUBSW (one row)
+inline constexpr PackLayout kDotLayout{16, 4, 4, 0};             // quads of K for VPDPBUSD (dot_gemm.h)
 inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};             // pairs of K for VMULL + VPADAL
 inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};         // quads of K for SDOT; A rows read 16 at a time
 
@@ -53,6 +54,9 @@ class GemmWeights {
   // bias[c] - input_zero_point * sum_k w[c][k]: the accumulator start of paths that
   // multiply raw int8 activations (NEON), padded to 16 entries.
   const int32_t* bias_minus_zero_point_terms() const { return bias_zp_.data(); }
+  // bias[c] - (input_zero_point + 128) * sum_k w[c][k]: the accumulator start of paths
+  // that multiply activations offset to uint8 (a + 128; VPDPBUSD), padded to 16 entries.
+  const int32_t* bias_minus_u8_zero_point_terms() const { return bias_u8_.data(); }
   const Requantization& requantization() const { return rq_; }  // padded to 16 channels
   bool requantizes_in_double() const { return !double_scale_.empty(); }
   // No weight is -128, so sign(w) * w and w negated stay in int8: TFLite's symmetric
@@ -76,7 +80,7 @@ class GemmWeights {
   int32_t input_zero_point_;
   bool weights_negatable_;
   std::vector<int8_t> w_;
-  std::vector<int32_t> bias_, bias_zp_;
+  std::vector<int32_t> bias_, bias_zp_, bias_u8_;
   Requantization rq_;
   std::vector<double> double_scale_;
   FloatRequantization float_rq_;
@@ -106,6 +110,9 @@ void qs8_gemm16__avx2(const GemmWeights& w, const GemmRows16& a, int8_t* out, si
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__neondot(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+// The variant qs8_gemm() runs now, by its ISA's name (for tests: a path without a GEMM
+// of its own names the one it falls back to).
+const char* qs8_gemm_variant_name();
 
 // Per-thread scratch memory of the GEMM paths, kept between calls: a fresh vector per
 // call would zero-fill (and, past malloc's mmap threshold, page-fault) up to a few

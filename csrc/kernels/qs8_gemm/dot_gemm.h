@@ -1,0 +1,47 @@
+// int8 GEMM with VPDPBUSD (AVX-VNNI, AVX-512 VNNI), and its exact AVX2 emulation for tests.
+//
+// VPDPBUSD adds four products of unsigned by signed bytes to each int32 lane without
+// intermediate saturation, so activations enter offset to uint8 (a + 128, flipping the
+// sign bit) and the accumulators start from bias - (zero_point + 128) * sum(w)
+// (GemmWeights::bias_minus_u8_zero_point_terms()): the sum is then the reference's,
+// modulo 2^32 like the reference's int32 accumulator. Weights are kDotLayout panels.
+//
+// The driver (dot_driver__avx2.cc) gathers and offsets the rows, walks the tiles and
+// requantizes with the AVX2 epilogue; each ISA file supplies only its micro-kernel tiles
+// (dot_tile_inl.h), so that instructions of a wider ISA appear in no code shared with
+// other paths (no inline function or template the linker could pick for them).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace edgeinf::qs8 {
+
+class GemmWeights;
+struct GemmRows;
+
+// acc[r][0, 16) = start[0, 16) + sum over kquads quads of K of row r of a (uint8, rows
+// a_stride apart) times the 16 columns of a panel ([kquads][16 columns][4] int8).
+using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, const int32_t* start,
+                         int32_t* acc);
+
+inline constexpr size_t kDotMaxRows = 8;
+
+// tile[r] multiplies r rows, for 1 <= r <= mr (mr <= kDotMaxRows).
+struct DotTiles {
+  size_t mr;
+  DotTile tile[kDotMaxRows + 1];
+};
+
+void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+
+// The AVX2 GEMM's epilogue (avx2.cc): requantizes rows of 16 int32 accumulators ([rows][16],
+// columns col0 onwards) and stores ncols values per row.
+void qs8_gemm_requantize_rows__avx2(const GemmWeights& w, size_t col0, size_t ncols, const int32_t* acc, size_t rows,
+                                    int8_t* out, size_t out_stride);
+
+void qs8_gemm__avx2vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+
+}  // namespace edgeinf::qs8

@@ -1,0 +1,156 @@
+"""The VPDPBUSD paths of the int8 GEMM and of the fully connected and convolutions on it.
+
+``avx2vnni`` (AVX-VNNI) and ``avx512vnni`` (AVX-512 VNNI) run where the CPU has them and
+skip, with the reason, elsewhere. ``avx2-emulated-vnni`` is the same GEMM with VPDPBUSD
+emulated exactly by AVX2, so that everything but the one instruction (offset activations,
+the bias correction, packing, tiles, row blocks, the epilogue, the dispatch) is tested on
+any AVX2 CPU. Each is compared with the scalar path, TFLite's reference loop, bit for bit;
+test_qs8_gemm_conv.py compares every path with LiteRT itself.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qs8_oracle import assert_same, random_scale, random_zero_point
+
+from edgeinf import _C, quant
+from edgeinf.isa import built_isas, cpu_features, emulated_isas, supported_isas, use_isa
+
+DOT_PATHS = ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"]
+
+
+@pytest.fixture(params=DOT_PATHS)
+def dot_path(request) -> str:
+    path = request.param
+    if path not in supported_isas() + emulated_isas():
+        features = {k: v for k, v in cpu_features().items() if k in ("avx2", "fma", "avx_vnni", "avx512_vnni")}
+        pytest.skip(f"kernel path {path} is not usable on this CPU or build ({features})")
+    return path
+
+
+def _scalar_and(path, layer, x):
+    """layer(x) on `path` and on the scalar reference."""
+    with use_isa("scalar"):
+        want = layer(x)
+    with use_isa(path):
+        got = layer(x)
+    return got, want
+
+
+def test_the_path_runs_its_own_gemm(dot_path):
+    with use_isa(dot_path):
+        assert _C._gemm_variant() == dot_path
+    with use_isa("scalar"):
+        assert _C._gemm_variant() == "scalar"
+
+
+@pytest.mark.parametrize(
+    "m, k, n",
+    [(1, 1, 1), (1, 3, 17), (1, 1000, 40), (2, 5, 16), (3, 4, 15), (7, 33, 17), (9, 64, 40), (13, 127, 8),
+     (50, 300, 33), (200, 1152, 24)],
+)  # fmt: skip
+def test_fully_connected_equals_the_reference(dot_path, m, k, n):
+    # Odd K (a partial last quad), tails of rows (below the tile height) and of columns
+    # (below 16), several row blocks (200 x 1152), per-channel and per-tensor scales,
+    # -128 weights and the zero points' edges.
+    rng = np.random.default_rng(m * 100000 + k * 100 + n)
+    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    ws = random_scale(rng, 1e-3, 0.05) if n % 2 else np.array([random_scale(rng, 1e-3, 0.05) for _ in range(n)])
+    in_scale = random_scale(rng)
+    out_scale = float(np.float32(in_scale * float(np.max(ws)) * 74.0 * 74.0 * np.sqrt(k) / 127.0))
+    for zero_point in (-128, 127, random_zero_point(rng)):
+        fc = quant.FullyConnected(w, bias, input_scale=in_scale, input_zero_point=zero_point, weight_scale=ws,
+                                  output_scale=out_scale, output_zero_point=random_zero_point(rng))  # fmt: skip
+        x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        got, want = _scalar_and(dot_path, fc, x)
+        assert_same(got, want, f"FC m={m} k={k} n={n} zero point {zero_point} on {dot_path}")
+
+
+def test_extreme_products_do_not_saturate(dot_path):
+    # Activations at -128 and 127 (0 and 255 once offset) times weights at -128 and 127:
+    # the largest four-product sums VPDPBUSD adds; a saturating step would change them.
+    rng = np.random.default_rng(5)
+    k, n = 256, 32
+    w = rng.choice(np.array([-128, 127], np.int8), (n, k))
+    x = rng.choice(np.array([-128, 127], np.int8), (8, k))
+    fc = quant.FullyConnected(w, None, input_scale=0.01, input_zero_point=0, weight_scale=0.01,
+                              output_scale=0.5, output_zero_point=0)  # fmt: skip
+    got, want = _scalar_and(dot_path, fc, x)
+    assert len(np.unique(want)) > 10  # the outputs spread: the test sees the sums
+    assert_same(got, want, f"extreme FC on {dot_path}")
+
+
+CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
+    (1, 16, 16, 24, 40, 1, 1, 1, 1, "valid"),  # pointwise: the AVX2 direct kernel's case
+    (1, 9, 11, 17, 19, 3, 3, 1, 1, "same"),  # odd channels, column tail
+    (2, 12, 10, 8, 16, 3, 3, 2, 1, "same"),
+    (1, 13, 13, 32, 33, 5, 5, 1, 2, "same"),  # dilation
+    (1, 20, 20, 3, 16, 3, 3, 2, 1, "same"),  # few channels: the direct kernel, on AVX2
+    (1, 24, 24, 64, 24, 3, 3, 1, 1, "valid"),  # several row blocks of the GEMM
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=lambda c: "x".join(str(v) for v in c))
+def test_conv2d_equals_the_reference(dot_path, case):
+    b, h, w, c, o, kh, kw, stride, dilation, padding = case
+    rng = np.random.default_rng(h * 1000 + c * 10 + o)
+    weights = rng.integers(-128, 128, (o, kh, kw, c), dtype=np.int8)
+    bias = rng.integers(-(2**16), 2**16, o).astype(np.int32)
+    ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(o)], np.float32)
+    in_scale, zero_point = random_scale(rng), random_zero_point(rng)
+    out_scale = float(np.float32(in_scale * float(np.max(ws)) * 74.0 * 74.0 * np.sqrt(kh * kw * c) / 127.0))
+    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_scale,
+                        input_zero_point=zero_point, weight_scale=ws, output_scale=out_scale,
+                        output_zero_point=random_zero_point(rng), activation="relu6")  # fmt: skip
+    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    got, want = _scalar_and(dot_path, conv, x)
+    assert_same(got, want, f"conv {case} on {dot_path}")
+
+
+# Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
+# rounding operands, and VPDPBUSD in either encoding.
+_BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
+_VNNI_KERNEL = re.compile(r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)")
+
+
+def _functions_beyond_avx2(library: Path) -> dict[str, list[str]]:
+    """Functions of `library` (by demangled name) holding an instruction beyond AVX2."""
+    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", str(library)], capture_output=True,
+                             text=True, check=True).stdout  # fmt: skip
+    found: dict[str, list[str]] = {}
+    function = ""
+    for line in listing.splitlines():
+        if line.endswith(">:"):
+            function = line[line.index("<") + 1 : -2]
+            continue
+        parts = line.split("\t")
+        if len(parts) >= 2 and ":" in parts[0]:
+            instruction = parts[-1].split("<")[0].split("#")[0]
+            if _BEYOND_AVX2.search(instruction):
+                found.setdefault(function, []).append(instruction.strip())
+    return found
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("objdump") is None, reason="x86-64 with objdump")
+def test_only_the_vnni_micro_kernels_hold_instructions_beyond_avx2():
+    # The linker keeps one copy of each inline function or template: had a VNNI file
+    # instantiated one that other files share, an AVX2-only CPU could run its AVX-512 copy.
+    built = [p for p in ("avx2vnni", "avx512vnni") if p in built_isas()]
+    if not built:
+        pytest.skip("this build has no VNNI path (the compiler lacks -mavxvnni or -mavx512vnni)")
+    found = _functions_beyond_avx2(Path(_C.__file__))
+    outside = {f: lines[:2] for f, lines in found.items() if not _VNNI_KERNEL.search(f)}
+    assert not outside, f"instructions beyond AVX2 outside the VNNI micro-kernels: {outside}"
+    # and the VNNI files were compiled with their flags: their kernels use VPDPBUSD
+    dot = {"avx2vnni": "avx_vnni_dpbusd", "avx512vnni": "ZmmDot"}
+    for path in built:
+        kernels = [lines for f, lines in found.items() if dot[path] in f]
+        assert kernels and all(any("vpdpbusd" in i for i in lines) for lines in kernels), path
