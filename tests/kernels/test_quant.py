@@ -4,6 +4,7 @@ on edge values (INT32 extremes, ties, vector tails); bad input raising ValueErro
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -295,3 +296,21 @@ def test_native_layers_check_what_the_kernels_only_assert():
         quant.softmax(np.zeros((2, 0), np.int8), input_scale=0.1)
     with pytest.raises(InputError, match=r"zero point must be in \[-128, 127\], got 300"):
         quant.logistic(np.zeros(3, np.int8), input_scale=0.1, input_zero_point=300)
+
+
+def test_operators_made_from_one_definition_keep_their_own_names_signatures_and_docs():
+    # add/mul and max_pool/average_pool each come from one definition (quant._binary, quant._pool)
+    binary = ["a", "b", "a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale", "output_zero_point"]
+    pool = ["x", "pool_size", "stride", "padding", "activation", "scale", "zero_point", "out"]
+    for fn, name, tflite, params in (
+        (quant.add, "add", "TFLite ADD", binary + ["activation", "out"]),
+        (quant.mul, "mul", "TFLite MUL", binary + ["activation", "out"]),
+        (quant.max_pool, "max_pool", "MAX_POOL_2D", pool),
+        (quant.average_pool, "average_pool", "AVERAGE_POOL_2D", pool),
+    ):
+        assert (fn.__name__, fn.__qualname__) == (name, name)
+        assert tflite in fn.__doc__
+        assert list(inspect.signature(fn).parameters) == params
+    assert inspect.signature(quant.add).parameters["a_scale"].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(TypeError):
+        quant.mul(np.zeros(1, np.int8), np.zeros(1, np.int8), 0.1, 0, 0.1, 0, 0.1, 0)  # the scales are keywords
