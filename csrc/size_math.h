@@ -10,23 +10,23 @@
 
 namespace edgeinf {
 
+// The error of a size that would wrap: `what`: a op b does not fit in memory.
+[[noreturn]] inline void throw_does_not_fit(const char* what, size_t a, const char* op, size_t b) {
+  throw std::invalid_argument(std::string(what) + ": " + std::to_string(a) + op + std::to_string(b) +
+                              " does not fit in memory");
+}
+
 // a * b, or std::invalid_argument naming `what` when it does not fit size_t.
 inline size_t mul_size(size_t a, size_t b, const char* what) {
   size_t product;
-  if (__builtin_mul_overflow(a, b, &product)) {
-    throw std::invalid_argument(std::string(what) + ": " + std::to_string(a) + " x " + std::to_string(b) +
-                                " does not fit in memory");
-  }
+  if (__builtin_mul_overflow(a, b, &product)) throw_does_not_fit(what, a, " x ", b);
   return product;
 }
 
 // a + b, or std::invalid_argument naming `what`.
 inline size_t add_size(size_t a, size_t b, const char* what) {
   size_t sum;
-  if (__builtin_add_overflow(a, b, &sum)) {
-    throw std::invalid_argument(std::string(what) + ": " + std::to_string(a) + " + " + std::to_string(b) +
-                                " does not fit in memory");
-  }
+  if (__builtin_add_overflow(a, b, &sum)) throw_does_not_fit(what, a, " + ", b);
   return sum;
 }
 

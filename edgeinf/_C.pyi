@@ -25,18 +25,16 @@ __all__: list[str] = [
     "activation_range",
     "active_isa",
     "add",
-    "average_pool",
     "best_isa",
     "built_isas",
     "cpu_features",
-    "decode_detections",
     "dequantize",
     "emulated_isas",
     "logistic",
-    "max_pool",
     "mul",
     "multiply_by_quantized_multiplier",
     "non_max_suppression",
+    "pool",
     "pool_threads",
     "quantize",
     "quantize_multiplier",
@@ -48,70 +46,51 @@ __all__: list[str] = [
     "top_k",
 ]
 
-class Qs8FullyConnected:
-    def __init__(
-        self,
-        weights: _Array,
-        bias: _Array | None,
-        input_zero_point: _Int,
-        scale: _Array,
-        output_zero_point: _Int,
-        act_min: _Int,
-        act_max: _Int,
-    ) -> None: ...
+_Requantization: TypeAlias = tuple[_Array, _Array, _Int, _Int, _Int]
+"""(multiplier, shift, output_zero_point, act_min, act_max): int32 multipliers and shifts,
+one per output channel or one for all."""
+_DoubleRequantization: TypeAlias = tuple[_Array, _Int, _Int, _Int]
+"""(scale, output_zero_point, act_min, act_max): float64 factors input_scale * weight_scale /
+output_scale, one per output channel or one for all (TFLite's reference FULLY_CONNECTED)."""
+_Spatial: TypeAlias = tuple[_Int, _Int, _Int, _Int, bool]
+"""(stride_h, stride_w, dilation_h, dilation_w, same_padding)"""
+
+class _PreparedLayer:
+    """What the prepared layers share (a stub-only base: each is its own native class)."""
     def _capsule(self) -> object: ...
     def run(self, x: _Array, out: _Array | None = None) -> NDArray[np.int8]: ...
     @property
     def _float_requantization(self) -> bool: ...
+
+class Qs8FullyConnected(_PreparedLayer):
+    def __init__(
+        self, weights: _Array, bias: _Array | None, input_zero_point: _Int, requantization: _DoubleRequantization
+    ) -> None: ...
     @property
     def input_size(self) -> int: ...
     @property
     def output_size(self) -> int: ...
 
-class Qs8Conv2d:
+class Qs8Conv2d(_PreparedLayer):
     def __init__(
         self,
         weights: _Array,
         bias: _Array | None,
         input_zero_point: _Int,
-        multiplier: _Array,
-        shift: _Array,
-        output_zero_point: _Int,
-        act_min: _Int,
-        act_max: _Int,
-        stride_h: _Int,
-        stride_w: _Int,
-        dilation_h: _Int,
-        dilation_w: _Int,
-        same_padding: bool,
+        requantization: _Requantization,
+        spatial: _Spatial,
     ) -> None: ...
-    def _capsule(self) -> object: ...
-    def run(self, x: _Array, out: _Array | None = None) -> NDArray[np.int8]: ...
-    @property
-    def _float_requantization(self) -> bool: ...
 
-class Qs8DepthwiseConv2d:
+class Qs8DepthwiseConv2d(_PreparedLayer):
     def __init__(
         self,
         weights: _Array,
         bias: _Array | None,
         depth_multiplier: _Int,
         input_zero_point: _Int,
-        multiplier: _Array,
-        shift: _Array,
-        output_zero_point: _Int,
-        act_min: _Int,
-        act_max: _Int,
-        stride_h: _Int,
-        stride_w: _Int,
-        dilation_h: _Int,
-        dilation_w: _Int,
-        same_padding: bool,
+        requantization: _Requantization,
+        spatial: _Spatial,
     ) -> None: ...
-    def _capsule(self) -> object: ...
-    def run(self, x: _Array, out: _Array | None = None) -> NDArray[np.int8]: ...
-    @property
-    def _float_requantization(self) -> bool: ...
 
 class DetectionDecoder:
     def __call__(self, boxes: _Array, scores: _Array) -> tuple[_Array, _Array, _Array, _Array]:
@@ -355,62 +334,14 @@ def _run_plan(capsule: object, frame: _Array, out: _Array, /) -> None:
 
 def activation_range(activation: _Int, scale: _Float, zero_point: _Int) -> tuple[int, int]: ...
 def active_isa() -> str: ...
-def add(
-    a: _Array,
-    b: _Array,
-    input1_offset: _Int,
-    input2_offset: _Int,
-    left_shift: _Int,
-    input1_multiplier: _Int,
-    input1_shift: _Int,
-    input2_multiplier: _Int,
-    input2_shift: _Int,
-    output_multiplier: _Int,
-    output_shift: _Int,
-    output_zero_point: _Int,
-    act_min: _Int,
-    act_max: _Int,
-    out: _Array | None = None,
-) -> NDArray[np.int8]: ...
-def average_pool(
-    x: _Array,
-    filter_h: _Int,
-    filter_w: _Int,
-    stride_h: _Int,
-    stride_w: _Int,
-    out_h: _Int,
-    out_w: _Int,
-    pad_top: _Int,
-    pad_left: _Int,
-    act_min: _Int = -128,
-    act_max: _Int = 127,
-    out: _Array | None = None,
-) -> NDArray[np.int8]: ...
+def add(a: _Array, b: _Array, params: Sequence[_Int], out: _Array | None = None) -> NDArray[np.int8]:
+    """
+    ADD of equal shapes; params: the 12 fields of qs8::AddParams in order.
+    """
+
 def best_isa() -> str: ...
 def built_isas() -> list[str]: ...
 def cpu_features() -> dict[str, bool]: ...
-def decode_detections(
-    boxes: _Array,
-    scores: _Array,
-    anchors: _Array,
-    num_coords: _Int,
-    num_keypoints: _Int,
-    x_scale: _Float,
-    y_scale: _Float,
-    w_scale: _Float,
-    h_scale: _Float,
-    score_clip: _Float,
-    sigmoid: bool,
-    raw_threshold: _Float,
-    q_threshold: _Int,
-    box_scale: _Float = 1.0,
-    box_zero_point: _Int = 0,
-    score_scale: _Float = 1.0,
-    score_zero_point: _Int = 0,
-    iou_threshold: _Float = ...,
-    nms: _Int = 0,
-    max_detections: _Int = ...,
-) -> dict[str, Any]: ...
 def dequantize(
     q: _Array, scales: _Array, zero_points: _Array, outer: _Int, inner: _Int, out: _Array | None = None
 ) -> NDArray[np.float32]: ...
@@ -420,7 +351,17 @@ def emulated_isas() -> list[str]:
     """
 
 def logistic(x: _Array, input_scale: _Float, input_zero_point: _Int, out: _Array | None = None) -> NDArray[np.int8]: ...
-def max_pool(
+def mul(a: _Array, b: _Array, params: Sequence[_Int], out: _Array | None = None) -> NDArray[np.int8]:
+    """
+    MUL of equal shapes; params: the 7 fields of qs8::MulParams in order.
+    """
+
+def multiply_by_quantized_multiplier(x: _Array, multiplier: _Int, shift: _Int) -> NDArray[np.int32]: ...
+def non_max_suppression(
+    boxes: _Array, keypoints: _Array, scores: _Array, iou_threshold: _Float, weighted: bool, max_detections: _Int = ...
+) -> dict[str, Any]: ...
+def pool(
+    is_max: bool,
     x: _Array,
     filter_h: _Int,
     filter_w: _Int,
@@ -434,22 +375,6 @@ def max_pool(
     act_max: _Int = 127,
     out: _Array | None = None,
 ) -> NDArray[np.int8]: ...
-def mul(
-    a: _Array,
-    b: _Array,
-    input1_offset: _Int,
-    input2_offset: _Int,
-    output_multiplier: _Int,
-    output_shift: _Int,
-    output_zero_point: _Int,
-    act_min: _Int,
-    act_max: _Int,
-    out: _Array | None = None,
-) -> NDArray[np.int8]: ...
-def multiply_by_quantized_multiplier(x: _Array, multiplier: _Int, shift: _Int) -> NDArray[np.int32]: ...
-def non_max_suppression(
-    boxes: _Array, keypoints: _Array, scores: _Array, iou_threshold: _Float, weighted: bool, max_detections: _Int = ...
-) -> dict[str, Any]: ...
 def pool_threads() -> int:
     """
     Threads a parallel kernel can use: the pool's workers plus the caller.

@@ -326,13 +326,12 @@ def _decode(raw_boxes, raw_scores, anchors, options, score_threshold, box_quanti
     raw_threshold = np.float32(_raw_threshold(threshold, options.sigmoid))
     if max_detections is not None and (not isinstance(max_detections, (int, np.integer)) or max_detections < 1):
         raise InputError(f"max_detections must be a positive integer or None, got {max_detections!r}")
-    d = _C.decode_detections(
-        np.ascontiguousarray(raw_boxes), np.ascontiguousarray(raw_scores), np.ascontiguousarray(anchors),
-        options.num_coords, options.num_keypoints, options.x_scale, options.y_scale, options.w_scale,
-        options.h_scale, options.score_clip, options.sigmoid, float(raw_threshold), q_threshold, bs, bz, ss, sz,
-        float(iou_threshold), _NMS[nms], _NO_LIMIT if max_detections is None else int(max_detections),
+    decoder = _C.DetectionDecoder(
+        np.ascontiguousarray(anchors), options.num_coords, options.num_keypoints, options.x_scale, options.y_scale,
+        options.w_scale, options.h_scale, options.score_clip, options.sigmoid, float(raw_threshold), q_threshold,
+        bs, bz, ss, sz, float(iou_threshold), _NMS[nms], _NO_LIMIT if max_detections is None else int(max_detections),
     )  # fmt: skip
-    return Detections._from(d)
+    return Detections._of(decoder(np.ascontiguousarray(raw_boxes), np.ascontiguousarray(raw_scores)))
 
 
 def decode_ssd(

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Union
 
 import numpy as np
@@ -372,6 +372,26 @@ class _Quantized:
         self.activation = activation
         self.act_min, self.act_max = activation_range(activation, self.output_scale, self.output_zero_point)
 
+    def _window(self, weights, stride, padding, dilation, io) -> tuple[int, int, int, int, bool]:
+        """Checks and keeps a convolution's window and quantization (``io``: the arguments of
+        `_io`); returns the native layer's (stride_h, stride_w, dilation_h, dilation_w, same)."""
+        if padding not in ("same", "valid"):
+            raise InputError(f"padding must be 'same' or 'valid', got {padding!r}")
+        self._io(*io)
+        self.stride, self.dilation, self.padding = _pair(stride, "stride"), _pair(dilation, "dilation"), padding
+        self.kernel_size = weights.shape[1:3]
+        return (*self.stride, *self.dilation, padding == "same")
+
+    def _fixed_point(self, weight_scale: Scale, channels: int) -> tuple:
+        """Keeps the per-channel fixed-point multipliers and shifts of ``input_scale *
+        weight_scale / output_scale`` (convolutions always take this float64 product, as
+        PopulateConvolutionQuantizationParams does); returns the native layer's
+        (multiplier, shift, output_zero_point, act_min, act_max)."""
+        ws = _scales(weight_scale, "weight", channels)
+        reals = [self.input_scale * float(ws[c % ws.size]) / self.output_scale for c in range(channels)]
+        self.multiplier, self.shift = _multipliers(reals)
+        return self.multiplier, self.shift, self.output_zero_point, self.act_min, self.act_max
+
 
 class FullyConnected(_Quantized):
     """int8 fully connected layer (TFLite FULLY_CONNECTED), also the int8 GEMM.
@@ -415,10 +435,8 @@ class FullyConnected(_Quantized):
         # TFLite's reference FULLY_CONNECTED requantizes in double (round half away from
         # zero) with this factor per channel, not with a fixed-point multiplier.
         self.scale = np.array([self.input_scale * float(ws[c % ws.size]) / self.output_scale for c in range(n)])
-        self._op = _C.Qs8FullyConnected(
-            weights, _bias(bias, n), self.input_zero_point, self.scale, self.output_zero_point, self.act_min,
-            self.act_max,
-        )  # fmt: skip
+        requantization = (self.scale, self.output_zero_point, self.act_min, self.act_max)
+        self._op = _C.Qs8FullyConnected(weights, _bias(bias, n), self.input_zero_point, requantization)
         self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -456,20 +474,11 @@ class Conv2D(_Quantized):
         weights = _int8(weights, "weights")
         if weights.ndim != 4:
             raise InputError(f"weights: expected OHWI [O, KH, KW, I], got shape {weights.shape}")
-        if padding not in ("same", "valid"):
-            raise InputError(f"padding must be 'same' or 'valid', got {padding!r}")
         o = weights.shape[0]
-        self._io(input_scale, input_zero_point, output_scale, output_zero_point, activation)
-        self.stride, self.dilation, self.padding = _pair(stride, "stride"), _pair(dilation, "dilation"), padding
-        self.kernel_size = weights.shape[1:3]
-        ws = _scales(weight_scale, "weight", o)
-        # Convolutions always take the float64 product (PopulateConvolutionQuantizationParams).
-        reals = [self.input_scale * float(ws[c % ws.size]) / self.output_scale for c in range(o)]
-        self.multiplier, self.shift = _multipliers(reals)
-        self._op = _C.Qs8Conv2d(
-            weights, _bias(bias, o), self.input_zero_point, self.multiplier, self.shift, self.output_zero_point,
-            self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
-        )  # fmt: skip
+        io = (input_scale, input_zero_point, output_scale, output_zero_point, activation)
+        spatial = self._window(weights, stride, padding, dilation, io)
+        requantization = self._fixed_point(weight_scale, o)
+        self._op = _C.Qs8Conv2d(weights, _bias(bias, o), self.input_zero_point, requantization, spatial)
         self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -505,20 +514,14 @@ class DepthwiseConv2D(_Quantized):
         weights = _int8(weights, "weights")
         if weights.ndim != 4 or weights.shape[0] != 1:
             raise InputError(f"weights: expected [1, KH, KW, C], got shape {weights.shape}")
-        if padding not in ("same", "valid"):
-            raise InputError(f"padding must be 'same' or 'valid', got {padding!r}")
         c = weights.shape[3]
-        self._io(input_scale, input_zero_point, output_scale, output_zero_point, activation)
-        self.stride, self.dilation, self.padding = _pair(stride, "stride"), _pair(dilation, "dilation"), padding
-        self.kernel_size = weights.shape[1:3]
+        io = (input_scale, input_zero_point, output_scale, output_zero_point, activation)
+        spatial = self._window(weights, stride, padding, dilation, io)
         self.depth_multiplier = _int(depth_multiplier, "depth_multiplier", 1, max(1, c))
-        ws = _scales(weight_scale, "weight", c)
-        reals = [self.input_scale * float(ws[i % ws.size]) / self.output_scale for i in range(c)]
-        self.multiplier, self.shift = _multipliers(reals)
+        requantization = self._fixed_point(weight_scale, c)
         self._op = _C.Qs8DepthwiseConv2d(
-            weights, _bias(bias, c), self.depth_multiplier, self.input_zero_point, self.multiplier, self.shift,
-            self.output_zero_point, self.act_min, self.act_max, *self.stride, *self.dilation, padding == "same",
-        )  # fmt: skip
+            weights, _bias(bias, c), self.depth_multiplier, self.input_zero_point, requantization, spatial
+        )
         self._capsule = self._op._capsule()  # for _run: points at self._op, which lives as long
 
     def __call__(self, x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -529,62 +532,68 @@ class DepthwiseConv2D(_Quantized):
 # ---------------------------------------------------------------- weightless operators
 
 
-def _pool(is_max, x, pool_size, stride, padding, activation, scale, zero_point, out):
-    x = _int8(x, "x")
-    if x.ndim != 4:
-        raise InputError(f"x: expected NHWC, got shape {x.shape}")
-    fh, fw = _pair(pool_size, "pool_size")
-    sh, sw = _pair(stride if stride is not None else (fh, fw), "stride")
-    act_min, act_max = -128, 127
-    if activation != "none":
-        if scale is None or zero_point is None:
-            raise InputError(f"activation {activation!r} needs the tensor's scale and zero_point")
-        act_min, act_max = activation_range(activation, scale, zero_point)
-    oh, pt = conv_output_size(x.shape[1], fh, sh, 1, padding)
-    ow, pl = conv_output_size(x.shape[2], fw, sw, 1, padding)
-    fn = _C.max_pool if is_max else _C.average_pool
-    return fn(x, fh, fw, sh, sw, oh, ow, pt, pl, act_min, act_max, out)
+def _operator(name: str, doc: str, operator: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """``operator`` named and documented as a public function: each pair of operators with
+    one signature (max_pool and average_pool, add and mul) comes from one definition."""
+    operator.__name__ = operator.__qualname__ = name
+    operator.__doc__ = doc
+    return operator
 
 
-def max_pool(
-    x: np.ndarray,
-    pool_size: int | Sequence[int],
-    stride: int | Sequence[int] | None = None,
-    padding: str = "valid",
-    activation: str = "none",
-    scale: float | None = None,
-    zero_point: int | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
+def _pool(is_max: bool, name: str, doc: str) -> Callable[..., np.ndarray]:
+    def pool(
+        x: np.ndarray,
+        pool_size: int | Sequence[int],
+        stride: int | Sequence[int] | None = None,
+        padding: str = "valid",
+        activation: str = "none",
+        scale: float | None = None,
+        zero_point: int | None = None,
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        x = _int8(x, "x")
+        if x.ndim != 4:
+            raise InputError(f"x: expected NHWC, got shape {x.shape}")
+        fh, fw = _pair(pool_size, "pool_size")
+        sh, sw = _pair(stride if stride is not None else (fh, fw), "stride")
+        act_min, act_max = -128, 127
+        if activation != "none":
+            if scale is None or zero_point is None:
+                raise InputError(f"activation {activation!r} needs the tensor's scale and zero_point")
+            act_min, act_max = activation_range(activation, scale, zero_point)
+        oh, pt = conv_output_size(x.shape[1], fh, sh, 1, padding)
+        ow, pl = conv_output_size(x.shape[2], fw, sw, 1, padding)
+        return _C.pool(is_max, x, fh, fw, sh, sw, oh, ow, pt, pl, act_min, act_max, out)
+
+    return _operator(name, doc, pool)
+
+
+max_pool = _pool(
+    True,
+    "max_pool",
     """int8 max pooling, NHWC (TFLite MAX_POOL_2D); input and output share quantization.
 
-    ``scale`` and ``zero_point`` are needed only to place a fused activation's clamp.
+    ``max_pool(x, pool_size, stride=None, padding="valid", activation="none", scale=None,
+    zero_point=None, out=None)``: ``stride`` defaults to ``pool_size``; ``scale`` and
+    ``zero_point`` are needed only to place a fused activation's clamp.
 
     >>> max_pool(np.arange(16, dtype=np.int8).reshape(1, 4, 4, 1), 2).reshape(-1).tolist()
     [5, 7, 13, 15]
-    """
-    return _pool(True, x, pool_size, stride, padding, activation, scale, zero_point, out)
+    """,
+)
 
-
-def average_pool(
-    x: np.ndarray,
-    pool_size: int | Sequence[int],
-    stride: int | Sequence[int] | None = None,
-    padding: str = "valid",
-    activation: str = "none",
-    scale: float | None = None,
-    zero_point: int | None = None,
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """int8 average pooling, NHWC (TFLite AVERAGE_POOL_2D).
+average_pool = _pool(
+    False,
+    "average_pool",
+    """int8 average pooling, NHWC (TFLite AVERAGE_POOL_2D); arguments as `max_pool`.
 
     Windows are clipped to the image (padding never counts) and the mean rounds half
     away from zero, as TFLite's reference kernel.
 
     >>> average_pool(np.array([1, 2, -1, -2], np.int8).reshape(1, 2, 2, 1), 2).reshape(-1).tolist()
     [0]
-    """
-    return _pool(False, x, pool_size, stride, padding, activation, scale, zero_point, out)
+    """,
+)
 
 
 def _broadcast(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -597,41 +606,39 @@ def _broadcast(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def _binary_params(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point):
-    """Validated scales and zero points of a two-input op: (sa, sb, so, za, zb, zo)."""
-    return (
-        _scale(a_scale, "a"),
-        _scale(b_scale, "b"),
-        _scale(output_scale, "output"),
-        _int8_zero_point(a_zero_point, "a"),
-        _int8_zero_point(b_zero_point, "b"),
-        _int8_zero_point(output_zero_point, "output"),
-    )
+def _binary(
+    name: str, rescale: Callable[[float, float, float], tuple[int, ...]], doc: str
+) -> Callable[..., np.ndarray]:
+    """A two-input operator: ``rescale(a_scale, b_scale, output_scale)`` gives the native
+    parameters between the input offsets and the output zero point (`_C.add`, `_C.mul`)."""
+    native = getattr(_C, name)
+
+    def binary(
+        a: np.ndarray,
+        b: np.ndarray,
+        *,
+        a_scale: float,
+        a_zero_point: int,
+        b_scale: float,
+        b_zero_point: int,
+        output_scale: float,
+        output_zero_point: int,
+        activation: str = "none",
+        out: np.ndarray | None = None,
+    ) -> np.ndarray:
+        a, b = _broadcast(a, b)
+        sa, sb, so = _scale(a_scale, "a"), _scale(b_scale, "b"), _scale(output_scale, "output")
+        za, zb = _int8_zero_point(a_zero_point, "a"), _int8_zero_point(b_zero_point, "b")
+        zo = _int8_zero_point(output_zero_point, "output")
+        rescaling = rescale(sa, sb, so)
+        lo, hi = activation_range(activation, so, zo)
+        return native(a, b, (-za, -zb, *rescaling, zo, lo, hi), out)
+
+    return _operator(name, doc, binary)
 
 
-def add(
-    a: np.ndarray,
-    b: np.ndarray,
-    *,
-    a_scale: float,
-    a_zero_point: int,
-    b_scale: float,
-    b_zero_point: int,
-    output_scale: float,
-    output_zero_point: int,
-    activation: str = "none",
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """int8 addition with requantization (TFLite ADD), numpy broadcasting.
-
-    >>> add(np.array([10], np.int8), np.array([20], np.int8), a_scale=0.1, a_zero_point=0,
-    ...     b_scale=0.1, b_zero_point=0, output_scale=0.2, output_zero_point=0).tolist()
-    [15]
-    """
-    a, b = _broadcast(a, b)
-    sa, sb, so, za, zb, zo = _binary_params(
-        a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point
-    )
+def _add_rescale(sa: float, sb: float, so: float) -> tuple[int, ...]:
+    """ADD's left shift and the (multiplier, shift) of each input and of the output."""
     left_shift = 20
     twice_max = 2.0 * max(sa, sb)
     real_a, real_b = sa / twice_max, sb / twice_max
@@ -642,40 +649,43 @@ def add(
             f"2 * max(input scales) < 2^20 * output scale)"
         )
     (ma, sha), (mb, shb), (mo, sho) = (_C.quantize_multiplier(r) for r in (real_a, real_b, real_out))
-    lo, hi = activation_range(activation, so, zo)
-    return _C.add(a, b, -za, -zb, left_shift, ma, sha, mb, shb, mo, sho, zo, lo, hi, out)
+    return left_shift, ma, sha, mb, shb, mo, sho
 
 
-def mul(
-    a: np.ndarray,
-    b: np.ndarray,
-    *,
-    a_scale: float,
-    a_zero_point: int,
-    b_scale: float,
-    b_zero_point: int,
-    output_scale: float,
-    output_zero_point: int,
-    activation: str = "none",
-    out: np.ndarray | None = None,
-) -> np.ndarray:
-    """int8 multiplication with requantization (TFLite MUL), numpy broadcasting.
-
-    >>> mul(np.array([10], np.int8), np.array([20], np.int8), a_scale=0.1, a_zero_point=0,
-    ...     b_scale=0.1, b_zero_point=0, output_scale=0.1, output_zero_point=0).tolist()
-    [20]
-    """
-    a, b = _broadcast(a, b)
-    sa, sb, so, za, zb, zo = _binary_params(
-        a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point
-    )
+def _mul_rescale(sa: float, sb: float, so: float) -> tuple[int, ...]:
+    """MUL's output (multiplier, shift)."""
     # TFLite multiplies and divides the three scales in float32 before widening.
     real = float(np.float32(np.float32(sa) * np.float32(sb)) / np.float32(so))
     m, s = _C.quantize_multiplier(real)
     if s > 14:
         raise InputError(f"mul: the scale ratio {real!r} (a_scale * b_scale / output_scale) is too large")
-    lo, hi = activation_range(activation, so, zo)
-    return _C.mul(a, b, -za, -zb, m, s, zo, lo, hi, out)
+    return m, s
+
+
+add = _binary(
+    "add",
+    _add_rescale,
+    """int8 addition with requantization (TFLite ADD), numpy broadcasting.
+
+    ``add(a, b, *, a_scale, a_zero_point, b_scale, b_zero_point, output_scale,
+    output_zero_point, activation="none", out=None)``
+
+    >>> add(np.array([10], np.int8), np.array([20], np.int8), a_scale=0.1, a_zero_point=0,
+    ...     b_scale=0.1, b_zero_point=0, output_scale=0.2, output_zero_point=0).tolist()
+    [15]
+    """,
+)
+
+mul = _binary(
+    "mul",
+    _mul_rescale,
+    """int8 multiplication with requantization (TFLite MUL), numpy broadcasting; arguments as `add`.
+
+    >>> mul(np.array([10], np.int8), np.array([20], np.int8), a_scale=0.1, a_zero_point=0,
+    ...     b_scale=0.1, b_zero_point=0, output_scale=0.1, output_zero_point=0).tolist()
+    [20]
+    """,
+)
 
 
 def softmax(x: np.ndarray, *, input_scale: float, beta: float = 1.0, out: np.ndarray | None = None) -> np.ndarray:

@@ -96,7 +96,7 @@ post::Detections decode_checked(const py::array& boxes, const py::array& scores,
 }
 
 // Decode + NMS with every parameter fixed at construction: a call passes only the two
-// output arrays (the per-frame path of a detector).
+// output arrays (a detector keeps one for its frames; decode_ssd makes one per call).
 class Decoder {
  public:
   Decoder(const py::array& anchors, const post::DecodeParams& p, float raw_threshold, int32_t q_threshold,
@@ -120,7 +120,10 @@ class Decoder {
   py::tuple operator()(const py::array& boxes, const py::array& scores) const {
     post::Detections d = decode_checked(boxes, scores, anchors_, p_, raw_threshold_, q_threshold_, box_scale_,
                                         box_zero_point_, score_scale_, score_zero_point_);
-    if (nms_) d = post::non_max_suppression(d, p_.num_keypoints, iou_threshold_, nms_ == 2, max_detections_);
+    if (nms_) {
+      py::gil_scoped_release release;
+      d = post::non_max_suppression(d, p_.num_keypoints, iou_threshold_, nms_ == 2, max_detections_);
+    }
     const auto m = static_cast<py::ssize_t>(d.size());
     return py::make_tuple(to_array(d.boxes, {m, 4}),
                           to_array(d.keypoints, {m, static_cast<py::ssize_t>(p_.num_keypoints), 2}),
@@ -187,28 +190,6 @@ void bind_postprocess(py::module_& m) {
         return select(post::top_k_f32, checked_data<float>(x, "x (int8 or float32)"));
       },
       py::arg("x"), py::arg("k"));
-
-  m.def(
-      "decode_detections",
-      [](const py::array& boxes, const py::array& scores, const py::array& anchors, size_t num_coords,
-         size_t num_keypoints, float x_scale, float y_scale, float w_scale, float h_scale, float score_clip,
-         bool sigmoid, float raw_threshold, int32_t q_threshold, float box_scale, int32_t box_zero_point,
-         float score_scale, int32_t score_zero_point, float iou_threshold, int nms, size_t max_detections) {
-        const post::DecodeParams p{num_coords, num_keypoints, x_scale, y_scale, w_scale, h_scale, score_clip, sigmoid};
-        if (nms < 0 || nms > 2) throw std::invalid_argument("nms must be 0 (none), 1 (hard) or 2 (weighted)");
-        post::Detections d = decode_checked(boxes, scores, anchors, p, raw_threshold, q_threshold, box_scale,
-                                            box_zero_point, score_scale, score_zero_point);
-        if (nms) {
-          py::gil_scoped_release release;
-          d = post::non_max_suppression(d, num_keypoints, iou_threshold, nms == 2, max_detections);
-        }
-        return to_dict(d, num_keypoints);
-      },
-      py::arg("boxes"), py::arg("scores"), py::arg("anchors"), py::arg("num_coords"), py::arg("num_keypoints"),
-      py::arg("x_scale"), py::arg("y_scale"), py::arg("w_scale"), py::arg("h_scale"), py::arg("score_clip"),
-      py::arg("sigmoid"), py::arg("raw_threshold"), py::arg("q_threshold"), py::arg("box_scale") = 1.0f,
-      py::arg("box_zero_point") = 0, py::arg("score_scale") = 1.0f, py::arg("score_zero_point") = 0,
-      py::arg("iou_threshold") = 0.3f, py::arg("nms") = 0, py::arg("max_detections") = static_cast<size_t>(-1));
 
   m.def(
       "non_max_suppression",

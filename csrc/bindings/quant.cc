@@ -5,6 +5,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <array>
+#include <tuple>
 #include <type_traits>
 
 #include "../dispatch.h"
@@ -42,8 +45,12 @@ std::vector<int32_t> int32_vector(const py::array& a, const char* what, size_t c
   return std::vector<int32_t>(p, p + size);
 }
 
-Requantization make_requantization(const py::array& multiplier, const py::array& shift, size_t channels,
-                                   int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+// A layer's requantization as the bindings take it: (multiplier, shift, output_zero_point,
+// act_min, act_max), with one multiplier and shift per output channel or one for all.
+using RequantizationArgs = std::tuple<py::array, py::array, int32_t, int32_t, int32_t>;
+
+Requantization make_requantization(const RequantizationArgs& args, size_t channels) {
+  const auto& [multiplier, shift, output_zero_point, act_min, act_max] = args;
   return checked_requantization(int32_vector(multiplier, "multiplier", channels),
                                 int32_vector(shift, "shift", channels), output_zero_point, act_min, act_max);
 }
@@ -87,15 +94,48 @@ AxisGeometry axis_geometry(size_t size, size_t filter, size_t stride, size_t dil
   return {out, static_cast<ptrdiff_t>(needed > size ? (needed - size) / 2 : 0)};
 }
 
-// Strides, dilations and padding mode of a convolution layer; the output geometry follows
-// from each call's input size.
+// A convolution layer's window as the bindings take it: (stride_h, stride_w, dilation_h,
+// dilation_w, same_padding).
+using SpatialArgs = std::tuple<size_t, size_t, size_t, size_t, bool>;
+
+// The filter size (dimensions 1 and 2 of the weights), strides, dilations and padding
+// mode of a convolution layer; the output geometry follows from each call's input.
 struct Spatial {
   size_t k_h, k_w, stride_h, stride_w, dilation_h, dilation_w;
   bool same;
 
-  std::pair<AxisGeometry, AxisGeometry> of(const py::array& x) const {
-    return {axis_geometry(static_cast<size_t>(x.shape(1)), k_h, stride_h, dilation_h, same),
-            axis_geometry(static_cast<size_t>(x.shape(2)), k_w, stride_w, dilation_w, same)};
+  static Spatial checked(const py::array& weights, const SpatialArgs& args) {
+    const auto [stride_h, stride_w, dilation_h, dilation_w, same] = args;
+    check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
+    return {static_cast<size_t>(weights.shape(1)),
+            static_cast<size_t>(weights.shape(2)),
+            stride_h,
+            stride_w,
+            dilation_h,
+            dilation_w,
+            same};
+  }
+
+  // Fills the fields that ConvGeometry and DwGeometry name alike with the geometry of a
+  // call on NHWC `x` (checked).
+  template <class Geometry>
+  void fill(const py::array& x, Geometry* g) const {
+    const AxisGeometry y = axis_geometry(static_cast<size_t>(x.shape(1)), k_h, stride_h, dilation_h, same);
+    const AxisGeometry h = axis_geometry(static_cast<size_t>(x.shape(2)), k_w, stride_w, dilation_w, same);
+    check_spatial(y.out, h.out, stride_h, stride_w, dilation_h, dilation_w, y.pad_before, h.pad_before);
+    g->batch = static_cast<size_t>(x.shape(0));
+    g->in_h = static_cast<size_t>(x.shape(1));
+    g->in_w = static_cast<size_t>(x.shape(2));
+    g->out_h = y.out;
+    g->out_w = h.out;
+    g->k_h = k_h;
+    g->k_w = k_w;
+    g->stride_h = stride_h;
+    g->stride_w = stride_w;
+    g->dilation_h = dilation_h;
+    g->dilation_w = dilation_w;
+    g->pad_top = y.pad_before;
+    g->pad_left = h.pad_before;
   }
 };
 
@@ -103,6 +143,8 @@ std::vector<py::ssize_t> nhwc(size_t b, size_t h, size_t w, size_t c) {
   return {static_cast<py::ssize_t>(b), static_cast<py::ssize_t>(h), static_cast<py::ssize_t>(w),
           static_cast<py::ssize_t>(c)};
 }
+
+std::vector<py::ssize_t> shape_of(const py::array& a) { return {a.shape(), a.shape() + a.ndim()}; }
 
 const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) {
   if (bias.is_none()) return nullptr;
@@ -116,10 +158,12 @@ const int32_t* optional_bias(const py::object& bias, size_t n, py::array* keep) 
 // A fully connected layer / GEMM with prepared weights: x [..., K] -> [..., N].
 class FullyConnected {
  public:
-  // TFLite's reference FULLY_CONNECTED requantizes in double: `scale` holds
-  // input_scale * weight_scale / output_scale per output channel (or one value).
-  FullyConnected(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& scale,
-                 int32_t output_zero_point, int32_t act_min, int32_t act_max) {
+  // TFLite's reference FULLY_CONNECTED requantizes in double: `requantization` is (scale,
+  // output_zero_point, act_min, act_max), `scale` holding input_scale * weight_scale /
+  // output_scale per output channel (or one value).
+  FullyConnected(const py::array& weights, const py::object& bias, int32_t input_zero_point,
+                 const std::tuple<py::array, int32_t, int32_t, int32_t>& requantization) {
+    const auto& [scale, output_zero_point, act_min, act_max] = requantization;
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights", 2);
     const size_t n = static_cast<size_t>(weights.shape(0)), k = static_cast<size_t>(weights.shape(1));
@@ -147,7 +191,7 @@ class FullyConnected {
       throw std::invalid_argument("x: expected a last dimension of " + std::to_string(k) +
                                   " (the weights' input size), got shape " + shape_str(x));
     }
-    std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+    std::vector<py::ssize_t> shape = shape_of(x);
     shape.back() = static_cast<py::ssize_t>(n);
     py::array_t<int8_t> result = output_array<int8_t>(out, shape);
     int8_t* py_out = result.mutable_data();
@@ -173,168 +217,119 @@ class FullyConnected {
   std::unique_ptr<qs8::GemmWeights> weights_;
 };
 
-// conv2d with prepared OHWI weights; the output geometry follows from each call's input.
-class Conv2d {
+// What conv2d and depthwise conv2d share: the window, the output channels, the run of a
+// call on NHWC input, and whether the build's vector kernels (AVX2 or NEON) requantize
+// with the float form (rq_params.h), fitted at construction.
+class SpatialLayer {
  public:
-  Conv2d(const py::array& weights, const py::object& bias, int32_t input_zero_point, const py::array& multiplier,
-         const py::array& shift, int32_t output_zero_point, int32_t act_min, int32_t act_max, size_t stride_h,
-         size_t stride_w, size_t dilation_h, size_t dilation_w, bool same_padding) {
-    const int8_t* w = checked_data<int8_t>(weights, "weights");
-    check_ndim(weights, "weights (OHWI)", 4);
-    out_c_ = static_cast<size_t>(weights.shape(0));
-    in_c_ = static_cast<size_t>(weights.shape(3));
-    spatial_ = {static_cast<size_t>(weights.shape(1)),
-                static_cast<size_t>(weights.shape(2)),
-                stride_h,
-                stride_w,
-                dilation_h,
-                dilation_w,
-                same_padding};
-    check_weight_sizes(out_c_, spatial_.k_h * spatial_.k_w * in_c_);
-    check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
-    check_int8_zero_point(input_zero_point, "input");
-    py::array keep;
-    const int32_t* b = optional_bias(bias, out_c_, &keep);
-    weights_ = std::make_unique<qs8::ConvWeights>(
-        w, out_c_, spatial_.k_h, spatial_.k_w, in_c_, b, input_zero_point,
-        make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
-  }
+  bool float_requantization() const { return float_requantization_; }
 
-  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
+ protected:
+  // kernel(g, x, out) with the GIL released, on x checked as NHWC int8 of `in_c` channels
+  // (`whose`: where that count comes from); g holds the layer's channel fields, the
+  // window's are filled in from x.
+  template <class Geometry, class Kernel>
+  py::array_t<int8_t> run_nhwc(const py::array& x, const py::object& out, size_t in_c, const char* whose, Geometry g,
+                               Kernel&& kernel) const {
     const int8_t* px = checked_data<int8_t>(x, "x");
     check_ndim(x, "x (NHWC)", 4);
-    if (static_cast<size_t>(x.shape(3)) != in_c_) {
-      throw std::invalid_argument("x: expected " + std::to_string(in_c_) + " channels (the filter's), got shape " +
+    if (static_cast<size_t>(x.shape(3)) != in_c) {
+      throw std::invalid_argument("x: expected " + std::to_string(in_c) + " channels (" + whose + "), got shape " +
                                   shape_str(x));
     }
-    const auto [y, x_axis] = spatial_.of(x);
-    const Spatial& s = spatial_;
-    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before,
-                  x_axis.pad_before);
-    qs8::ConvGeometry g{static_cast<size_t>(x.shape(0)),
-                        static_cast<size_t>(x.shape(1)),
-                        static_cast<size_t>(x.shape(2)),
-                        in_c_,
-                        y.out,
-                        x_axis.out,
-                        out_c_,
-                        s.k_h,
-                        s.k_w,
-                        s.stride_h,
-                        s.stride_w,
-                        s.dilation_h,
-                        s.dilation_w,
-                        y.pad_before,
-                        x_axis.pad_before};
+    spatial_.fill(x, &g);
     py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
     int8_t* po = result.mutable_data();
-    {
+    if (g.batch) {
       py::gil_scoped_release release;
-      if (g.batch) qs8::qs8_conv2d(*weights_, g, px, po);
+      kernel(g, px, po);
     }
     return result;
   }
 
-  // Whether the build's vector kernels (AVX2 or NEON) requantize with the float form
-  // (rq_params.h), fitted at construction.
-  bool float_requantization() const {
+  Spatial spatial_{};
+  size_t out_c_ = 0;
+  bool float_requantization_ = false;
+};
+
+// conv2d with prepared OHWI weights; the output geometry follows from each call's input.
+class Conv2d : public SpatialLayer {
+ public:
+  Conv2d(const py::array& weights, const py::object& bias, int32_t input_zero_point,
+         const RequantizationArgs& requantization, const SpatialArgs& spatial) {
+    const int8_t* w = checked_data<int8_t>(weights, "weights");
+    check_ndim(weights, "weights (OHWI)", 4);
+    out_c_ = static_cast<size_t>(weights.shape(0));
+    in_c_ = static_cast<size_t>(weights.shape(3));
+    check_weight_sizes(out_c_, static_cast<size_t>(weights.shape(1) * weights.shape(2)) * in_c_);
+    spatial_ = Spatial::checked(weights, spatial);
+    check_int8_zero_point(input_zero_point, "input");
+    py::array keep;
+    const int32_t* b = optional_bias(bias, out_c_, &keep);
+    weights_ = std::make_unique<qs8::ConvWeights>(w, out_c_, spatial_.k_h, spatial_.k_w, in_c_, b, input_zero_point,
+                                                  make_requantization(requantization, out_c_));
 #if defined(EDGEINF_BUILD_NEON)
-    return weights_->gemm().float_requantization() != nullptr;  // the direct kernels' too
+    float_requantization_ = weights_->gemm().float_requantization() != nullptr;  // the direct kernels' too
 #else
-    return weights_->avx2_direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
-                                   : weights_->gemm().float_requantization() != nullptr;
+    float_requantization_ = weights_->avx2_direct() ? (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0
+                                                    : weights_->gemm().float_requantization() != nullptr;
 #endif
   }
 
+  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
+    qs8::ConvGeometry g{};
+    g.in_c = in_c_;
+    g.out_c = out_c_;
+    return run_nhwc(x, out, in_c_, "the filter's", g, [this](const qs8::ConvGeometry& g, const int8_t* in, int8_t* o) {
+      qs8::qs8_conv2d(*weights_, g, in, o);
+    });
+  }
+
  private:
-  size_t out_c_, in_c_;
-  Spatial spatial_;
+  size_t in_c_;
   std::unique_ptr<qs8::ConvWeights> weights_;
 };
 
 // depthwise conv2d with prepared [1, KH, KW, C * multiplier] weights.
-class DepthwiseConv2d {
+class DepthwiseConv2d : public SpatialLayer {
  public:
   DepthwiseConv2d(const py::array& weights, const py::object& bias, size_t depth_multiplier, int32_t input_zero_point,
-                  const py::array& multiplier, const py::array& shift, int32_t output_zero_point, int32_t act_min,
-                  int32_t act_max, size_t stride_h, size_t stride_w, size_t dilation_h, size_t dilation_w,
-                  bool same_padding)
+                  const RequantizationArgs& requantization, const SpatialArgs& spatial)
       : multiplier_(depth_multiplier) {
     const int8_t* w = checked_data<int8_t>(weights, "weights");
     check_ndim(weights, "weights ([1, KH, KW, C])", 4);
     if (weights.shape(0) != 1)
       throw std::invalid_argument("weights: expected a first dimension of 1, got shape " + shape_str(weights));
     out_c_ = static_cast<size_t>(weights.shape(3));
-    spatial_ = {static_cast<size_t>(weights.shape(1)),
-                static_cast<size_t>(weights.shape(2)),
-                stride_h,
-                stride_w,
-                dilation_h,
-                dilation_w,
-                same_padding};
-    check_weight_sizes(out_c_, spatial_.k_h * spatial_.k_w);
+    check_weight_sizes(out_c_, static_cast<size_t>(weights.shape(1) * weights.shape(2)));
     if (depth_multiplier == 0 || out_c_ % depth_multiplier != 0) {
       throw std::invalid_argument("depth multiplier " + std::to_string(depth_multiplier) + " does not divide the " +
                                   std::to_string(out_c_) + " output channels");
     }
-    check_spatial(1, 1, stride_h, stride_w, dilation_h, dilation_w, 0, 0);
+    spatial_ = Spatial::checked(weights, spatial);
     check_int8_zero_point(input_zero_point, "input");
     py::array keep;
     const int32_t* b = optional_bias(bias, out_c_, &keep);
-    weights_ = std::make_unique<qs8::DwWeights>(
-        w, spatial_.k_h, spatial_.k_w, out_c_, b, input_zero_point,
-        make_requantization(multiplier, shift, out_c_, output_zero_point, act_min, act_max));
-  }
-
-  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
-    const int8_t* px = checked_data<int8_t>(x, "x");
-    check_ndim(x, "x (NHWC)", 4);
-    const size_t in_c = out_c_ / multiplier_;
-    if (static_cast<size_t>(x.shape(3)) != in_c) {
-      throw std::invalid_argument("x: expected " + std::to_string(in_c) +
-                                  " channels (filter channels / depth multiplier), got shape " + shape_str(x));
-    }
-    const auto [y, x_axis] = spatial_.of(x);
-    const Spatial& s = spatial_;
-    check_spatial(y.out, x_axis.out, s.stride_h, s.stride_w, s.dilation_h, s.dilation_w, y.pad_before,
-                  x_axis.pad_before);
-    qs8::DwGeometry g{static_cast<size_t>(x.shape(0)),
-                      static_cast<size_t>(x.shape(1)),
-                      static_cast<size_t>(x.shape(2)),
-                      in_c,
-                      multiplier_,
-                      y.out,
-                      x_axis.out,
-                      s.k_h,
-                      s.k_w,
-                      s.stride_h,
-                      s.stride_w,
-                      s.dilation_h,
-                      s.dilation_w,
-                      y.pad_before,
-                      x_axis.pad_before};
-    py::array_t<int8_t> result = output_array<int8_t>(out, nhwc(g.batch, g.out_h, g.out_w, out_c_));
-    int8_t* po = result.mutable_data();
-    {
-      py::gil_scoped_release release;
-      if (g.batch) qs8::qs8_dwconv2d(*weights_, g, px, po);
-    }
-    return result;
-  }
-
-  // Whether the build's vector kernel (AVX2 or NEON) requantizes with the float form
-  // (rq_params.h), fitted at construction.
-  bool float_requantization() const {
+    weights_ = std::make_unique<qs8::DwWeights>(w, spatial_.k_h, spatial_.k_w, out_c_, b, input_zero_point,
+                                                make_requantization(requantization, out_c_));
 #if defined(EDGEINF_BUILD_NEON)
-    return weights_->neon_float_requantization() != nullptr;
+    float_requantization_ = weights_->neon_float_requantization() != nullptr;
 #else
-    return (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0;
+    float_requantization_ = (weights_->avx2_rq_flags() & qs8::kRqFloat) != 0;
 #endif
   }
 
+  py::array_t<int8_t> run(const py::array& x, const py::object& out) const {
+    qs8::DwGeometry g{};
+    g.in_c = out_c_ / multiplier_;
+    g.depth_multiplier = multiplier_;
+    return run_nhwc(
+        x, out, g.in_c, "filter channels / depth multiplier", g,
+        [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* o) { qs8::qs8_dwconv2d(*weights_, g, in, o); });
+  }
+
  private:
-  size_t multiplier_, out_c_ = 0;
-  Spatial spatial_{};
+  size_t multiplier_;
   std::unique_ptr<qs8::DwWeights> weights_;
 };
 
@@ -389,22 +384,60 @@ py::array_t<int8_t> pool(bool is_max, const py::array& x, size_t filter_h, size_
   return result;
 }
 
-// Elementwise operands: equal shapes (the Python layer broadcasts).
-std::pair<const int8_t*, const int8_t*> binary_operands(const py::array& a, const py::array& b) {
-  const int8_t* pa = checked_data<int8_t>(a, "a");
-  const int8_t* pb = checked_data<int8_t>(b, "b");
-  if (a.ndim() != b.ndim() || !std::equal(a.shape(), a.shape() + a.ndim(), b.shape())) {
-    throw std::invalid_argument("a and b: expected equal shapes, got " + shape_str(a) + " and " + shape_str(b));
-  }
-  return {pa, pb};
-}
-
 void check_multiplier(int32_t m, int32_t shift, int32_t min_shift, int32_t max_shift, const char* what) {
   if (m < 0 || shift < min_shift || shift > max_shift) {
     throw std::invalid_argument(std::string(what) + ": expected a multiplier >= 0 and a shift in [" +
                                 std::to_string(min_shift) + ", " + std::to_string(max_shift) + "], got " +
                                 std::to_string(m) + ", " + std::to_string(shift));
   }
+}
+
+void check_binary_offsets(int32_t input1_offset, int32_t input2_offset, int32_t output_zero_point) {
+  check_int8_zero_point(-input1_offset, "a");
+  check_int8_zero_point(-input2_offset, "b");
+  check_int8_zero_point(output_zero_point, "output");
+}
+
+// ADD's parameters from the bindings' sequence, in qs8::AddParams' order, checked.
+qs8::AddParams add_params(const std::array<int32_t, 12>& q) {
+  const qs8::AddParams p{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11]};
+  check_binary_offsets(p.input1_offset, p.input2_offset, p.output_offset);
+  if (p.left_shift < 0 || p.left_shift > 22)
+    throw std::invalid_argument("left_shift must be in [0, 22], got " + std::to_string(p.left_shift));
+  check_multiplier(p.input1_multiplier, p.input1_shift, -31, 0, "input 1 rescale");
+  check_multiplier(p.input2_multiplier, p.input2_shift, -31, 0, "input 2 rescale");
+  check_multiplier(p.output_multiplier, p.output_shift, -31, 0, "output rescale");
+  check_activation_range(p.act_min, p.act_max);
+  return p;
+}
+
+// MUL's parameters from the bindings' sequence, in qs8::MulParams' order, checked.
+qs8::MulParams mul_params(const std::array<int32_t, 7>& q) {
+  const qs8::MulParams p{q[0], q[1], q[2], q[3], q[4], q[5], q[6]};
+  check_binary_offsets(p.input1_offset, p.input2_offset, p.output_offset);
+  check_multiplier(p.output_multiplier, p.output_shift, -31, 14, "output rescale");
+  check_activation_range(p.act_min, p.act_max);
+  return p;
+}
+
+// An elementwise int8 operator of two equal-shaped inputs (the Python layer broadcasts):
+// `params` is the flat sequence of its parameter struct, checked by kParams.
+template <class Params, size_t kCount, Params (*kParams)(const std::array<int32_t, kCount>&),
+          void (*kKernel)(const int8_t*, const int8_t*, int8_t*, size_t, const Params&)>
+py::array_t<int8_t> binary(const py::array& a, const py::array& b, const std::array<int32_t, kCount>& params,
+                           const py::object& out) {
+  const int8_t* pa = checked_data<int8_t>(a, "a");
+  const int8_t* pb = checked_data<int8_t>(b, "b");
+  if (a.ndim() != b.ndim() || !std::equal(a.shape(), a.shape() + a.ndim(), b.shape())) {
+    throw std::invalid_argument("a and b: expected equal shapes, got " + shape_str(a) + " and " + shape_str(b));
+  }
+  const Params p = kParams(params);
+  py::array_t<int8_t> result = output_array<int8_t>(out, shape_of(a));
+  int8_t* po = result.mutable_data();
+  const size_t n = static_cast<size_t>(a.size());
+  py::gil_scoped_release release;
+  kKernel(pa, pb, po, n, p);
+  return result;
 }
 
 // quantize (float -> int8) or dequantize (int8 -> float) of x viewed as [outer, channels,
@@ -429,7 +462,7 @@ py::array_t<Out> convert_per_channel(const py::array& x, const py::array& scales
     check_scale(ps[c], what);
     check_int8_zero_point(pz[c], what);
   }
-  py::array_t<Out> result = output_array<Out>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  py::array_t<Out> result = output_array<Out>(out, shape_of(x));
   Out* po = result.mutable_data();
   if (x.size() == 0) return result;  // outer may be huge when inner is 0: no loop over it
   py::gil_scoped_release release;
@@ -503,7 +536,7 @@ void bind_quant(py::module_& m) {
         const int32_t* px = checked_data<int32_t>(x, "x");
         if (shift < -31 || shift > 30)
           throw std::invalid_argument("shift must be in [-31, 30], got " + std::to_string(shift));
-        py::array_t<int32_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        py::array_t<int32_t> out(shape_of(x));
         int32_t* po = out.mutable_data();
         const size_t size = static_cast<size_t>(x.size());
         py::gil_scoped_release release;
@@ -532,9 +565,8 @@ void bind_quant(py::module_& m) {
         if (acc.ndim() < 1) throw std::invalid_argument("acc: expected at least 1 dimension, got a scalar");
         const size_t channels = static_cast<size_t>(acc.shape(acc.ndim() - 1));
         const size_t rows = channels ? static_cast<size_t>(acc.size()) / channels : 0;
-        Requantization rq = make_requantization(multiplier, shift, channels, zero_point, act_min, act_max);
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(acc.shape(), acc.shape() + acc.ndim()));
+        Requantization rq = make_requantization({multiplier, shift, zero_point, act_min, act_max}, channels);
+        py::array_t<int8_t> result = output_array<int8_t>(out, shape_of(acc));
         int8_t* po = result.mutable_data();
         py::gil_scoped_release release;
         qs8::qs8_requantize(pa, po, rows, channels, rq);
@@ -551,9 +583,9 @@ void bind_quant(py::module_& m) {
         py::arg("zero_points"), py::arg("outer"), py::arg("inner"), py::arg("out") = py::none());
 
   py::class_<FullyConnected>(m, "Qs8FullyConnected")
-      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, int32_t, int32_t, int32_t>(),
-           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("scale"),
-           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
+      .def(py::init<const py::array&, const py::object&, int32_t,
+                    const std::tuple<py::array, int32_t, int32_t, int32_t>&>(),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("requantization"))
       .def("run", &FullyConnected::run, py::arg("x"), py::arg("out") = py::none())
       .def("_capsule",
            [](const py::object& self) {
@@ -564,23 +596,19 @@ void bind_quant(py::module_& m) {
       .def_property_readonly("_float_requantization", &FullyConnected::float_requantization);
 
   py::class_<Conv2d>(m, "Qs8Conv2d")
-      .def(py::init<const py::array&, const py::object&, int32_t, const py::array&, const py::array&, int32_t, int32_t,
-                    int32_t, size_t, size_t, size_t, size_t, bool>(),
-           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("multiplier"), py::arg("shift"),
-           py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"), py::arg("stride_h"),
-           py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"), py::arg("same_padding"))
+      .def(py::init<const py::array&, const py::object&, int32_t, const RequantizationArgs&, const SpatialArgs&>(),
+           py::arg("weights"), py::arg("bias"), py::arg("input_zero_point"), py::arg("requantization"),
+           py::arg("spatial"))
       .def("run", &Conv2d::run, py::arg("x"), py::arg("out") = py::none())
       .def("_capsule",
            [](const py::object& self) { return owner_capsule(self, self.cast<const Conv2d&>(), kConv2dCapsule); })
       .def_property_readonly("_float_requantization", &Conv2d::float_requantization);
 
   py::class_<DepthwiseConv2d>(m, "Qs8DepthwiseConv2d")
-      .def(py::init<const py::array&, const py::object&, size_t, int32_t, const py::array&, const py::array&, int32_t,
-                    int32_t, int32_t, size_t, size_t, size_t, size_t, bool>(),
+      .def(py::init<const py::array&, const py::object&, size_t, int32_t, const RequantizationArgs&,
+                    const SpatialArgs&>(),
            py::arg("weights"), py::arg("bias"), py::arg("depth_multiplier"), py::arg("input_zero_point"),
-           py::arg("multiplier"), py::arg("shift"), py::arg("output_zero_point"), py::arg("act_min"),
-           py::arg("act_max"), py::arg("stride_h"), py::arg("stride_w"), py::arg("dilation_h"), py::arg("dilation_w"),
-           py::arg("same_padding"))
+           py::arg("requantization"), py::arg("spatial"))
       .def("run", &DepthwiseConv2d::run, py::arg("x"), py::arg("out") = py::none())
       .def("_capsule",
            [](const py::object& self) {
@@ -588,76 +616,15 @@ void bind_quant(py::module_& m) {
            })
       .def_property_readonly("_float_requantization", &DepthwiseConv2d::float_requantization);
 
-  for (const bool is_max : {true, false}) {
-    m.def(
-        is_max ? "max_pool" : "average_pool",
-        [is_max](const py::array& x, size_t filter_h, size_t filter_w, size_t stride_h, size_t stride_w, size_t out_h,
-                 size_t out_w, ptrdiff_t pad_top, ptrdiff_t pad_left, int32_t act_min, int32_t act_max,
-                 const py::object& out) {
-          return pool(is_max, x, filter_h, filter_w, stride_h, stride_w, out_h, out_w, pad_top, pad_left, act_min,
-                      act_max, out);
-        },
-        py::arg("x"), py::arg("filter_h"), py::arg("filter_w"), py::arg("stride_h"), py::arg("stride_w"),
-        py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"), py::arg("act_min") = -128,
-        py::arg("act_max") = 127, py::arg("out") = py::none());
-  }
+  m.def("pool", &pool, py::arg("is_max"), py::arg("x"), py::arg("filter_h"), py::arg("filter_w"), py::arg("stride_h"),
+        py::arg("stride_w"), py::arg("out_h"), py::arg("out_w"), py::arg("pad_top"), py::arg("pad_left"),
+        py::arg("act_min") = -128, py::arg("act_max") = 127, py::arg("out") = py::none());
 
-  m.def(
-      "add",
-      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset, int32_t left_shift,
-         int32_t input1_multiplier, int32_t input1_shift, int32_t input2_multiplier, int32_t input2_shift,
-         int32_t output_multiplier, int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max,
-         const py::object& out) {
-        auto [pa, pb] = binary_operands(a, b);
-        check_int8_zero_point(-input1_offset, "a");
-        check_int8_zero_point(-input2_offset, "b");
-        check_int8_zero_point(output_zero_point, "output");
-        if (left_shift < 0 || left_shift > 22)
-          throw std::invalid_argument("left_shift must be in [0, 22], got " + std::to_string(left_shift));
-        check_multiplier(input1_multiplier, input1_shift, -31, 0, "input 1 rescale");
-        check_multiplier(input2_multiplier, input2_shift, -31, 0, "input 2 rescale");
-        check_multiplier(output_multiplier, output_shift, -31, 0, "output rescale");
-        check_activation_range(act_min, act_max);
-        const qs8::AddParams p{input1_offset, input2_offset,     left_shift,   input1_multiplier,
-                               input1_shift,  input2_multiplier, input2_shift, output_multiplier,
-                               output_shift,  output_zero_point, act_min,      act_max};
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
-        int8_t* po = result.mutable_data();
-        const size_t n = static_cast<size_t>(a.size());
-        py::gil_scoped_release release;
-        qs8::qs8_add(pa, pb, po, n, p);
-        return result;
-      },
-      py::arg("a"), py::arg("b"), py::arg("input1_offset"), py::arg("input2_offset"), py::arg("left_shift"),
-      py::arg("input1_multiplier"), py::arg("input1_shift"), py::arg("input2_multiplier"), py::arg("input2_shift"),
-      py::arg("output_multiplier"), py::arg("output_shift"), py::arg("output_zero_point"), py::arg("act_min"),
-      py::arg("act_max"), py::arg("out") = py::none());
-
-  m.def(
-      "mul",
-      [](const py::array& a, const py::array& b, int32_t input1_offset, int32_t input2_offset,
-         int32_t output_multiplier, int32_t output_shift, int32_t output_zero_point, int32_t act_min, int32_t act_max,
-         const py::object& out) {
-        auto [pa, pb] = binary_operands(a, b);
-        check_int8_zero_point(-input1_offset, "a");
-        check_int8_zero_point(-input2_offset, "b");
-        check_int8_zero_point(output_zero_point, "output");
-        check_multiplier(output_multiplier, output_shift, -31, 14, "output rescale");
-        check_activation_range(act_min, act_max);
-        const qs8::MulParams p{input1_offset, input2_offset, output_multiplier, output_shift, output_zero_point,
-                               act_min,       act_max};
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()));
-        int8_t* po = result.mutable_data();
-        const size_t n = static_cast<size_t>(a.size());
-        py::gil_scoped_release release;
-        qs8::qs8_mul(pa, pb, po, n, p);
-        return result;
-      },
-      py::arg("a"), py::arg("b"), py::arg("input1_offset"), py::arg("input2_offset"), py::arg("output_multiplier"),
-      py::arg("output_shift"), py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"),
-      py::arg("out") = py::none());
+  // add and mul take their parameter structs (qs8::AddParams, qs8::MulParams) as flat sequences.
+  m.def("add", &binary<qs8::AddParams, 12, add_params, qs8::qs8_add>, py::arg("a"), py::arg("b"), py::arg("params"),
+        py::arg("out") = py::none());
+  m.def("mul", &binary<qs8::MulParams, 7, mul_params, qs8::qs8_mul>, py::arg("a"), py::arg("b"), py::arg("params"),
+        py::arg("out") = py::none());
 
   m.def(
       "softmax",
@@ -670,8 +637,7 @@ void bind_quant(py::module_& m) {
           throw std::invalid_argument("beta must be positive and finite, got " + std::to_string(beta));
         const qs8::SoftmaxParams p = qs8::softmax_params(input_scale, beta);
         const size_t depth = static_cast<size_t>(x.shape(x.ndim() - 1)), rows = static_cast<size_t>(x.size()) / depth;
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        py::array_t<int8_t> result = output_array<int8_t>(out, shape_of(x));
         int8_t* po = result.mutable_data();
         py::gil_scoped_release release;
         qs8::qs8_softmax(px, po, rows, depth, p);
@@ -694,8 +660,7 @@ void bind_quant(py::module_& m) {
         const int8_t* px = checked_data<int8_t>(x, "x");
         check_scale(input_scale, "input");
         check_int8_zero_point(input_zero_point, "input");
-        py::array_t<int8_t> result =
-            output_array<int8_t>(out, std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        py::array_t<int8_t> result = output_array<int8_t>(out, shape_of(x));
         int8_t* po = result.mutable_data();
         const size_t n = static_cast<size_t>(x.size());
         py::gil_scoped_release release;

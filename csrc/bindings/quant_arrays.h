@@ -30,39 +30,13 @@ inline std::string shape_str(const pybind11::array& a) {
   return s + (a.ndim() == 1 ? ",)" : ")");
 }
 
-template <class T>
-inline const char* dtype_name();
-template <>
-inline const char* dtype_name<int8_t>() {
-  return "int8";
-}
-template <>
-inline const char* dtype_name<uint8_t>() {
-  return "uint8";
-}
-template <>
-inline const char* dtype_name<int32_t>() {
-  return "int32";
-}
-template <>
-inline const char* dtype_name<int64_t>() {
-  return "int64";
-}
-template <>
-inline const char* dtype_name<float>() {
-  return "float32";
-}
-template <>
-inline const char* dtype_name<double>() {
-  return "float64";
-}
-
 // Checks dtype and C-contiguity (and writability when `writable`), returns the data pointer.
 template <class T>
 inline T* checked_data(const pybind11::array& a, const char* what, bool writable = false) {
-  if (!a.dtype().is(pybind11::dtype::of<T>())) {
-    throw std::invalid_argument(std::string(what) + ": expected dtype " + dtype_name<T>() + ", got " +
-                                std::string(pybind11::str(a.dtype())));
+  const pybind11::dtype expected = pybind11::dtype::of<T>();
+  if (!a.dtype().is(expected)) {
+    throw std::invalid_argument(std::string(what) + ": expected dtype " + std::string(pybind11::str(expected)) +
+                                ", got " + std::string(pybind11::str(a.dtype())));
   }
   if (!(a.flags() & pybind11::array::c_style)) {
     throw std::invalid_argument(std::string(what) + ": expected a C-contiguous array (use np.ascontiguousarray)");

@@ -79,36 +79,25 @@ struct Output {
         hi(_mm_set1_epi8(static_cast<char>(rq.act_max))) {}
 };
 
-// Calls f(std::integral_constant<int, flags>()) for run-time flags.
+// Calls f(std::integral_constant<int, kFlags>()) for the first of kFlags equal to `flags`,
+// or for the last one when none is.
+template <int kFirst, int... kRest, class F>
+inline void with_one_of(int flags, F&& f) {
+  if constexpr (sizeof...(kRest) == 0) {
+    f(std::integral_constant<int, kFirst>());
+  } else if (flags == kFirst) {
+    f(std::integral_constant<int, kFirst>());
+  } else {
+    with_one_of<kRest...>(flags, f);
+  }
+}
+
+// Calls f(std::integral_constant<int, flags>()) for run-time flags: any fixed-point
+// combination, or the float form (never with kRqLeft).
 template <class F>
 inline void with_rq_flags(int flags, F&& f) {
-  switch (flags) {
-    case 0:
-      return f(std::integral_constant<int, 0>());
-    case 1:
-      return f(std::integral_constant<int, 1>());
-    case 2:
-      return f(std::integral_constant<int, 2>());
-    case 3:
-      return f(std::integral_constant<int, 3>());
-    case 4:
-      return f(std::integral_constant<int, 4>());
-    case 5:
-      return f(std::integral_constant<int, 5>());
-    case 6:
-      return f(std::integral_constant<int, 6>());
-    case 7:
-      return f(std::integral_constant<int, 7>());
-    // the float form: never with kRqLeft
-    case kRqFloat:
-      return f(std::integral_constant<int, kRqFloat>());
-    case kRqFloat | kRqClamp:
-      return f(std::integral_constant<int, kRqFloat | kRqClamp>());
-    case kRqFloat | kRqRight:
-      return f(std::integral_constant<int, kRqFloat | kRqRight>());
-    default:
-      return f(std::integral_constant<int, kRqFloat | kRqClamp | kRqRight>());
-  }
+  with_one_of<0, 1, 2, 3, 4, 5, 6, 7, kRqFloat, kRqFloat | kRqClamp, kRqFloat | kRqRight,
+              kRqFloat | kRqClamp | kRqRight>(flags, f);
 }
 
 // 16 int8 outputs in channel order from the block's two accumulator halves.

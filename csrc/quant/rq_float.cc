@@ -140,3 +140,19 @@ bool fit(Check check, const Requantization& rq, const int64_t* acc_bound, size_t
 }
 
 }  // namespace edgeinf::qs8::float_fit
+
+namespace edgeinf::qs8 {
+
+bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
+                              bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
+#if defined(EDGEINF_BUILD_AVX2)
+  const float_fit::Check check = isa_supported(Isa::kAvx2) ? float_fit::check__avx2() : nullptr;
+#elif defined(EDGEINF_BUILD_NEON)
+  const float_fit::Check check = float_fit::check__neon();
+#else
+  const float_fit::Check check = nullptr;
+#endif
+  return check && float_fit::fit(check, rq, acc_bound, channels, left_shift_folded, double_scale, out);
+}
+
+}  // namespace edgeinf::qs8

@@ -27,6 +27,11 @@ int32_t reference(const Channel& ch, int64_t x);
 // charged for the accumulators checked.
 using Check = bool (*)(const Channel& ch, float scale, float offset, int64_t x0, int64_t x1, int64_t* budget);
 
+// The ISAs' checks (rq_float__avx2.cc, rq_float__neon.cc), or null when the rounding mode
+// is not the kernels' (round to nearest), which the checks need to round as the kernels will.
+Check check__avx2();
+Check check__neon();
+
 // fit_float_requantization (rq_params.h) with `check` as the proof of each candidate.
 bool fit(Check check, const Requantization& rq, const int64_t* acc_bound, size_t channels, bool left_shift_folded,
          const double* double_scale, FloatRequantization* out);

@@ -39,11 +39,6 @@ bool exact_on(const float_fit::Channel& ch, float scale, float offset, int64_t x
 
 }  // namespace
 
-bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
-  // The checks round as the kernels will, which is only decided under the default mode.
-  if (!avx2_rq::rounds_to_nearest()) return false;
-  return float_fit::fit(&exact_on, rq, acc_bound, channels, left_shift_folded, double_scale, out);
-}
+float_fit::Check float_fit::check__avx2() { return avx2_rq::rounds_to_nearest() ? &exact_on : nullptr; }
 
 }  // namespace edgeinf::qs8

@@ -80,22 +80,9 @@ struct FloatRequantization {
 // build's vector ISA (AVX2 on x86-64, NEON on aarch64: the checks run its instructions)
 // is not available. Both ISAs compute the same IEEE operations, so a form fitted by either
 // holds for both; each proves it with its own.
-bool fit_float_requantization__avx2(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out);
-bool fit_float_requantization__neon(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                    bool left_shift_folded, const double* double_scale, FloatRequantization* out);
-inline bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
-                                     bool left_shift_folded, const double* double_scale, FloatRequantization* out) {
-#if defined(EDGEINF_BUILD_AVX2)
-  return isa_supported(Isa::kAvx2) &&
-         fit_float_requantization__avx2(rq, acc_bound, channels, left_shift_folded, double_scale, out);
-#elif defined(EDGEINF_BUILD_NEON)
-  return fit_float_requantization__neon(rq, acc_bound, channels, left_shift_folded, double_scale, out);
-#else
-  (void)rq, (void)acc_bound, (void)channels, (void)left_shift_folded, (void)double_scale, (void)out;
-  return false;
-#endif
-}
+// (rq_float.cc)
+bool fit_float_requantization(const Requantization& rq, const int64_t* acc_bound, size_t channels,
+                              bool left_shift_folded, const double* double_scale, FloatRequantization* out);
 
 // The float form of channels whose accumulators are start[c] (not shifted) plus products
 // of raw int8 inputs by weights whose magnitudes sum to abs_weight_sum[c], the left shift
@@ -108,6 +95,23 @@ inline bool fit_unshifted_float_form(const Requantization& rq, const int32_t* st
   if (!fit_float_requantization(rq, bound.data(), channels, false, nullptr, out)) return false;
   out->scale.resize(padded, 0.0f), out->offset.resize(padded, 0.0f), out->offset_neg.resize(padded, 0.0f);
   return true;
+}
+
+// Per channel c: (*bias_out)[c] = bias[c] (0 without a bias) and (*bias_zp)[c] = bias[c] -
+// input_zero_point * (the sum of w[c * channel_stride + t * tap_stride] over t < taps), in
+// wrapping int32 arithmetic like the reference accumulator; both zero up to `padded`.
+inline void fold_input_zero_point(const int8_t* w, const int32_t* bias, int32_t input_zero_point, size_t channels,
+                                  size_t taps, size_t channel_stride, size_t tap_stride, size_t padded,
+                                  std::vector<int32_t>* bias_out, std::vector<int32_t>* bias_zp) {
+  bias_out->assign(padded, 0);
+  bias_zp->assign(padded, 0);
+  for (size_t c = 0; c < channels; ++c) {
+    (*bias_out)[c] = bias ? bias[c] : 0;
+    uint32_t sum = 0;
+    for (size_t t = 0; t < taps; ++t) sum += static_cast<uint32_t>(int32_t{w[c * channel_stride + t * tap_stride]});
+    (*bias_zp)[c] =
+        static_cast<int32_t>(static_cast<uint32_t>((*bias_out)[c]) - static_cast<uint32_t>(input_zero_point) * sum);
+  }
 }
 
 // Per channel c, the sum of |w[c * channel_stride + t * tap_stride]| over t < taps: with

@@ -114,9 +114,7 @@ BAD_CALLS = {
         ANCHORS, 16, 2**63, 128, 128, 128, 128, 100, True, 0, 128, 1, 0, 1, 0, 0.3, 2, 10
     )(BOXES[None], SCORES[None, :, None]),
     # found by tools/fuzz/fuzz_native.py: no anchor, but outputs shaped by 2**38 keypoints (bad_alloc)
-    "decode with no anchors and 2**40 coordinates": lambda: _C.decode_detections(
-        np.zeros((0, 16), np.float32),
-        np.zeros(0, np.float32),
+    "decode with no anchors and 2**40 coordinates": lambda: _C.DetectionDecoder(
         np.zeros((0, 4), np.float32),
         2**40,
         2**38,
@@ -135,7 +133,7 @@ BAD_CALLS = {
         0.3,
         1,
         5,
-    ),
+    )(np.zeros((0, 16), np.float32), np.zeros(0, np.float32)),  # fmt: skip
     # image plans
     "plan threads 512": lambda: plan(threads=512),
     "plan threads 0": lambda: plan(threads=0),

@@ -46,14 +46,15 @@ def test_decode_refuses_keypoint_counts_that_wrap():
     args = (True, 0.0, 128, 1.0, 0, 1.0, 0, 0.3, 0, 2**63 - 1)
     for coords, keypoints in ((16, 2**63), (16, 2**63 + 6), (2**63, 6), (2**62, 0)):
         with pytest.raises(InputError):
-            _C.decode_detections(boxes, scores, ANCHORS, coords, keypoints, 128, 128, 128, 128, 100, *args)
+            _C.DetectionDecoder(ANCHORS, coords, keypoints, 128, 128, 128, 128, 100, *args)(boxes, scores)
 
 
 def test_decode_refuses_coordinate_counts_that_match_a_small_buffer_modulo_2_64():
     # 896 * 2**62 wraps to 0: an empty boxes array once passed the size check.
     with pytest.raises(InputError):
-        _C.decode_detections(np.zeros((0, 16), np.float32), np.full(896, 5.0, np.float32), ANCHORS, 2**62, 0,
-                             128, 128, 128, 128, 100, True, 0.0, 128, 1.0, 0, 1.0, 0, 0.3, 0, 10)  # fmt: skip
+        _C.DetectionDecoder(ANCHORS, 2**62, 0, 128, 128, 128, 128, 100, True, 0.0, 128, 1.0, 0, 1.0, 0, 0.3, 0, 10)(
+            np.zeros((0, 16), np.float32), np.full(896, 5.0, np.float32)
+        )
 
 
 @pytest.mark.parametrize("fn", [_C.quantize, _C.dequantize])

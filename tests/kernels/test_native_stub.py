@@ -21,8 +21,15 @@ def _stub_names() -> tuple[dict[str, ast.FunctionDef], dict[str, dict[str, ast.F
         if isinstance(node, ast.FunctionDef):
             functions[node.name] = node
         elif isinstance(node, ast.ClassDef):
-            classes[node.name] = {n.name: n for n in node.body if isinstance(n, ast.FunctionDef)}
-    return functions, classes
+            # with the methods of stub-only bases (``class _PreparedLayer``) defined above it
+            methods = {}
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in classes:
+                    methods.update(classes[base.id])
+            methods.update({n.name: n for n in node.body if isinstance(n, ast.FunctionDef)})
+            classes[node.name] = methods
+    stub_only = {name for name in classes if name.startswith("_")}  # bases the module does not export
+    return functions, {name: methods for name, methods in classes.items() if name not in stub_only}
 
 
 def _exported() -> tuple[set[str], set[str]]:

@@ -4,6 +4,7 @@ on edge values (INT32 extremes, ties, vector tails); bad input raising ValueErro
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -250,41 +251,40 @@ def test_native_layer_validates_before_touching_memory():
     # The private module is the last line of defence: wrong dtypes, layouts and shapes
     # raise ValueError there too, never crash.
     w = np.ones((4, 3), np.int8)
-    fc = _C.Qs8FullyConnected(w, None, 0, np.array([0.5]), 0, -128, 127)
+    fc = _C.Qs8FullyConnected(w, None, 0, (np.array([0.5]), 0, -128, 127))
     with pytest.raises(ValueError, match="expected dtype int8, got float64"):
         fc.run(np.zeros((2, 3)), None)
     with pytest.raises(ValueError, match="C-contiguous"):
         fc.run(np.zeros((3, 2), np.int8).T, None)
     with pytest.raises(ValueError, match="scale must be finite"):
-        _C.Qs8FullyConnected(w, None, 0, np.array([np.nan]), 0, -128, 127)
+        _C.Qs8FullyConnected(w, None, 0, (np.array([np.nan]), 0, -128, 127))
     with pytest.raises(ValueError, match="activation range"):
-        _C.Qs8FullyConnected(w, None, 0, np.array([0.5]), 0, 10, -10)
+        _C.Qs8FullyConnected(w, None, 0, (np.array([0.5]), 0, 10, -10))
     with pytest.raises(ValueError, match="zero point"):
-        _C.Qs8FullyConnected(w, None, 200, np.array([0.5]), 0, -128, 127)
+        _C.Qs8FullyConnected(w, None, 200, (np.array([0.5]), 0, -128, 127))
     with pytest.raises(ValueError, match="empty window"):
-        _C.average_pool(np.zeros((1, 2, 2, 1), np.int8), 1, 1, 1, 1, 4, 4, 3, 3, -128, 127, None)
+        _C.pool(False, np.zeros((1, 2, 2, 1), np.int8), 1, 1, 1, 1, 4, 4, 3, 3, -128, 127, None)
     with pytest.raises(ValueError, match="strides and dilations"):
-        _C.max_pool(np.zeros((1, 2, 2, 1), np.int8), 1, 1, 0, 1, 1, 1, 0, 0, -128, 127, None)
+        _C.pool(True, np.zeros((1, 2, 2, 1), np.int8), 1, 1, 0, 1, 1, 1, 0, 0, -128, 127, None)
     with pytest.raises(ValueError, match="shift must be in"):
         _C.requantize(np.zeros(4, np.int32), np.array([1 << 30], np.int32), np.array([40], np.int32), 0, -128, 127)
     with pytest.raises(ValueError, match="equal shapes"):
-        _C.mul(np.zeros(3, np.int8), np.zeros(4, np.int8), 0, 0, 1 << 30, 0, 0, -128, 127, None)
+        _C.mul(np.zeros(3, np.int8), np.zeros(4, np.int8), (0, 0, 1 << 30, 0, 0, -128, 127), None)
 
 
 def test_native_layers_check_what_the_kernels_only_assert():
     # The kernels' weight preparation and requantization state their preconditions as debug
     # asserts; the bindings are the one place that checks them, for every caller of _C.
     w = np.ones((4, 3), np.int8)
+    RQ = (np.array([1 << 30], np.int32), np.array([0], np.int32), 0, -128, 127)  # requantization: one for all
     with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[0, 3\]"):
-        _C.Qs8FullyConnected(np.ones((0, 3), np.int8), None, 0, np.array([0.5]), 0, -128, 127)
+        _C.Qs8FullyConnected(np.ones((0, 3), np.int8), None, 0, (np.array([0.5]), 0, -128, 127))
     with pytest.raises(InputError, match="requantization scale must be finite and >= 0, got -0.5"):
-        _C.Qs8FullyConnected(w, None, 0, np.array([-0.5]), 0, -128, 127)
+        _C.Qs8FullyConnected(w, None, 0, (np.array([-0.5]), 0, -128, 127))
     with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[2, 0\]"):
-        _C.Qs8Conv2d(np.ones((2, 3, 3, 0), np.int8), None, 0, np.array([1 << 30], np.int32), np.array([0], np.int32),
-                     0, -128, 127, 1, 1, 1, 1, True)  # fmt: skip
+        _C.Qs8Conv2d(np.ones((2, 3, 3, 0), np.int8), None, 0, RQ, (1, 1, 1, 1, True))
     with pytest.raises(InputError, match=r"at least one output channel and one input value, got \[0, 9\]"):
-        _C.Qs8DepthwiseConv2d(np.ones((1, 3, 3, 0), np.int8), None, 1, 0, np.array([1 << 30], np.int32),
-                              np.array([0], np.int32), 0, -128, 127, 1, 1, 1, 1, True)  # fmt: skip
+        _C.Qs8DepthwiseConv2d(np.ones((1, 3, 3, 0), np.int8), None, 1, 0, RQ, (1, 1, 1, 1, True))
     with pytest.raises(InputError, match="multiplier must be >= 0, got -1 at channel 1"):
         _C.requantize(np.zeros((1, 2), np.int32), np.array([1, -1], np.int32), np.array([0], np.int32), 0)
     with pytest.raises(InputError, match="output zero point must be in"):
@@ -296,3 +296,21 @@ def test_native_layers_check_what_the_kernels_only_assert():
         quant.softmax(np.zeros((2, 0), np.int8), input_scale=0.1)
     with pytest.raises(InputError, match=r"zero point must be in \[-128, 127\], got 300"):
         quant.logistic(np.zeros(3, np.int8), input_scale=0.1, input_zero_point=300)
+
+
+def test_operators_made_from_one_definition_keep_their_own_names_signatures_and_docs():
+    # add/mul and max_pool/average_pool each come from one definition (quant._binary, quant._pool)
+    binary = ["a", "b", "a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale", "output_zero_point"]
+    pool = ["x", "pool_size", "stride", "padding", "activation", "scale", "zero_point", "out"]
+    for fn, name, tflite, params in (
+        (quant.add, "add", "TFLite ADD", binary + ["activation", "out"]),
+        (quant.mul, "mul", "TFLite MUL", binary + ["activation", "out"]),
+        (quant.max_pool, "max_pool", "MAX_POOL_2D", pool),
+        (quant.average_pool, "average_pool", "AVERAGE_POOL_2D", pool),
+    ):
+        assert (fn.__name__, fn.__qualname__) == (name, name)
+        assert tflite in fn.__doc__
+        assert list(inspect.signature(fn).parameters) == params
+    assert inspect.signature(quant.add).parameters["a_scale"].kind is inspect.Parameter.KEYWORD_ONLY
+    with pytest.raises(TypeError):
+        quant.mul(np.zeros(1, np.int8), np.zeros(1, np.int8), 0.1, 0, 0.1, 0, 0.1, 0)  # the scales are keywords

@@ -276,11 +276,12 @@ def bindings(inp: Inputs):
     which = inp.small(0, 3)
     if which == 0:
         n = inp.small(0, 20)
-        _C.decode_detections(
-            inp.array(np.float32, (n, 16)), inp.array(np.float32, (n,)), inp.array(np.float32, (n, 4)),
+        boxes, scores = inp.array(np.float32, (n, 16)), inp.array(np.float32, (n,))
+        _C.DetectionDecoder(
+            inp.array(np.float32, (n, 4)),
             inp.uint() if inp.flag() else 2**inp.small(0, 64), inp.uint() if inp.flag() else 2**inp.small(0, 64),
             128.0, 128.0, 128.0, 128.0, 100.0, True, 0.0, 128, 1.0, 0, 1.0, 0, 0.3, inp.small(0, 3), inp.uint(),
-        )  # fmt: skip
+        )(boxes, scores)  # fmt: skip
     elif which == 1:
         fn = _C.quantize if inp.flag() else _C.dequantize
         x = inp.array(np.float32 if fn is _C.quantize else np.int8)

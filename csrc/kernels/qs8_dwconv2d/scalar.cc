@@ -31,14 +31,7 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
       pairs_.push_back({static_cast<int>(row + kx), kx + 1 < k_w ? static_cast<int>(row + kx + 1) : -1});
     }
   }
-  bias_.assign(padded_, 0);
-  bias_zp_.assign(padded_, 0);
-  for (size_t c = 0; c < channels; ++c) {
-    bias_[c] = bias ? bias[c] : 0;
-    uint32_t sum = 0;
-    for (size_t t = 0; t < taps; ++t) sum += static_cast<uint32_t>(static_cast<int32_t>(w_[t * channels + c]));
-    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
-  }
+  fold_input_zero_point(w_.data(), bias, input_zero_point, channels, taps, 1, channels, padded_, &bias_, &bias_zp_);
   rq_.pad_to(padded_);
   const bool fold = left_shifts_fold(rq_, channels);
   avx2_rq_flags_ = qs8::avx2_rq_flags(rq_, channels, fold);

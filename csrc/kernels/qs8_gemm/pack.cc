@@ -25,18 +25,10 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
   assert(input_zero_point >= -128 && input_zero_point <= 127);
   assert(rq_.channels() == n);
   const size_t padded = round_up(n, 16);
-  bias_.assign(padded, 0);
-  bias_zp_.assign(padded, 0);
-  bias_u8_.assign(padded, 0);
-  for (size_t c = 0; c < n; ++c) {
-    bias_[c] = bias ? bias[c] : 0;
-    // Wrapping int32 arithmetic, like the reference accumulator.
-    uint32_t sum = 0;
-    for (size_t i = 0; i < k; ++i) sum += static_cast<uint32_t>(static_cast<int32_t>(w[c * k + i]));
-    bias_zp_[c] = static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point) * sum);
-    bias_u8_[c] =
-        static_cast<int32_t>(static_cast<uint32_t>(bias_[c]) - static_cast<uint32_t>(input_zero_point + 128) * sum);
-  }
+  fold_input_zero_point(w, bias, input_zero_point, n, k, k, 1, padded, &bias_, &bias_zp_);
+  // The VPDPBUSD paths read the inputs offset to u8 (x + 128): their start folds zp + 128.
+  std::vector<int32_t> bias_copy;
+  fold_input_zero_point(w, bias, input_zero_point + 128, n, k, k, 1, padded, &bias_copy, &bias_u8_);
   rq_.pad_to(padded);
   if (!double_scale_.empty()) {
     assert(double_scale_.size() == n);

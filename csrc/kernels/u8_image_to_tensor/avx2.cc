@@ -534,29 +534,32 @@ int with_yuv_constants(const Yuv& k, Body&& body) {
   });
 }
 
+// PSHUFB controls [kJ][kC], the same in both 128-bit lanes: byte t of control (j, c) is
+// byte(j, c, t). ctl(j, c) loads one.
+template <int kJ, int kC>
+struct ShuffleControls {
+  alignas(32) uint8_t b[kJ][kC][32];
+  __m256i operator()(int j, int c) const { return _mm256_load_si256(reinterpret_cast<const __m256i*>(b[j][c])); }
+};
+
+template <int kJ, int kC, class Byte>
+ShuffleControls<kJ, kC> shuffle_controls(Byte byte) {
+  ShuffleControls<kJ, kC> controls{};
+  for (int j = 0; j < kJ; ++j)
+    for (int c = 0; c < kC; ++c)
+      for (int t = 0; t < 16; ++t) controls.b[j][c][t] = controls.b[j][c][16 + t] = byte(j, c, t);
+  return controls;
+}
+
 // Three channels are interleaved per 128-bit lane by PSHUFB, then the lanes are put in order.
 template <int kNch, int kZero>
 int yuv_rgb_simd(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, int16_t* out) {
   const YuvConvert convert(k);
   // interleave controls: output vector j of a lane takes element e = 8j + t from channel e % 3, pixel e / 3
-  struct Controls {
-    alignas(32) uint8_t b[3][3][32];
-  };
-  static const Controls controls = [] {
-    Controls t{};
-    for (int j = 0; j < 3; ++j)
-      for (int c = 0; c < 3; ++c)
-        for (int k = 0; k < 8; ++k) {
-          const int e = 8 * j + k;
-          const bool mine = e % 3 == c;
-          for (int lane = 0; lane < 2; ++lane) {
-            t.b[j][c][16 * lane + 2 * k] = mine ? static_cast<uint8_t>(2 * (e / 3)) : 0x80;
-            t.b[j][c][16 * lane + 2 * k + 1] = mine ? static_cast<uint8_t>(2 * (e / 3) + 1) : 0x80;
-          }
-        }
-    return t;
-  }();
-  auto ctl = [&](int j, int c) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(controls.b[j][c])); };
+  static const auto ctl = shuffle_controls<3, 3>([](int j, int c, int t) {
+    const int e = 8 * j + t / 2;
+    return e % 3 == c ? static_cast<uint8_t>(2 * (e / 3) + t % 2) : uint8_t{0x80};
+  });
   int i = 0;
   for (; i + 16 <= n; i += 16) {
     __m256i ch[3];
@@ -605,21 +608,11 @@ int yuv_quantize_simd(const int16_t* y, const int16_t* u, const int16_t* v, int 
   const bool s8 = st.type == OutType::kInt8, saturating = st.saturating;  // locals: not reloaded after stores
   // byte e = 16j + t of a lane's 24 comes from channel e % 3 of pixel e / 3: channels 0 and 1
   // are in the pack of (0, 1) at p and 8 + p, channel 2 in the pack of (2, 2) at p
-  struct Controls {
-    alignas(32) uint8_t b[2][2][32];
-  };
-  static const Controls controls = [] {
-    Controls t{};
-    for (int j = 0; j < 2; ++j)
-      for (int lane = 0; lane < 2; ++lane)
-        for (int b = 0; b < 16; ++b) {
-          const int e = 16 * j + b, p = e / 3, c = e % 3;
-          t.b[j][0][16 * lane + b] = e < 24 && c < 2 ? static_cast<uint8_t>(8 * c + p) : 0x80;
-          t.b[j][1][16 * lane + b] = e < 24 && c == 2 ? static_cast<uint8_t>(p) : 0x80;
-        }
-    return t;
-  }();
-  auto ctl = [&](int j, int m) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(controls.b[j][m])); };
+  static const auto ctl = shuffle_controls<2, 2>([](int j, int m, int t) {
+    const int e = 16 * j + t, p = e / 3, c = e % 3;
+    if (e < 24 && (m == 0 ? c < 2 : c == 2)) return static_cast<uint8_t>(m == 0 ? 8 * c + p : p);
+    return uint8_t{0x80};
+  });
   auto pack = [&](__m256i a, __m256i b) { return s8 ? _mm256_packs_epi16(a, b) : _mm256_packus_epi16(a, b); };
   int i = 0;
   for (; i + 16 <= n; i += 16) {

@@ -29,17 +29,39 @@ inline uint8x16_t load4x4(const uint8_t* row, const int32_t* o) {
   return vreinterpretq_u8_u32(vld1q_u32(v));
 }
 
-// One or two planar channels from a 4-byte window per pixel: 8 pixels per step.
-template <bool kTwoRows>
-int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                 int plane_stride, LinePrefetch&) {
+// The bytes of 8 pixels' windows as one TBL table, a window of 4 bytes (two registers)
+// or of 8 (four).
+struct Window4 {
+  static constexpr int kBytes = 4;
+  using Table = uint8x16x2_t;
+  static Table load(const uint8_t* row, const int32_t* o) { return {{load4x4(row, o), load4x4(row, o + 4)}}; }
+  static uint8x8_t lookup(const Table& t, uint8x8_t idx) { return vqtbl2_u8(t, idx); }
+};
+
+struct Window8 {
+  static constexpr int kBytes = 8;
+  using Table = uint8x16x4_t;
+  static Table load(const uint8_t* row, const int32_t* o) {
+    Table t;
+    for (int k = 0; k < 4; ++k) t.val[k] = vcombine_u8(vld1_u8(row + o[2 * k]), vld1_u8(row + o[2 * k + 1]));
+    return t;
+  }
+  static uint8x8_t lookup(const Table& t, uint8x8_t idx) { return vqtbl4_u8(t, idx); }
+};
+
+// One to three channels from a window of Window::kBytes per pixel, 8 pixels per step: each
+// channel's two taps are looked up in the window table. Channels come out planar; ST2/ST3
+// interleave them for an interleaved row (4-byte windows are planar or one channel).
+template <class Window, bool kTwoRows>
+int hresample_windows(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
+                      int plane_stride) {
   const int nch = pass.nch;
-  uint8x8_t idx0[2], idx1[2];
+  uint8x8_t idx0[3], idx1[3];
   for (int c = 0; c < nch; ++c) {
     uint8_t a[8], b[8];
     for (int p = 0; p < 8; ++p) {
-      a[p] = static_cast<uint8_t>(4 * p + pass.i0[c]);
-      b[p] = static_cast<uint8_t>(4 * p + pass.i1[c]);
+      a[p] = static_cast<uint8_t>(Window::kBytes * p + pass.i0[c]);
+      b[p] = static_cast<uint8_t>(Window::kBytes * p + pass.i1[c]);
     }
     idx0[c] = vld1_u8(a);
     idx1[c] = vld1_u8(b);
@@ -50,61 +72,20 @@ int hresample_4b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
   int x = 0;
   for (; x + 8 <= end; x += 8) {
     const uint8x8x2_t w = vld2_u8(reinterpret_cast<const uint8_t*>(wpairs + x));  // w0 x8, w1 x8
-    const int32_t* o = offsets + x;
-    const uint8x16x2_t t0 = {{load4x4(row0, o), load4x4(row0, o + 4)}};
-    uint8x16x2_t t1 = t0;
-    if (kTwoRows) t1 = {{load4x4(row1, o), load4x4(row1, o + 4)}};
-    for (int c = 0; c < nch; ++c) {
-      int16x8_t h = taps(vqtbl2_u8(t0, idx0[c]), vqtbl2_u8(t0, idx1[c]), w.val[0], w.val[1]);
-      if (kTwoRows) h = blend(h, taps(vqtbl2_u8(t1, idx0[c]), vqtbl2_u8(t1, idx1[c]), w.val[0], w.val[1]), bv);
-      vst1q_s16(out + c * plane_stride + x, h);
-    }
-  }
-  return x;
-}
-
-inline uint8x16x4_t load8x8(const uint8_t* row, const int32_t* o) {
-  uint8x16x4_t t;
-  for (int k = 0; k < 4; ++k) t.val[k] = vcombine_u8(vld1_u8(row + o[2 * k]), vld1_u8(row + o[2 * k + 1]));
-  return t;
-}
-
-// One to three channels from an 8-byte window per pixel: 8 pixels per step. Channels come
-// out planar; ST2/ST3 interleave them for an interleaved row.
-template <bool kTwoRows>
-int hresample_8b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int end, int16_t* out,
-                 int plane_stride) {
-  const int nch = pass.nch;
-  uint8x8_t idx0[3], idx1[3];
-  for (int c = 0; c < nch; ++c) {
-    uint8_t a[8], b[8];
-    for (int p = 0; p < 8; ++p) {
-      a[p] = static_cast<uint8_t>(8 * p + pass.i0[c]);
-      b[p] = static_cast<uint8_t>(8 * p + pass.i1[c]);
-    }
-    idx0[c] = vld1_u8(a);
-    idx1[c] = vld1_u8(b);
-  }
-  const int16x8_t bv = vdupq_n_s16(static_cast<int16_t>(b1));
-  const int32_t* offsets = pass.offset.data();
-  const uint16_t* wpairs = pass.wpair.data();
-  int x = 0;
-  for (; x + 8 <= end; x += 8) {
-    const uint8x8x2_t w = vld2_u8(reinterpret_cast<const uint8_t*>(wpairs + x));
-    const uint8x16x4_t t0 = load8x8(row0, offsets + x);
-    uint8x16x4_t t1 = t0;
-    if (kTwoRows) t1 = load8x8(row1, offsets + x);
-    int16x8_t h[3];
-    for (int c = 0; c < nch; ++c) {
-      h[c] = taps(vqtbl4_u8(t0, idx0[c]), vqtbl4_u8(t0, idx1[c]), w.val[0], w.val[1]);
-      if (kTwoRows) h[c] = blend(h[c], taps(vqtbl4_u8(t1, idx0[c]), vqtbl4_u8(t1, idx1[c]), w.val[0], w.val[1]), bv);
-    }
+    const typename Window::Table t0 = Window::load(row0, offsets + x);
+    typename Window::Table t1 = t0;
+    if (kTwoRows) t1 = Window::load(row1, offsets + x);
+    auto channel = [&](int c) {
+      const int16x8_t h = taps(Window::lookup(t0, idx0[c]), Window::lookup(t0, idx1[c]), w.val[0], w.val[1]);
+      if (!kTwoRows) return h;
+      return blend(h, taps(Window::lookup(t1, idx0[c]), Window::lookup(t1, idx1[c]), w.val[0], w.val[1]), bv);
+    };
     if (pass.planar || nch == 1) {
-      for (int c = 0; c < nch; ++c) vst1q_s16(out + c * plane_stride + x, h[c]);
+      for (int c = 0; c < nch; ++c) vst1q_s16(out + c * plane_stride + x, channel(c));
     } else if (nch == 3) {
-      vst3q_s16(out + 3 * x, (int16x8x3_t{{h[0], h[1], h[2]}}));
+      vst3q_s16(out + 3 * x, (int16x8x3_t{{channel(0), channel(1), channel(2)}}));
     } else {
-      vst2q_s16(out + 2 * x, (int16x8x2_t{{h[0], h[1]}}));
+      vst2q_s16(out + 2 * x, (int16x8x2_t{{channel(0), channel(1)}}));
     }
   }
   return x;
@@ -112,10 +93,10 @@ int hresample_8b(const HPass& pass, const uint8_t* row0, const uint8_t* row1, in
 
 template <bool kTwoRows>
 int hresample_simd(const HPass& pass, const uint8_t* row0, const uint8_t* row1, int32_t b1, int n, int16_t* out,
-                   int plane_stride, LinePrefetch& ahead) {
+                   int plane_stride, LinePrefetch&) {
   if (pass.window4())
-    return hresample_4b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride, ahead);
-  return hresample_8b<kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
+    return hresample_windows<Window4, kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end4), out, plane_stride);
+  return hresample_windows<Window8, kTwoRows>(pass, row0, row1, b1, std::min(n, pass.simd_end8), out, plane_stride);
 }
 
 constexpr auto hresample = hresample_then_scalar<hresample_simd<false>>;
