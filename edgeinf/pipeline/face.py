@@ -5,8 +5,8 @@ grown 1.5x on its long side, rotated so that the eyes are level, resampled to th
 landmark model's 192x192 input with values in [0, 1]. Landmarks are mapped back through
 the same rotation into frame pixels. For packed frames (BGR, RGB, BGRA, RGBA) and a
 float input, one native pass (``edgeinf._C.warp_affine``: bilinear, black outside the
-frame, as OpenCV's ``warpAffine``) writes the crop straight into the model's input;
-other frames go through OpenCV.
+frame, as OpenCV's ``warpAffine``) writes the crop straight into the model's input where
+that pass is vectorized (AVX2); other frames and platforms go through OpenCV.
 
 The stage callables are built by factories so that a process stage builds its own
 models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
@@ -83,9 +83,18 @@ def crop_matrix(rect: RotatedRect, size: int) -> tuple[float, ...]:
     return (float(ux), float(vx), float(top_left[0]), float(uy), float(vy), float(top_left[1]))
 
 
-# Packed formats the native crop reads: (bytes per pixel, the byte of R, G and B).
+# Packed formats the native crop reads: the bytes of R, G and B in a pixel.
 _PACKED_RGB = {"bgr": (2, 1, 0), "rgb": (0, 1, 2), "bgra": (2, 1, 0), "rgba": (0, 1, 2)}
 _NATIVE_MAX_SIDE = 8192  # the native crop's largest frame side (warp_affine.h)
+# Kernel paths with a vectorized crop; elsewhere OpenCV's warpAffine (vectorized on every
+# platform) is faster than the native scalar reference.
+_NATIVE_CROP_ISAS = frozenset({"avx2"})
+
+
+def _active_isa() -> str:
+    from ..isa import active_isa  # the native module, imported on the first crop, not with this module
+
+    return active_isa()
 
 
 def frame_bgr(frame: Frame) -> np.ndarray:
@@ -163,7 +172,12 @@ class FaceLandmarker:
     def __call__(self, frame: Frame, face: Face) -> FaceLandmarks:
         rect = face_crop_rect(face)
         data = frame.data
-        if self._native and frame.format in _PACKED_RGB and max(data.shape[:2]) <= _NATIVE_MAX_SIDE:
+        if (
+            self._native
+            and frame.format in _PACKED_RGB
+            and max(data.shape[:2]) <= _NATIVE_MAX_SIDE
+            and _active_isa() in _NATIVE_CROP_ISAS
+        ):
             outputs = self._run_on_native_crop(data, _PACKED_RGB[frame.format], rect)
         else:
             patch = crop(frame_bgr(frame), rect, self.size)
