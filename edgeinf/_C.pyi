@@ -44,6 +44,7 @@ __all__: list[str] = [
     "softmax_params",
     "supported_isas",
     "top_k",
+    "warp_affine",
 ]
 
 _Requantization: TypeAlias = tuple[_Array, _Array, _Int, _Int, _Int]
@@ -404,3 +405,13 @@ def supported_isas() -> list[str]: ...
 def top_k(x: _Array, k: _Int) -> tuple[NDArray[np.int64], _Array]:
     """(indices, values) of the k largest along the last axis."""
     ...
+
+def warp_affine(
+    image: _Array,
+    out: _Array,
+    matrix: Sequence[_Float],
+    index: Sequence[_Int],
+    scale: Sequence[_Float],
+    bias: Sequence[_Float],
+) -> None:
+    """Bilinear affine crop of a uint8 image into a float32 HxWxC tensor (black outside the image)."""

@@ -10,5 +10,6 @@ void bind_quant(pybind11::module_& m);
 void bind_postprocess(pybind11::module_& m);
 void bind_preprocess(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
+void bind_warp(pybind11::module_& m);
 
 }  // namespace edgeinf::bindings

@@ -12,4 +12,5 @@ PYBIND11_MODULE(_C, m) {
   edgeinf::bindings::bind_postprocess(m);
   edgeinf::bindings::bind_preprocess(m);
   edgeinf::bindings::bind_engine(m);
+  edgeinf::bindings::bind_warp(m);
 }

@@ -18,6 +18,7 @@
 #include "qs8_requantize/requantize.h"
 #include "qs8_softmax/softmax.h"
 #include "u8_image_to_tensor/image_to_tensor.h"
+#include "u8_image_to_tensor/warp_affine.h"
 
 namespace edgeinf {
 namespace qs8 {
@@ -153,6 +154,12 @@ const Kernels& active_kernels() {
   using Fn = const Kernels& (*)();
   return select<Fn>(&kernels__scalar, EDGEINF_AVX2(kernels__avx2), EDGEINF_NEON(kernels__neon),
                     EDGEINF_NEON(kernels__neon))();
+}
+
+void u8_warp_affine(const WarpPlan& plan, const uint8_t* src, float* out) {
+  using Fn = void (*)(const WarpPlan&, const uint8_t*, float*, int, int);
+  select<Fn>(&u8_warp_affine__scalar, EDGEINF_AVX2(u8_warp_affine__avx2), nullptr, nullptr)(plan, src, out, 0,
+                                                                                            plan.out_h);
 }
 
 }  // namespace preprocess

@@ -3,7 +3,10 @@
 The crop follows MediaPipe's face landmark graph: a square around the detection box,
 grown 1.5x on its long side, rotated so that the eyes are level, resampled to the
 landmark model's 192x192 input with values in [0, 1]. Landmarks are mapped back through
-the same rotation into frame pixels.
+the same rotation into frame pixels. For packed frames (BGR, RGB, BGRA, RGBA) and a
+float input, one native pass (``edgeinf._C.warp_affine``: bilinear, black outside the
+frame, as OpenCV's ``warpAffine``) writes the crop straight into the model's input where
+that pass is vectorized (AVX2); other frames and platforms go through OpenCV.
 
 The stage callables are built by factories so that a process stage builds its own
 models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
@@ -66,6 +69,32 @@ def face_crop_rect(face: Face) -> RotatedRect:
     rotation = angle - 2 * math.pi * math.floor((angle + math.pi) / (2 * math.pi))
     side = max(xmax - xmin, ymax - ymin) * CROP_SCALE
     return RotatedRect((xmin + xmax) / 2.0, (ymin + ymax) / 2.0, side, rotation)
+
+
+def crop_matrix(rect: RotatedRect, size: int) -> tuple[float, ...]:
+    """The map from crop pixels to frame pixels as (m0, m1, m2, m3, m4, m5).
+
+    Crop pixel (x, y) lies at frame position (m0 x + m1 y + m2, m3 x + m4 y + m5): the
+    inverse of the transform `crop` hands to OpenCV.
+    """
+    top_left, top_right, bottom_left = rect.corners()
+    ux, uy = (top_right - top_left) / size
+    vx, vy = (bottom_left - top_left) / size
+    return (float(ux), float(vx), float(top_left[0]), float(uy), float(vy), float(top_left[1]))
+
+
+# Packed formats the native crop reads: the bytes of R, G and B in a pixel.
+_PACKED_RGB = {"bgr": (2, 1, 0), "rgb": (0, 1, 2), "bgra": (2, 1, 0), "rgba": (0, 1, 2)}
+_NATIVE_MAX_SIDE = 8192  # the native crop's largest frame side (warp_affine.h)
+# Kernel paths with a vectorized crop; elsewhere OpenCV's warpAffine (vectorized on every
+# platform) is faster than the native scalar reference.
+_NATIVE_CROP_ISAS = frozenset({"avx2"})
+
+
+def _active_isa() -> str:
+    from ..isa import active_isa  # the native module, imported on the first crop, not with this module
+
+    return active_isa()
 
 
 def frame_bgr(frame: Frame) -> np.ndarray:
@@ -138,11 +167,21 @@ class FaceLandmarker:
         self.size = shape[1]
         self._points = next(s.name for s in self.model.outputs if s.shape[-1] % 3 == 0 and s.shape[-1] > 3)
         self._presence = next(s.name for s in self.model.outputs if s.shape[-1] == 1)
+        self._native = np.dtype(self.model.inputs[0].dtype) == np.float32
 
     def __call__(self, frame: Frame, face: Face) -> FaceLandmarks:
         rect = face_crop_rect(face)
-        patch = crop(frame_bgr(frame), rect, self.size)
-        outputs = self.model.run_image(patch, color="bgr", mean=0.0, std=255.0)
+        data = frame.data
+        if (
+            self._native
+            and frame.format in _PACKED_RGB
+            and max(data.shape[:2]) <= _NATIVE_MAX_SIDE
+            and _active_isa() in _NATIVE_CROP_ISAS
+        ):
+            outputs = self._run_on_native_crop(data, _PACKED_RGB[frame.format], rect)
+        else:
+            patch = crop(frame_bgr(frame), rect, self.size)
+            outputs = self.model.run_image(patch, color="bgr", mean=0.0, std=255.0)
         raw = np.asarray(outputs[self._points], np.float32).reshape(-1, 3)
         points = np.empty_like(raw)
         points[:, :2] = rect.to_frame(raw[:, :2], self.size)
@@ -150,6 +189,23 @@ class FaceLandmarker:
         logit = float(np.asarray(outputs[self._presence]).reshape(-1)[0])
         presence = 1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, logit))))
         return FaceLandmarks(points, presence, rect, face)
+
+    def _run_on_native_crop(self, image: np.ndarray, rgb_bytes: tuple[int, int, int], rect: RotatedRect) -> dict:
+        """The crop, in [0, 1], written into the model's input memory; then the model."""
+        from .. import _C
+
+        size, model = self.size, self.model
+        args = (crop_matrix(rect, size), rgb_bytes, (1 / 255.0,) * 3, (0.0,) * 3)
+        with model.exclusive():  # from the fill to the outputs: no other thread's input in between
+            buffer = model.input_buffer(0)
+            if buffer.dtype == np.float32 and buffer.shape[-3:] == (size, size, 3) and buffer.flags.c_contiguous:
+                _C.warp_affine(image, buffer, *args)
+                del buffer  # TFLite refuses to invoke while a view of its input memory is alive
+                return model.invoke()
+            del buffer
+            tensor = np.empty((1, size, size, 3), np.float32)  # a runtime without a matching buffer
+            _C.warp_affine(image, tensor, *args)
+            return model.run(tensor)
 
 
 class FaceDetection:

@@ -213,3 +213,19 @@ def test_simd_chunk_gather_across_scales(color, rng):
         for roi in (None, (4, 2, 634, 4), (0, 0, 332, 6)):
             pipe = pipeline(out_w, 3, 3, "int8", "NHWC", 1 / 128, 0, color=color, mean=127.5, std=127.5)
             assert_paths_agree(pipe, frame, roi)
+
+
+# Area downscales sum several source rows per output row in one pass (kAreaRowBatch rows
+# per kernel call, pairs of rows per multiply): 1 to 40 rows per output row (batches of 16
+# plus a remainder, odd counts, rows shared by two output rows), over rows whose byte
+# spans end around the 32-column step, and the 720p -> 128 letterbox of the face detector.
+@pytest.mark.parametrize("color", COLORS)
+def test_simd_area_many_rows_per_output_row(color, rng):
+    for w, h, ow, oh in [(61, 40, 7, 1), (65, 33, 9, 2), (22, 48, 5, 3), (11, 37, 3, 17), (96, 40, 31, 40)]:
+        w, h = (even(w), even(h)) if color in ("nv12", "nv21", "i420", "yuyv") else (w, h)
+        frame = make_frame(rng, color, w, h)
+        for layout in ("NHWC", "NCHW"):
+            assert_paths_agree(pipeline(ow, oh, 3, "float32", layout, color=color, resize="area", std=255.0), frame)
+    frame = make_frame(rng, "bgr", 1280, 720)
+    pipe = pipeline(128, 128, 3, "float32", "NHWC", color="bgr", resize="area", letterbox=True, mean=127.5, std=127.5)
+    assert_paths_agree(pipe, frame)

@@ -68,6 +68,35 @@ def test_landmarks_on_the_real_photo_fall_on_the_face():
         assert np.linalg.norm(mesh.points[mesh_index, :2] - faces[0].keypoints[keypoint]) < 0.5 * eye_distance
 
 
+def test_the_native_crop_gives_the_landmarks_of_the_opencv_crop(small_clip):
+    # Packed frames are cropped natively into the model's input (where that crop is
+    # vectorized); the mesh matches the one from OpenCV's warpAffine (the other path) to a
+    # fraction of a pixel of the crop, and differs from it (the native path did run).
+    from clips import photo_rgb
+
+    from edgeinf.isa import supported_isas
+    from edgeinf.pipeline.face import crop, frame_bgr
+
+    if "avx2" not in supported_isas():
+        pytest.skip("the native crop runs where it is vectorized (AVX2)")
+
+    with sources.open(small_clip) as source:
+        frames = [sources.Frame(photo_rgb(), "rgb", 0, 0.0), *source]
+    detect, landmarker = detection_stage(), FaceLandmarker()
+    checked = 0
+    for frame in frames:
+        for face in detect(frame):
+            mesh = landmarker(frame, face)
+            rect = face_crop_rect(face)
+            patch = crop(frame_bgr(frame), rect, landmarker.size)
+            outputs = landmarker.model.run_image(patch, color="bgr", mean=0.0, std=255.0)
+            raw = np.asarray(outputs[landmarker._points], np.float32).reshape(-1, 3)
+            error = np.abs(mesh.points[:, :2] - rect.to_frame(raw[:, :2], landmarker.size)).max()
+            assert 0 < error < 0.002 * rect.size, (frame.format, error, rect.size)
+            checked += 1
+    assert checked >= 2
+
+
 def test_edgeinf_run_prints_one_json_line_per_frame_matching_the_direct_models(small_clip, capsys, tmp_path):
     pytest.importorskip("ai_edge_litert")
     # the example's deadlines raised far above any frame's time (an emulated Pi runs the

@@ -656,8 +656,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__avx2() {
-  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
-                         affine,    matrix, yuv_rgb, yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,   s32_area_reduce__avx2,
+                         affine,    matrix, yuv_rgb, yuv_quantize, u8_accumulate_rows__avx2};
   return k;
 }
 

@@ -227,7 +227,17 @@ struct Kernels {
   // the converted colour never goes through memory. Same values as the two calls.
   void (*yuv_quantize)(const int16_t* y, const int16_t* u, const int16_t* v, int n, const Yuv& k, const Stage& st,
                        void* out);
+  // Area, vertical: acc[i] (=|+=) the sum over k < count of w[k] * rows[k][i], for n bytes
+  // and count <= kAreaRowBatch rows: one pass over acc for several source rows. A table
+  // may leave it null: the driver then calls `accumulate` once per row (the same sums).
+  void (*accumulate_rows)(const uint8_t* const* rows, const int32_t* w, int count, int n, int32_t* acc, bool init);
 };
+
+// The most rows one accumulate_rows call takes.
+constexpr int kAreaRowBatch = 16;
+// int32 elements an area accumulator row holds after its span: area_reduce__avx2 reads
+// eight from each tap's first byte on.
+constexpr int kAccSlack = 8;
 
 const Kernels& kernels__scalar();
 const Kernels& kernels__avx2();
@@ -242,6 +252,11 @@ void u8_hblend__scalar(const HPass& pass, const uint8_t* row0, const uint8_t* ro
 void s16_vblend__scalar(const int16_t* h0, const int16_t* h1, int32_t b1, int begin, int end, int16_t* out);
 void u8_accumulate__scalar(const uint8_t* row, int begin, int end, int32_t w, int32_t* acc, bool init);
 void s32_area_reduce__scalar(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
+void u8_accumulate_rows__scalar(const uint8_t* const* rows, const int32_t* w, int count, int begin, int end,
+                                int32_t* acc, bool init);
+// The AVX2 area primitives (area__avx2.cc).
+void u8_accumulate_rows__avx2(const uint8_t* const* rows, const int32_t* w, int count, int n, int32_t* acc, bool init);
+void s32_area_reduce__avx2(const HPass& pass, const int32_t* acc, int n, int16_t* out, int plane_stride);
 void s16_affine__scalar(const int16_t* v, int begin, int end, const Stage& st, void* out);
 void s16_yuv_rgb__scalar(const int16_t* y, const int16_t* u, const int16_t* v, int begin, int end, const Yuv& k,
                          int16_t* out);

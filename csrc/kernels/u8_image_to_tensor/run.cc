@@ -28,6 +28,34 @@ struct Workspace {
   std::vector<int32_t> acc[3][2];  // area: per plane, the current and the next output row's sums
 };
 
+// The source rows of one area sum, handed to the kernels kAreaRowBatch at a time.
+struct RowBatch {
+  const Kernels& k;
+  const int n;
+  int32_t* const acc;
+  bool init;  // the next call starts the sum
+  const uint8_t* rows[kAreaRowBatch];
+  int32_t weights[kAreaRowBatch];
+  int count = 0;
+
+  void add(const uint8_t* row, int32_t w) {
+    rows[count] = row;
+    weights[count] = w;
+    if (++count == kAreaRowBatch) flush();
+  }
+
+  void flush() {
+    if (count == 0) return;
+    if (k.accumulate_rows) {
+      k.accumulate_rows(rows, weights, count, n, acc, init);
+    } else {
+      for (int i = 0; i < count; ++i) k.accumulate(rows[i], n, weights[i], acc, init && i == 0);
+    }
+    init = false;
+    count = 0;
+  }
+};
+
 class RowRunner {
  public:
   // `ws` may hold an earlier run's buffers: they are resized and cleared here.
@@ -51,7 +79,7 @@ class RowRunner {
     if (plan.yuv) ws_.colour.assign(static_cast<size_t>(plan.out_c) * n + kRowSlack, 0);
     if (plan.resize == Resize::kArea) {
       for (int k = 0; k < plan.planes; ++k)
-        for (auto& a : ws_.acc[k]) a.assign(static_cast<size_t>(plan.span_bytes[k]), 0);
+        for (auto& a : ws_.acc[k]) a.assign(static_cast<size_t>(plan.span_bytes[k]) + kAccSlack, 0);
     }
   }
 
@@ -146,18 +174,14 @@ class RowRunner {
         const VTable& t = (k > 0) ? p_.chroma : p_.luma;
         std::vector<int32_t>* acc = ws_.acc[k];
         const int32_t first = t.tap_start[cy], last = t.tap_start[cy + 1] - 1;
-        bool init = !carried[k];
-        for (int32_t kk = first; kk <= last; ++kk) {
-          const int row = t.tap_row[kk];
-          const uint8_t* src = plane_row(k, row);
-          if (!(carried[k] && kk == first)) {
-            k_.accumulate(src, n, t.tap_weight[kk], acc[0].data(), init);
-            init = false;
-          }
-          if (kk == last && cy + 1 < cy_end && t.tap_row[t.tap_start[cy + 1]] == row) {
-            k_.accumulate(src, n, t.tap_weight[t.tap_start[cy + 1]], acc[1].data(), true);
-            carry_next[k] = true;
-          }
+        RowBatch batch{k_, n, acc[0].data(), !carried[k]};
+        for (int32_t kk = carried[k] ? first + 1 : first; kk <= last; ++kk)
+          batch.add(plane_row(k, t.tap_row[kk]), t.tap_weight[kk]);
+        batch.flush();
+        const int row = t.tap_row[last];
+        if (cy + 1 < cy_end && t.tap_row[t.tap_start[cy + 1]] == row) {  // the last row straddles: the next sum's first
+          k_.accumulate(plane_row(k, row), n, t.tap_weight[t.tap_start[cy + 1]], acc[1].data(), true);
+          carry_next[k] = true;
         }
       }
       for (size_t i = 0; i < p_.passes.size(); ++i) {

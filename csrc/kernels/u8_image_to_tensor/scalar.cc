@@ -195,6 +195,9 @@ void vblend(const int16_t* h0, const int16_t* h1, int32_t b1, int n, int16_t* ou
 void accumulate(const uint8_t* row, int n, int32_t w, int32_t* acc, bool init) {
   u8_accumulate__scalar(row, 0, n, w, acc, init);
 }
+void accumulate_rows(const uint8_t* const* rows, const int32_t* w, int count, int n, int32_t* acc, bool init) {
+  u8_accumulate_rows__scalar(rows, w, count, 0, n, acc, init);
+}
 void affine(const int16_t* v, int n, const Stage& st, void* out) { s16_affine__scalar(v, 0, n, st, out); }
 void matrix(const int16_t* a0, const int16_t* a1, const int16_t* a2, int n, const Stage& st, void* out) {
   s16_matrix__scalar(a0, a1, a2, 0, n, st, out);
@@ -210,8 +213,8 @@ void yuv_quantize(const int16_t* y, const int16_t* u, const int16_t* v, int n, c
 }  // namespace
 
 const Kernels& kernels__scalar() {
-  static const Kernels k{hresample, hblend, vblend,  accumulate,  s32_area_reduce__scalar,
-                         affine,    matrix, yuv_rgb, yuv_quantize};
+  static const Kernels k{hresample, hblend, vblend,  accumulate,   s32_area_reduce__scalar,
+                         affine,    matrix, yuv_rgb, yuv_quantize, accumulate_rows};
   return k;
 }
 
