@@ -11,6 +11,7 @@ import platform
 
 import numpy as np
 import pytest
+from mismatch import first_mismatch
 
 from edgeinf.isa import supported_isas, use_isa
 
@@ -22,17 +23,6 @@ ACT_CODES = {"none": 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
 ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]  # random cases take them in turn
 # Under emulation (the aarch64 CI runs) the random sweeps run fewer and smaller cases.
 EMULATED = platform.machine() in ("aarch64", "arm64")
-
-
-def first_mismatch(got: np.ndarray, want: np.ndarray) -> str:
-    """A message naming the first differing index and both values ('' when equal)."""
-    if got.shape != want.shape:
-        return f"shape {got.shape} != expected {want.shape}"
-    diff = np.argwhere(got != want)
-    if diff.size == 0:
-        return ""
-    idx = tuple(int(i) for i in diff[0])
-    return f"{len(diff)} of {got.size} values differ; first at index {idx}: got {got[idx]}, expected {want[idx]}"
 
 
 def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
