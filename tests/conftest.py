@@ -4,6 +4,7 @@ that needs an optional runtime this environment lacks is skipped, naming it."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 
 import numpy as np
@@ -73,6 +74,15 @@ def pytest_runtest_makereport(item, call):
 def model_path():
     """Function fixture: model_path("face_detection_short_range") -> cached Path."""
     return zoo.path
+
+
+@pytest.fixture
+def esr(model_path, tmp_path):
+    """A private copy of the Real-ESRGAN NCNN pair, m.param and m.bin (tests may damage it)."""
+    src = model_path("realesr_animevideov3_x2")
+    shutil.copy(src, tmp_path / "m.param")
+    shutil.copy(src.with_suffix(".bin"), tmp_path / "m.bin")
+    return tmp_path / "m.param"
 
 
 @pytest.fixture

@@ -93,58 +93,51 @@ def _bias(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.integers(-(2**16), 2**16, n, dtype=np.int32)
 
 
-@case("qs8/fully_connected")
-def _fully_connected(rng):
+def _layer(rng: np.random.Generator, kind: str, weight_shape, channels: int, scales=(0.002, 0.02), **options):
+    """A ``quant.<kind>`` layer with random int8 weights of ``weight_shape``, then an int32
+    bias and weight scales in ``scales`` for its ``channels`` output channels."""
     from edgeinf import quant
 
-    outputs = []
-    for n, k, rows, zp, act in (
-        (37, 83, 5, -128, "none"),
-        (16, 64, 3, 127, "relu6"),
-        (1, 1, 1, 0, "relu"),
-        (9, 257, 4, 3, "none"),
-    ):
-        weights = _int8(rng, (n, k))
-        layer = quant.FullyConnected(
-            weights, _bias(rng, n), input_scale=0.05, input_zero_point=zp, weight_scale=rng.uniform(0.001, 0.02, n),
-            output_scale=0.9, output_zero_point=-5, activation=act,
-        )  # fmt: skip
-        outputs.append(layer(_int8(rng, (rows, k))))
-    return outputs
+    weights, bias = _int8(rng, weight_shape), _bias(rng, channels)
+    return getattr(quant, kind)(weights, bias, weight_scale=rng.uniform(*scales, channels), **options)
+
+
+@case("qs8/fully_connected")
+def _fully_connected(rng):
+    return [
+        _layer(rng, "FullyConnected", (n, k), n, scales=(0.001, 0.02), input_scale=0.05, input_zero_point=zp,
+               output_scale=0.9, output_zero_point=-5, activation=act)(_int8(rng, (rows, k)))
+        for n, k, rows, zp, act in (
+            (37, 83, 5, -128, "none"),
+            (16, 64, 3, 127, "relu6"),
+            (1, 1, 1, 0, "relu"),
+            (9, 257, 4, 3, "none"),
+        )
+    ]  # fmt: skip
 
 
 @case("qs8/conv2d")
 def _conv2d(rng):
-    from edgeinf import quant
-
-    outputs = []
-    for o, kh, kw, i, stride, padding, dilation in (
-        (19, 3, 3, 13, 1, "same", 1),
-        (8, 1, 1, 32, 2, "valid", 1),
-        (5, 3, 2, 3, (2, 1), "same", 2),
-    ):
-        layer = quant.Conv2D(
-            _int8(rng, (o, kh, kw, i)), _bias(rng, o), stride=stride, padding=padding, dilation=dilation,
-            input_scale=0.02, input_zero_point=-7, weight_scale=rng.uniform(0.002, 0.02, o), output_scale=0.3,
-            output_zero_point=4, activation="relu6",
-        )  # fmt: skip
-        outputs.append(layer(_int8(rng, (2, 11, 9, i))))
-    return outputs
+    return [
+        _layer(rng, "Conv2D", (o, kh, kw, i), o, stride=stride, padding=padding, dilation=dilation,
+               input_scale=0.02, input_zero_point=-7, output_scale=0.3, output_zero_point=4,
+               activation="relu6")(_int8(rng, (2, 11, 9, i)))
+        for o, kh, kw, i, stride, padding, dilation in (
+            (19, 3, 3, 13, 1, "same", 1),
+            (8, 1, 1, 32, 2, "valid", 1),
+            (5, 3, 2, 3, (2, 1), "same", 2),
+        )
+    ]  # fmt: skip
 
 
 @case("qs8/depthwise_conv2d")
 def _depthwise(rng):
-    from edgeinf import quant
-
-    outputs = []
-    for c, mult, stride, padding in ((17, 1, 1, "same"), (8, 2, 2, "valid"), (3, 3, 1, "same")):
-        layer = quant.DepthwiseConv2D(
-            _int8(rng, (1, 3, 3, c * mult)), _bias(rng, c * mult), depth_multiplier=mult, stride=stride,
-            padding=padding, input_scale=0.02, input_zero_point=127, weight_scale=rng.uniform(0.002, 0.02, c * mult),
-            output_scale=0.25, output_zero_point=-128,
-        )  # fmt: skip
-        outputs.append(layer(_int8(rng, (1, 13, 10, c))))
-    return outputs
+    return [
+        _layer(rng, "DepthwiseConv2D", (1, 3, 3, c * mult), c * mult, depth_multiplier=mult, stride=stride,
+               padding=padding, input_scale=0.02, input_zero_point=127, output_scale=0.25,
+               output_zero_point=-128)(_int8(rng, (1, 13, 10, c)))
+        for c, mult, stride, padding in ((17, 1, 1, "same"), (8, 2, 2, "valid"), (3, 3, 1, "same"))
+    ]  # fmt: skip
 
 
 @case("qs8/depthwise_conv2d_3x3_steps")
@@ -183,20 +176,15 @@ def _depthwise_steps(rng):
 @case("qs8/conv2d_few_input_channels")
 def _conv2d_stem(rng):
     # The direct kernel of convolutions with at most 4 input channels (the 3-channel stem).
-    from edgeinf import quant
-
-    outputs = []
-    for o, kh, kw, i, stride, padding in (
-        (32, 3, 3, 3, 2, "same"),
-        (19, 3, 3, 3, 1, "valid"),
-        (40, 5, 5, 1, (1, 2), "same"),
-    ):
-        layer = quant.Conv2D(
-            _int8(rng, (o, kh, kw, i)), _bias(rng, o), stride=stride, padding=padding, input_scale=0.02,
-            input_zero_point=127, weight_scale=rng.uniform(0.002, 0.02, o), output_scale=0.5, output_zero_point=-4,
-        )  # fmt: skip
-        outputs.append(layer(_int8(rng, (2, 19, 23, i))))
-    return outputs
+    return [
+        _layer(rng, "Conv2D", (o, kh, kw, i), o, stride=stride, padding=padding, input_scale=0.02,
+               input_zero_point=127, output_scale=0.5, output_zero_point=-4)(_int8(rng, (2, 19, 23, i)))
+        for o, kh, kw, i, stride, padding in (
+            (32, 3, 3, 3, 2, "same"),
+            (19, 3, 3, 3, 1, "valid"),
+            (40, 5, 5, 1, (1, 2), "same"),
+        )
+    ]  # fmt: skip
 
 
 @case("qs8/requantize_pool_elementwise")

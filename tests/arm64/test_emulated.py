@@ -60,8 +60,13 @@ def x86_digests(tmp_path_factory):
     return path
 
 
+def guest(stage: Path, profile: str, args: list[str], timeout: float = 300, **env):
+    """The emulated Python on ``profile`` run with ``args`` in ``stage`` (edgeinf staged there)."""
+    return EMULATOR.run(args, profile=profile, cwd=stage, pythonpath=[stage], extra_env=env, timeout=timeout)
+
+
 def guest_json(stage: Path, profile: str, code: str, **env) -> dict:
-    proc = EMULATOR.run(["-c", code], profile=profile, cwd=stage, pythonpath=[stage], extra_env=env, timeout=300)
+    proc = guest(stage, profile, ["-c", code], **env)
     assert proc.returncode == 0, f"{profile}: exit {proc.returncode}\n{proc.stderr[-2000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -153,14 +158,7 @@ def test_dispatch_picks_neon_on_pi3_pi4_and_neondot_on_pi5(profile, arm_stage):
 
 
 def test_forcing_neondot_on_a_pi3_is_a_clear_error_not_a_crash(arm_stage):
-    proc = EMULATOR.run(
-        ["-c", "import edgeinf.isa"],
-        profile="pi3",
-        cwd=arm_stage,
-        pythonpath=[arm_stage],
-        extra_env={"EDGEINF_ISA": "neondot"},
-        timeout=300,
-    )
+    proc = guest(arm_stage, "pi3", ["-c", "import edgeinf.isa"], EDGEINF_ISA="neondot")
     assert proc.returncode == 1, (proc.returncode, proc.stderr[-1500:])
     assert "EDGEINF_ISA='neondot': kernel path 'neondot' is not usable here (best available: 'neon')" in proc.stderr
 
@@ -168,14 +166,8 @@ def test_forcing_neondot_on_a_pi3_is_a_clear_error_not_a_crash(arm_stage):
 @pytest.mark.parametrize("profile", emulated.PROFILES)
 def test_arm_checks_pass_on_each_profile(profile, arm_stage, x86_digests):
     """tests/arm64 and tests/board in the emulated Python, x86 digests given for comparison."""
-    proc = EMULATOR.run(
-        ["-m", "pytest", *emulated.PYTEST_ARGS, "tests/arm64", "tests/board"],
-        profile=profile,
-        cwd=arm_stage,
-        pythonpath=[arm_stage],
-        extra_env={"EDGEINF_X86_DIGESTS": str(x86_digests)},
-        timeout=900,
-    )
+    pytest_args = ["-m", "pytest", *emulated.PYTEST_ARGS, "tests/arm64", "tests/board"]
+    proc = guest(arm_stage, profile, pytest_args, timeout=900, EDGEINF_X86_DIGESTS=str(x86_digests))
     assert proc.returncode == 0, f"{profile}: pytest exit {proc.returncode}\n{proc.stdout[-3000:]}{proc.stderr[-1500:]}"
     assert "passed" in proc.stdout.splitlines()[-1]
 
@@ -183,12 +175,6 @@ def test_arm_checks_pass_on_each_profile(profile, arm_stage, x86_digests):
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", emulated.PROFILES)
 def test_whole_suite_passes_on_each_profile(profile, arm_stage, x86_digests):
-    proc = EMULATOR.run(
-        ["-m", "pytest", *emulated.PYTEST_ARGS, "tests"],
-        profile=profile,
-        cwd=arm_stage,
-        pythonpath=[arm_stage],
-        extra_env={"EDGEINF_X86_DIGESTS": str(x86_digests)},
-        timeout=3600,
-    )
+    pytest_args = ["-m", "pytest", *emulated.PYTEST_ARGS, "tests"]
+    proc = guest(arm_stage, profile, pytest_args, timeout=3600, EDGEINF_X86_DIGESTS=str(x86_digests))
     assert proc.returncode == 0, f"{profile}: pytest exit {proc.returncode}\n{proc.stdout[-4000:]}{proc.stderr[-1500:]}"

@@ -15,11 +15,16 @@ from compat_env import legacy_python, need  # noqa: E402
 from runtime_worker import RuntimeWorker  # noqa: E402
 
 
+def _session_worker(python: str, package: str):
+    """A worker child process in ``python`` (``package`` runs its TFLite jobs), for the session."""
+    with RuntimeWorker(python, package, timeout_s=120) as worker:
+        yield worker
+
+
 @pytest.fixture(scope="session")
 def litert_worker():
     pytest.importorskip("ai_edge_litert")
-    with RuntimeWorker(sys.executable, "ai_edge_litert", timeout_s=120) as w:
-        yield w
+    yield from _session_worker(sys.executable, "ai_edge_litert")
 
 
 @pytest.fixture(scope="session")
@@ -27,8 +32,7 @@ def legacy_worker():
     python = legacy_python()
     if python is None:
         need("tflite-runtime 2.14 environment", "run .ci/run or set EDGEINF_LEGACY_PYTHON")
-    with RuntimeWorker(python, "tflite_runtime", timeout_s=120) as w:
-        yield w
+    yield from _session_worker(python, "tflite_runtime")
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +44,7 @@ def tflite_workers(litert_worker, legacy_worker):
 @pytest.fixture(scope="session")
 def ncnn_worker():
     pytest.importorskip("ncnn")
-    with RuntimeWorker(sys.executable, "ai_edge_litert", timeout_s=120) as w:
-        yield w
+    yield from _session_worker(sys.executable, "ai_edge_litert")  # ncnn jobs need no TFLite package
 
 
 @pytest.fixture(scope="session")

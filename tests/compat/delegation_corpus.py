@@ -75,8 +75,18 @@ class _Captured(Exception):
     pass
 
 
+# Fixtures of test_engine_ops.py, as pytest gives them for seed 0.
+_SEED_FIXTURES = ("seed", "rng", "g")
+
+
+def _seed_fixtures(graph_class) -> dict:
+    rng = np.random.default_rng(0)
+    return {"seed": 0, "rng": rng, "g": graph_class(rng)}
+
+
 def _parameter_sets(test) -> list[dict]:
-    """The keyword sets pytest would call ``test`` with (its parametrize marks), seed 0 only."""
+    """The keyword sets pytest would call ``test`` with (its parametrize marks), seed 0 only;
+    the seed fixtures (`_SEED_FIXTURES`) are added at the call."""
     axes = []
     for mark in getattr(test, "pytestmark", []):
         if mark.name != "parametrize":
@@ -91,7 +101,7 @@ def _parameter_sets(test) -> list[dict]:
         axes.append(rows)
     sets = [dict(kv for row in combo for kv in row.items()) for combo in itertools.product(*axes)]
     wanted = set(inspect.signature(test).parameters)
-    return [s for s in sets if set(s) == wanted]
+    return [s for s in sets if set(s) <= wanted and wanted - set(s) <= set(_SEED_FIXTURES)]
 
 
 def engine_op_models(workdir: Path) -> dict[str, Path]:
@@ -110,10 +120,12 @@ def engine_op_models(workdir: Path) -> dict[str, Path]:
         for name, test in vars(test_engine_ops).items():
             if not name.startswith("test_") or not callable(test):
                 continue
+            wanted = set(inspect.signature(test).parameters)
             for k, kwargs in enumerate(_parameter_sets(test)):
                 del built[:]
+                fixtures = _seed_fixtures(test_engine_ops.Graph)
                 with contextlib.suppress(_Captured):
-                    test(**kwargs)
+                    test(**kwargs, **{arg: fixtures[arg] for arg in wanted - set(kwargs)})
                 if built:
                     path = workdir / f"{name}_{k}.tflite"
                     path.write_bytes(built[0])

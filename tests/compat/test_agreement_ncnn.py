@@ -19,14 +19,6 @@ def _ncnn_runs(worker, param, inputs) -> dict:
     return worker.ask({"kind": "ncnn", "path": str(param), "bin": str(param.with_suffix(".bin")), "inputs": inputs})
 
 
-@pytest.fixture
-def esr(model_path, tmp_path):
-    src = model_path("realesr_animevideov3_x2")
-    shutil.copy(src, tmp_path / "m.param")
-    shutil.copy(src.with_suffix(".bin"), tmp_path / "m.bin")
-    return tmp_path / "m.param"
-
-
 def _retype(param, old: str, new: str, count: int = 1) -> None:
     lines = param.read_text().splitlines()
     done = 0

@@ -3,6 +3,9 @@ the oracle: LiteRT's reference kernels (``OpResolverType.BUILTIN_REF``)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -11,6 +14,13 @@ from edgeinf.formats.tflite import read_tflite
 from edgeinf.formats.tflite_schema import schema
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model
 from edgeinf.quant import conv_output_size
+
+# tests/ holds the comparison message shared with the kernel tests; the benchmarks import
+# this module with only tests/engine on their path.
+TESTS = str(Path(__file__).resolve().parents[1])
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+from mismatch import first_mismatch  # noqa: E402
 
 litert = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert is the oracle of the engine tests")
 
@@ -178,16 +188,6 @@ def random_inputs(rng, backend) -> list[np.ndarray]:
             info = np.iinfo(spec.dtype)
             out.append(rng.integers(info.min, info.max + 1, spec.shape, dtype=spec.dtype))
     return out
-
-
-def first_mismatch(got: np.ndarray, want: np.ndarray) -> str:
-    if got.shape != want.shape or got.dtype != want.dtype:
-        return f"{got.dtype}{got.shape} != expected {want.dtype}{want.shape}"
-    diff = np.argwhere(got != want)
-    if diff.size == 0:
-        return ""
-    idx = tuple(int(i) for i in diff[0])
-    return f"{len(diff)} of {got.size} values differ; first at {idx}: got {got[idx]}, expected {want[idx]}"
 
 
 def assert_engine_exact(data: bytes, rng, runs: int = 2, threads: int = 1) -> dict:

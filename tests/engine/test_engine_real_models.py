@@ -47,10 +47,24 @@ def face_detection_int8(model_path, grace_hopper) -> bytes:
     return calibrate_int8(source, [as_input(crop, 128) * 2 - 1 for crop in photo_crops(grace_hopper)])
 
 
-def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
-    x = as_input(photo[75:450, 128:384], spec.shape[1])
+def quantized(x: np.ndarray, spec) -> np.ndarray:
+    """Float input ``x`` in the int8 quantization of input ``spec``."""
     q = spec.quantization
     return np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
+
+
+def quantized_face(photo: np.ndarray, spec) -> np.ndarray:
+    return quantized(as_input(photo[75:450, 128:384], spec.shape[1]), spec)
+
+
+def assert_exact_on_each_isa(model, x: np.ndarray, want: list[np.ndarray]) -> None:
+    """``model`` run on ``x`` under every kernel path gives ``want``, bit for bit."""
+    for isa in kernels.supported_isas() + kernels.emulated_isas():
+        with kernels.use_isa(isa):
+            got = model.run(x)
+        for (name, g), w in zip(got.items(), want):
+            msg = first_mismatch(g, w)
+            assert not msg, f"{name} on {isa}: {msg}"
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -62,13 +76,7 @@ def test_face_landmark_int8_runs_natively_and_exactly(tmp_path, face_landmark_in
         assert "fallback" not in details, details.get("fallback")
         assert details["plan"]["ops"]["PRELU"] == 23
         x = quantized_face(grace_hopper, model.inputs[0])
-        want = reference_outputs(face_landmark_int8, [x])
-        for isa in kernels.supported_isas() + kernels.emulated_isas():
-            with kernels.use_isa(isa):
-                got = model.run(x)
-            for (name, g), w in zip(got.items(), want):
-                msg = first_mismatch(g, w)
-                assert not msg, f"{name} on {isa}: {msg}"
+        assert_exact_on_each_isa(model, x, reference_outputs(face_landmark_int8, [x]))
         # The landmarks are a face's, not a constant: they spread over the crop.
         landmarks = model.run(x, dequantize=True)[model.outputs[0].name].reshape(-1, 3)
         assert np.ptp(landmarks[:, 0]) > 40 and np.ptp(landmarks[:, 1]) > 40
@@ -80,17 +88,8 @@ def test_face_detection_int8_runs_natively_and_exactly(tmp_path, face_detection_
     path.write_bytes(face_detection_int8)
     with edgeinf.load(path, backend="edgeinf", num_threads=threads) as model:
         assert "fallback" not in model.details, model.details.get("fallback")
-        spec = model.inputs[0]
-        x = as_input(grace_hopper, 128) * 2 - 1
-        q = spec.quantization
-        x = np.clip(np.round(x / q.scale) + q.zero_point, -128, 127).astype(np.int8)
-        want = reference_outputs(face_detection_int8, [x])
-        for isa in kernels.supported_isas() + kernels.emulated_isas():
-            with kernels.use_isa(isa):
-                got = model.run(x)
-            for (name, g), w in zip(got.items(), want):
-                msg = first_mismatch(g, w)
-                assert not msg, f"{name} on {isa}: {msg}"
+        x = quantized(as_input(grace_hopper, 128) * 2 - 1, model.inputs[0])
+        assert_exact_on_each_isa(model, x, reference_outputs(face_detection_int8, [x]))
 
 
 def test_a_float_model_falls_back_to_litert_with_its_outputs(model_path, grace_hopper):
@@ -136,15 +135,8 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
         assert model.backend == "edgeinf"
         assert "fallback" not in model.details, model.details.get("fallback")
         x = as_input(grace_hopper[75:450, 128:384], size)
-        q = model.inputs[0].quantization
-        x = np.clip(np.round((x * 2 - 1 if signed else x) / q.scale) + q.zero_point, -128, 127).astype(np.int8)
-        want = reference_outputs(path.read_bytes(), [x])
-        for isa in kernels.supported_isas() + kernels.emulated_isas():
-            with kernels.use_isa(isa):
-                got = model.run(x)
-            for (output, g), w in zip(got.items(), want):
-                msg = first_mismatch(g, w)
-                assert not msg, f"{output} on {isa}: {msg}"
+        x = quantized(x * 2 - 1 if signed else x, model.inputs[0])
+        assert_exact_on_each_isa(model, x, reference_outputs(path.read_bytes(), [x]))
         if name == "face_landmark":
             assert model.details["plan"]["ops"]["DEQUANTIZE+PRELU+QUANTIZE"] == 23
 
@@ -156,15 +148,12 @@ def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_d
     # convolution on the VPDPBUSD GEMM (AVX2's narrow pointwise kernel is planned on AVX2 only).
     if path not in kernels.supported_isas() + kernels.emulated_isas():
         pytest.skip(f"kernel path {path} is not usable on this CPU or build ({kernels.cpu_features()})")
-    for name, data, size in (("detection", face_detection_int8, 128), ("landmark", face_landmark_int8, 192)):
+    for name, data in (("detection", face_detection_int8), ("landmark", face_landmark_int8)):
         model_file = tmp_path / f"{name}.tflite"
         model_file.write_bytes(data)
         with kernels.use_isa(path), edgeinf.load(model_file, backend="edgeinf", num_threads=2) as model:
             assert model.details["isa"] == path
-            spec = model.inputs[0]
-            q = spec.quantization
-            x = np.clip(np.round(as_input(grace_hopper[75:450, 128:384], size) / q.scale) + q.zero_point, -128, 127)
-            x = x.astype(np.int8)
+            x = quantized_face(grace_hopper, model.inputs[0])
             for (output, got), want in zip(model.run(x).items(), reference_outputs(data, [x])):
                 msg = first_mismatch(got, want)
                 assert not msg, f"{name} {output} on {path}: {msg}"

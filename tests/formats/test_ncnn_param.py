@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import re
-import shutil
 import struct
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
 import edgeinf
 from edgeinf.errors import ModelFileError
 from edgeinf.formats.ncnn_param import parse_params, read_ncnn_param
-
-
-@pytest.fixture
-def esr(model_path, tmp_path):
-    """A private copy of the Real-ESRGAN .param/.bin pair (tests may damage it)."""
-    src = model_path("realesr_animevideov3_x2")
-    shutil.copy(src, tmp_path / "m.param")
-    shutil.copy(src.with_suffix(".bin"), tmp_path / "m.bin")
-    return tmp_path / "m.param"
 
 
 def test_real_model_structure_agrees_with_ncnn(model_path):
@@ -102,12 +93,21 @@ def test_float_where_an_integer_is_read_is_refused(esr):
         read_ncnn_param(esr)
 
 
+def _ncnn_pair(tmp_path, name: str, param_text: str, weights: bytes | None = None) -> Path:
+    """``name``.param holding ``param_text`` and, given ``weights``, ``name``.bin beside it."""
+    param = tmp_path / f"{name}.param"
+    param.write_text(param_text)
+    if weights is not None:
+        param.with_suffix(".bin").write_bytes(weights)
+    return param
+
+
 def test_fp16_and_int8_tags_are_sized(tmp_path):
     # one InnerProduct stored as fp16 (tag 0x01306B47, 2-byte weights padded to 4) with a bias
-    param = tmp_path / "fc.param"
-    param.write_text("7767517\n2 2\nInput in 0 1 data 0=5\nInnerProduct fc 1 1 data out 0=3 1=1 2=15\n")
     fp16 = struct.pack("<I", 0x01306B47) + bytes(32) + bytes(12)  # 15 halves = 30 bytes -> 32, then 3 fp32
-    (tmp_path / "fc.bin").write_bytes(fp16)
+    param = _ncnn_pair(
+        tmp_path, "fc", "7767517\n2 2\nInput in 0 1 data 0=5\nInnerProduct fc 1 1 data out 0=3 1=1 2=15\n", fp16
+    )
     assert read_ncnn_param(param).expected_bin_size == len(fp16)
     int8 = struct.pack("<I", 0x000D4B38) + bytes(16) + bytes(12)
     (tmp_path / "fc.bin").write_bytes(int8)
@@ -152,10 +152,9 @@ _SIZED_LAYERS = [
 
 @pytest.mark.parametrize("line, size", _SIZED_LAYERS, ids=[line.split()[0] for line, _ in _SIZED_LAYERS])
 def test_weight_sizes_are_exact_per_layer_type(tmp_path, line, size):
-    param = tmp_path / "one.param"
     feeds = int(line.split()[2])
     head = "7767517\n2 2\nInput in 0 1 data 0=4 1=4 2=2\n" if feeds else "7767517\n1 1\n"
-    param.write_text(head + line + "\n")
+    param = _ncnn_pair(tmp_path, "one", head + line + "\n")
     if size:
         (tmp_path / "one.bin").write_bytes(bytes(size))
         assert read_ncnn_param(param).expected_bin_size == size
@@ -168,17 +167,14 @@ def test_weight_sizes_are_exact_per_layer_type(tmp_path, line, size):
 
 
 def test_block_quantized_gemm_is_refused_not_skipped(tmp_path):
-    param = tmp_path / "g.param"
-    param.write_text("7767517\n2 2\nInput in 0 1 data\nGemm g 1 1 data out 3=1 5=1 8=4 9=64 18=400\n")
-    (tmp_path / "g.bin").write_bytes(bytes(4096))
+    gemm = "Gemm g 1 1 data out 3=1 5=1 8=4 9=64 18=400"
+    param = _ncnn_pair(tmp_path, "g", f"7767517\n2 2\nInput in 0 1 data\n{gemm}\n", bytes(4096))
     with pytest.raises(ModelFileError, match=r"Gemm g holds block-quantized weights \(18=400\).*cannot be verified"):
         read_ncnn_param(param)
 
 
 def test_weightless_model_needs_no_bin(tmp_path):
-    param = tmp_path / "r.param"
-    param.write_text("7767517\n2 2\nInput in 0 1 data 0=4 1=3 2=2\nReLU r 1 1 data out\n")
-    p = read_ncnn_param(param)
+    p = read_ncnn_param(_ncnn_pair(tmp_path, "r", "7767517\n2 2\nInput in 0 1 data 0=4 1=3 2=2\nReLU r 1 1 data out\n"))
     assert p.bin_path is None and p.input_shapes == {"data": (2, 3, 4)}
 
 
@@ -214,10 +210,8 @@ def test_param_encodings():
     ],
 )
 def test_malformed_param(tmp_path, text, pattern):
-    p = tmp_path / "bad.param"
-    p.write_text(text)
     with pytest.raises(ModelFileError, match=pattern):
-        read_ncnn_param(p)
+        read_ncnn_param(_ncnn_pair(tmp_path, "bad", text))
 
 
 def test_binary_and_missing(tmp_path):
@@ -240,9 +234,7 @@ def test_binary_and_missing(tmp_path):
     ],
 )
 def test_absurd_sizes_are_refused_before_any_allocation(tmp_path, line, pattern):
-    param = tmp_path / "md.param"
-    param.write_text(f"7767517\n1 1\n{line}\n")
-    (tmp_path / "md.bin").write_bytes(bytes(64))
+    param = _ncnn_pair(tmp_path, "md", f"7767517\n1 1\n{line}\n", bytes(64))
     tracemalloc.start()
     try:
         with pytest.raises(ModelFileError, match=pattern):

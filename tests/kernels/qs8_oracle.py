@@ -7,8 +7,11 @@ XNNPACK (the default delegate), one thread.
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
+from mismatch import first_mismatch
 
 from edgeinf.isa import emulated_isas, supported_isas, use_isa
 
@@ -17,17 +20,9 @@ from edgeinf.formats.tflite_schema import schema  # noqa: E402
 from edgeinf.formats.tflite_writer import OpDef, TensorDef, build_model  # noqa: E402
 
 ACT_CODES = {"none": 0, "relu": 1, "relu_n1_to_1": 2, "relu6": 3}
-
-
-def first_mismatch(got: np.ndarray, want: np.ndarray) -> str:
-    """A message naming the first differing index and both values ('' when equal)."""
-    if got.shape != want.shape:
-        return f"shape {got.shape} != expected {want.shape}"
-    diff = np.argwhere(got != want)
-    if diff.size == 0:
-        return ""
-    idx = tuple(int(i) for i in diff[0])
-    return f"{len(diff)} of {got.size} values differ; first at index {idx}: got {got[idx]}, expected {want[idx]}"
+ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]  # random cases take them in turn
+# Under emulation (the aarch64 CI runs) the random sweeps run fewer and smaller cases.
+EMULATED = platform.machine() in ("aarch64", "arm64")
 
 
 def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
@@ -78,13 +73,23 @@ def _scale_zp(scale, zp):
 # ---------------------------------------------------------------- one-op models
 
 
+def _weights_and_bias(weights, bias, in_scale, weight_scale, axis=0) -> list[TensorDef]:
+    """The int8 weight tensor (scales per tensor or along ``axis``, zero point 0) and its int32
+    bias (scale input scale x weight scale), as TFLite's quantization spec wants them."""
+    ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
+    zeros = [0] * ws.size
+    return [
+        TensorDef("w", weights.shape, "int8", data=weights, scale=ws.tolist(), zero_point=zeros, quantized_dimension=axis),
+        TensorDef("b", (weights.shape[axis],), "int32", data=bias, scale=(np.float32(in_scale) * ws).tolist(),
+                  zero_point=zeros),
+    ]  # fmt: skip
+
+
 def fc_model(m, k, n, *, in_q, out_q, weights, weight_scale, bias, activation="none"):
     s = schema()
-    ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
     tensors = [
         TensorDef("x", (m, k), "int8", **_scale_zp(in_q[0], in_q[1])),
-        TensorDef("w", (n, k), "int8", data=weights, scale=ws.tolist(), zero_point=[0] * ws.size),
-        TensorDef("b", (n,), "int32", data=bias, scale=(np.float32(in_q[0]) * ws).tolist(), zero_point=[0] * ws.size),
+        *_weights_and_bias(weights, bias, in_q[0], weight_scale),
         TensorDef("y", (m, n), "int8", **_scale_zp(out_q[0], out_q[1])),
     ]
     opts = s.FullyConnectedOptionsT()
@@ -93,54 +98,40 @@ def fc_model(m, k, n, *, in_q, out_q, weights, weight_scale, bias, activation="n
     return build_model(tensors, [OpDef("FULLY_CONNECTED", [0, 1, 2], [3], options=opts, version=4)], [0], [3])
 
 
-def _conv_output_hw(x_shape, kernel, stride, dilation, padding):
+def _convolution_model(op, opts, x_shape, weights, bias, channel_axis, *, stride, dilation, padding, in_q, out_q,
+                       weight_scale, activation):  # fmt: skip
+    """A one-op model of CONV_2D or DEPTHWISE_CONV_2D (``opts`` its options, output channels
+    along ``channel_axis`` of the weights)."""
     from edgeinf.quant import conv_output_size
 
-    return tuple(conv_output_size(x_shape[1 + d], kernel[d], stride[d], dilation[d], padding)[0] for d in range(2))
-
-
-def conv_model(x_shape, weights, bias, *, stride, dilation, padding, in_q, out_q, weight_scale, activation="none"):
-    s = schema()
-    o = weights.shape[0]
-    ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
-    b = x_shape[0]
-    oh, ow = _conv_output_hw(x_shape, weights.shape[1:3], stride, dilation, padding)
+    oh, ow = (
+        conv_output_size(x_shape[1 + d], weights.shape[1 + d], stride[d], dilation[d], padding)[0] for d in (0, 1)
+    )
     tensors = [
         TensorDef("x", tuple(x_shape), "int8", **_scale_zp(in_q[0], in_q[1])),
-        TensorDef("w", weights.shape, "int8", data=weights, scale=ws.tolist(), zero_point=[0] * ws.size),
-        TensorDef("b", (o,), "int32", data=bias, scale=(np.float32(in_q[0]) * ws).tolist(), zero_point=[0] * ws.size),
-        TensorDef("y", (b, oh, ow, o), "int8", **_scale_zp(out_q[0], out_q[1])),
+        *_weights_and_bias(weights, bias, in_q[0], weight_scale, axis=channel_axis),
+        TensorDef("y", (x_shape[0], oh, ow, weights.shape[channel_axis]), "int8", **_scale_zp(out_q[0], out_q[1])),
     ]
-    opts = s.Conv2DOptionsT()
     opts.padding = 0 if padding == "same" else 1
     opts.strideH, opts.strideW = stride
     opts.dilationHFactor, opts.dilationWFactor = dilation
     opts.fusedActivationFunction = ACT_CODES[activation]
-    return build_model(tensors, [OpDef("CONV_2D", [0, 1, 2], [3], options=opts, version=3)], [0], [3])
+    return build_model(tensors, [OpDef(op, [0, 1, 2], [3], options=opts, version=3)], [0], [3])
 
 
-def dwconv_model(x_shape, weights, bias, *, multiplier, stride, dilation, padding, in_q, out_q, weight_scale,
-                 activation="none"):  # fmt: skip
-    s = schema()
-    c = weights.shape[3]
-    ws = np.atleast_1d(np.asarray(weight_scale, np.float32))
-    b = x_shape[0]
-    oh, ow = _conv_output_hw(x_shape, weights.shape[1:3], stride, dilation, padding)
-    tensors = [
-        TensorDef("x", tuple(x_shape), "int8", **_scale_zp(in_q[0], in_q[1])),
-        TensorDef(
-            "w", weights.shape, "int8", data=weights, scale=ws.tolist(), zero_point=[0] * ws.size, quantized_dimension=3
-        ),  # fmt: skip
-        TensorDef("b", (c,), "int32", data=bias, scale=(np.float32(in_q[0]) * ws).tolist(), zero_point=[0] * ws.size),
-        TensorDef("y", (b, oh, ow, c), "int8", **_scale_zp(out_q[0], out_q[1])),
-    ]
-    opts = s.DepthwiseConv2DOptionsT()
-    opts.padding = 0 if padding == "same" else 1
-    opts.strideH, opts.strideW = stride
-    opts.dilationHFactor, opts.dilationWFactor = dilation
+def conv_model(x_shape, weights, bias, *, activation="none", **geometry_and_quantization):
+    """CONV_2D of OHWI ``weights``; keywords: stride, dilation, padding, in_q, out_q, weight_scale."""
+    opts = schema().Conv2DOptionsT()
+    return _convolution_model("CONV_2D", opts, x_shape, weights, bias, 0, activation=activation,
+                              **geometry_and_quantization)  # fmt: skip
+
+
+def dwconv_model(x_shape, weights, bias, *, multiplier, activation="none", **geometry_and_quantization):
+    """DEPTHWISE_CONV_2D of 1HWC ``weights``; keywords as `conv_model`."""
+    opts = schema().DepthwiseConv2DOptionsT()
     opts.depthMultiplier = multiplier
-    opts.fusedActivationFunction = ACT_CODES[activation]
-    return build_model(tensors, [OpDef("DEPTHWISE_CONV_2D", [0, 1, 2], [3], options=opts, version=3)], [0], [3])
+    return _convolution_model("DEPTHWISE_CONV_2D", opts, x_shape, weights, bias, 3, activation=activation,
+                              **geometry_and_quantization)  # fmt: skip
 
 
 def pool_model(op, x_shape, *, pool, stride, padding, q, activation="none"):
@@ -190,6 +181,11 @@ def softmax_model(shape, *, in_q, beta):
 
 
 # ---------------------------------------------------------------- random parameters
+
+
+def random_int8(rng, shape) -> np.ndarray:
+    """Uniform int8 values over the whole range."""
+    return rng.integers(-128, 128, shape, dtype=np.int8)
 
 
 def random_scale(rng, lo=1e-3, hi=0.1) -> float:

@@ -3,14 +3,15 @@ reference kernels (one-op models on LiteRT), on every kernel path of this CPU.""
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
 import pytest
 from qs8_oracle import (
+    ACTIVATIONS,
+    EMULATED,
     assert_same,
     binary_model,
     pool_model,
+    random_int8,
     random_scale,
     random_zero_point,
     run,
@@ -21,13 +22,7 @@ from qs8_oracle import (
 
 from edgeinf import quant
 
-EMULATED = platform.machine() in ("aarch64", "arm64")
 CASES = 10 if EMULATED else 40
-ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]
-
-
-def _x(rng, shape):
-    return rng.integers(-128, 128, shape, dtype=np.int8)
 
 
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
@@ -42,7 +37,7 @@ def test_pooling_matches_tflite_reference(op, case):
     c = int(rng.choice([1, 3, 8, 16, 17, 33]))
     q = (random_scale(rng), random_zero_point(rng))
     act = ACTIVATIONS[case % 4]
-    x = _x(rng, (int(rng.integers(1, 3)), h, w, c))
+    x = random_int8(rng, (int(rng.integers(1, 3)), h, w, c))
     want = run(pool_model(op, x.shape, pool=pool, stride=stride, padding=padding, q=q, activation=act), [x])
     fn = quant.max_pool if op == "MAX_POOL_2D" else quant.average_pool
     kw = dict(pool_size=pool, stride=stride, padding=padding, activation=act, scale=q[0], zero_point=q[1])
@@ -75,7 +70,7 @@ def test_add_mul_match_tflite_reference(op, case):
     else:
         qo = (float(np.float32(qa[0] * qb[0] * 128 * np.exp(rng.uniform(-2.0, 1.0)))), random_zero_point(rng))
     act = ACTIVATIONS[case % 4]
-    a, b = _x(rng, shape), _x(rng, shape_b)
+    a, b = random_int8(rng, shape), random_int8(rng, shape_b)
     want = run(binary_model(op, a.shape, b.shape, shape, qa=qa, qb=qb, qo=qo, activation=act), [a, b])
     fn = quant.add if op == "ADD" else quant.mul
     kw = dict(a_scale=qa[0], a_zero_point=qa[1], b_scale=qb[0], b_zero_point=qb[1], output_scale=qo[0],
@@ -91,7 +86,7 @@ def test_softmax_matches_tflite_reference(case):
     depth = int(rng.choice([1, 2, 5, 10, 16, 100, 300, 1001]))
     in_q = (random_scale(rng, 0.01, 0.5), random_zero_point(rng))
     beta = float(np.float32(rng.choice([1.0, 1.0, 0.5, 2.0, 3.7])))
-    x = _x(rng, (rows, depth))
+    x = random_int8(rng, (rows, depth))
     if case % 4 == 0:  # many equal maxima and values far below the maximum
         x[:, ::3] = 127
     want = run(softmax_model(x.shape, in_q=in_q, beta=beta), [x])
@@ -104,7 +99,7 @@ def test_logistic_matches_tflite_reference(case):
     rng = np.random.default_rng(7000 + case)
     in_q = (random_scale(rng, 0.005, 0.5), random_zero_point(rng))
     x = np.arange(-128, 128, dtype=np.int8).reshape(1, 256)  # every input value
-    x = np.concatenate([x, _x(rng, (1, 256))], axis=1)
+    x = np.concatenate([x, random_int8(rng, (1, 256))], axis=1)
     want = run(unary_model("LOGISTIC", x.shape, in_q=in_q, out_q=quant.SOFTMAX_OUTPUT), [x])
     for isa, got in run_each_isa(lambda: quant.logistic(x, input_scale=in_q[0], input_zero_point=in_q[1])).items():
         assert_same(got, want, f"logistic scale={in_q[0]} zp={in_q[1]} on {isa}")
@@ -127,7 +122,7 @@ def test_quantize_matches_tflite_reference(case):
 def test_dequantize_matches_tflite_reference(case):
     rng = np.random.default_rng(9000 + case)
     q = (random_scale(rng, 1e-4, 10.0), random_zero_point(rng))
-    x = _x(rng, (int(rng.choice([1, 5, 16, 40])),))
+    x = random_int8(rng, (int(rng.choice([1, 5, 16, 40])),))
     want = run(unary_model("DEQUANTIZE", x.shape, in_q=q, out_q=None, out_dtype="float32"), [x])
     for isa, got in run_each_isa(lambda: quant.dequantize(x, q[0], q[1])).items():
         assert got.dtype == np.float32
@@ -179,7 +174,7 @@ def test_pooling_channels_past_a_simd_block(op, c):
     # the one before (the face detectors' 28-, 42- and 88-channel max pools).
     rng = np.random.default_rng(c + (0 if op == "MAX_POOL_2D" else 100))
     q = (random_scale(rng), random_zero_point(rng))
-    x = _x(rng, (1, 12, 10, c))
+    x = random_int8(rng, (1, 12, 10, c))
     want = run(pool_model(op, x.shape, pool=(2, 2), stride=(2, 2), padding="valid", q=q, activation="none"), [x])
     fn = quant.max_pool if op == "MAX_POOL_2D" else quant.average_pool
     kw = dict(pool_size=(2, 2), stride=(2, 2), padding="valid", scale=q[0], zero_point=q[1])

@@ -7,15 +7,16 @@ kernel path of this CPU must give exactly the same int8 output.
 
 from __future__ import annotations
 
-import platform
-
 import numpy as np
 import pytest
 from qs8_oracle import (
+    ACTIVATIONS,
+    EMULATED,
     assert_same,
     conv_model,
     dwconv_model,
     fc_model,
+    random_int8,
     random_scale,
     random_zero_point,
     run,
@@ -24,13 +25,7 @@ from qs8_oracle import (
 
 from edgeinf import quant
 
-EMULATED = platform.machine() in ("aarch64", "arm64")
 CASES = 12 if EMULATED else 60
-ACTIVATIONS = ["none", "relu", "relu6", "relu_n1_to_1"]
-
-
-def _weights(rng, shape):
-    return rng.integers(-128, 128, shape, dtype=np.int8)
 
 
 def _output_scale(rng, in_scale, w_scale, k):
@@ -55,18 +50,26 @@ def test_fully_connected_matches_tflite_reference(case):
     in_q = (random_scale(rng), random_zero_point(rng))
     ws = _weight_scales(rng, n)
     out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
-    w = _weights(rng, (n, k))
+    w = random_int8(rng, (n, k))
     bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
     act = ACTIVATIONS[case % 4]
-    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
-    model = fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias, activation=act)
+    x = random_int8(rng, (m, k))
+    assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, act, note=f"act={act}")
+
+
+def assert_fc_matches_reference(x, weights, bias, in_q, out_q, ws, act="none", note=""):
+    """edgeinf's FullyConnected on every ISA gives TFLite's reference output bit for bit.
+    Returns the reference output."""
+    (m, k), n = x.shape, weights.shape[0]
+    model = fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=weights, weight_scale=ws, bias=bias, activation=act)
     want = run(model, [x])
     fc = quant.FullyConnected(
-        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
+        weights, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
         output_zero_point=out_q[1], activation=act,
     )  # fmt: skip
     for isa, got in run_each_isa(lambda: fc(x)).items():
-        assert_same(got, want, f"FC m={m} k={k} n={n} act={act} on {isa}")
+        assert_same(got, want, f"FC m={m} k={k} n={n} {note} on {isa}")
+    return want
 
 
 @pytest.mark.parametrize("m, k, n", [(2, 1, 9), (6, 4, 8), (7, 33, 17), (13, 64, 40)])
@@ -83,15 +86,9 @@ def test_fully_connected_tiles_with_symmetric_weights_match_tflite_reference(m, 
         x = np.where(rng.random((m, k)) < 0.8, -128, 127).astype(np.int8)
     else:
         w = rng.integers(-127, 128, (n, k), dtype=np.int8)
-        x = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        x = random_int8(rng, (m, k))
     bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
-    want = run(fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
-    fc = quant.FullyConnected(
-        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
-        output_zero_point=out_q[1],
-    )  # fmt: skip
-    for isa, got in run_each_isa(lambda: fc(x)).items():
-        assert_same(got, want, f"FC m={m} k={k} n={n} {weights} weights on {isa}")
+    assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
 
 
 @pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
@@ -109,42 +106,31 @@ def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
         w = rng.choice(np.array([-127, 127], np.int8), (n, k))
         x = np.full((1, k), -128, np.int8)
     else:
-        w = _weights(rng, (n, k)) if weights == "with -128" else rng.integers(-127, 128, (n, k), dtype=np.int8)
+        w = random_int8(rng, (n, k)) if weights == "with -128" else rng.integers(-127, 128, (n, k), dtype=np.int8)
         if weights == "with -128":
             w[rng.integers(n), rng.integers(k)] = -128
-        x = rng.integers(-128, 128, (1, k), dtype=np.int8)
+        x = random_int8(rng, (1, k))
     bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
-    want = run(fc_model(1, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
-    fc = quant.FullyConnected(
-        w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
-        output_zero_point=out_q[1],
-    )  # fmt: skip
-    for isa, got in run_each_isa(lambda: fc(x)).items():
-        assert_same(got, want, f"FC m=1 k={k} n={n} {weights} weights on {isa}")
+    assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
 
 
 def test_fully_connected_saturates_like_tflite():
     # A huge bias and a small output scale drive every output to the int8 limits.
     rng = np.random.default_rng(7)
     m, k, n = 3, 20, 24
-    w = _weights(rng, (n, k))
+    w = random_int8(rng, (n, k))
     bias = np.where(np.arange(n) % 2 == 0, 2**30, -(2**30)).astype(np.int32)
-    x = rng.integers(-128, 128, (m, k), dtype=np.int8)
-    in_q, ws, out_q = (0.05, -128), 0.01, (0.001, 127)
-    want = run(fc_model(m, k, n, in_q=in_q, out_q=out_q, weights=w, weight_scale=ws, bias=bias), [x])
+    x = random_int8(rng, (m, k))
+    want = assert_fc_matches_reference(x, w, bias, (0.05, -128), (0.001, 127), 0.01, note="saturating")
     assert set(np.unique(want)) == {-128, 127}
-    fc = quant.FullyConnected(w, bias, input_scale=in_q[0], input_zero_point=in_q[1], weight_scale=ws,
-                              output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
-    for isa, got in run_each_isa(lambda: fc(x)).items():
-        assert_same(got, want, f"saturating FC on {isa}")
 
 
 def test_fully_connected_batches_leading_dims():
     rng = np.random.default_rng(3)
-    w = _weights(rng, (5, 12))
+    w = random_int8(rng, (5, 12))
     fc = quant.FullyConnected(w, None, input_scale=0.02, input_zero_point=3, weight_scale=0.01,
                               output_scale=0.05, output_zero_point=-1)  # fmt: skip
-    x = rng.integers(-128, 128, (2, 3, 12), dtype=np.int8)
+    x = random_int8(rng, (2, 3, 12))
     assert_same(fc(x), fc(x.reshape(6, 12)).reshape(2, 3, 5), "leading dimensions")
 
 
@@ -170,17 +156,22 @@ def test_conv2d_matches_tflite_reference(case):
     in_q = (random_scale(rng), random_zero_point(rng))
     ws = _weight_scales(rng, o)
     out_q = (_output_scale(rng, in_q[0], ws, kh * kw * c), random_zero_point(rng))
-    weights = _weights(rng, (o, kh, kw, c))
+    weights = random_int8(rng, (o, kh, kw, c))
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
     act = ACTIVATIONS[case % 4]
-    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    x = random_int8(rng, (b, h, w, c))
+    assert_conv_matches_reference(x, weights, bias, stride, dilation, padding, in_q, out_q, ws, act, note=f"act={act}")
+
+
+def assert_conv_matches_reference(x, weights, bias, stride, dilation, padding, in_q, out_q, ws, act, note):
+    """edgeinf's Conv2D on every ISA gives TFLite's reference output bit for bit."""
     model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
                        out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
     want = run(model, [x])
     conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
                         input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
                         output_zero_point=out_q[1], activation=act)  # fmt: skip
-    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} act={act}"
+    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} {note}"
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"{what} on {isa}")
 
@@ -194,10 +185,10 @@ def test_depthwise_conv2d_matches_tflite_reference(case):
     in_q = (random_scale(rng), random_zero_point(rng))
     ws = _weight_scales(rng, oc)
     out_q = (_output_scale(rng, in_q[0], ws, kh * kw), random_zero_point(rng))
-    weights = _weights(rng, (1, kh, kw, oc))
+    weights = random_int8(rng, (1, kh, kw, oc))
     bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
     act = ACTIVATIONS[case % 4]
-    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    x = random_int8(rng, (b, h, w, c))
     assert_dwconv_matches_reference(
         x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=f"act={act}"
     )
@@ -239,8 +230,11 @@ def _schedule_quantization(rng, variant, zero_points, out_channels, taps, activa
 
 
 def _small_products(x, weights, bias, zero_point, variant):
-    """Shrunk inputs, weights and bias, so that left-shifted outputs do not all saturate.
-    With a multiplier of 600 only accumulators of -1, 0 and 1 (mostly 0) stay unsaturated."""
+    """Shrunk inputs, weights and bias, so that left-shifted outputs do not all saturate
+    (the per-tensor variants; per-channel cases keep theirs). With a multiplier of 600
+    only accumulators of -1, 0 and 1 (mostly 0) stay unsaturated."""
+    if variant == "per_channel":
+        return x, weights, bias
     if variant == "per_tensor_large_left_shift":
         rng = np.random.default_rng(x.size)
         step = rng.choice(np.array([-1, 0, 0, 0, 0, 0, 1]), x.shape)
@@ -283,13 +277,12 @@ def test_depthwise_conv2d_simd_schedules(shape, variant):
     rng = np.random.default_rng(4000 + 10 * shape + (variant != "per_channel"))
     oc = c * multiplier
     in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, 3], oc, kh * kw, "relu6")
-    weights = _weights(rng, (1, kh, kw, oc))
+    weights = random_int8(rng, (1, kh, kw, oc))
     if shape % 2:
         weights[weights == -128] = -127
     bias = rng.integers(-(2**12), 2**12, oc).astype(np.int32)
-    x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
-    if variant != "per_channel":
-        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
+    x = random_int8(rng, (1 + shape % 2, h, w, c))
+    x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
     assert_dwconv_matches_reference(
         x, weights, bias, multiplier, stride, dilation, padding, in_q, out_q, ws, act, note=variant
     )
@@ -315,21 +308,23 @@ STEM_SHAPES = [
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
-    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, -3], o, kh * kw * c, "relu")
-    weights = _weights(rng, (o, kh, kw, c))
+    assert_conv_schedule_matches_reference(
+        rng, variant, (1 + shape % 2, h, w, c), (o, kh, kw, c), stride, dilation, padding, [-128, 127, -3], "relu"
+    )
+
+
+def assert_conv_schedule_matches_reference(
+    rng, variant, x_shape, weight_shape, stride, dilation, padding, zero_points, activation
+):
+    """A Conv2D schedule case: the quantization of ``variant`` (`_schedule_quantization`),
+    random weights, bias and input, compared on every ISA with TFLite's reference."""
+    o, kh, kw, c = weight_shape
+    in_q, ws, out_q, act = _schedule_quantization(rng, variant, zero_points, o, kh * kw * c, activation)
+    weights = random_int8(rng, weight_shape)
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
-    x = rng.integers(-128, 128, (1 + shape % 2, h, w, c), dtype=np.int8)
-    if variant != "per_channel":
-        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
-    model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
-                       out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
-    want = run(model, [x])
-    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
-                        input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
-                        output_zero_point=out_q[1], activation=act)  # fmt: skip
-    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} {variant}"
-    for isa, got in run_each_isa(lambda: conv(x)).items():
-        assert_same(got, want, f"{what} on {isa}")
+    x = random_int8(rng, x_shape)
+    x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
+    assert_conv_matches_reference(x, weights, bias, stride, dilation, padding, in_q, out_q, ws, act, note=variant)
 
 
 # conv2d with more than 4 input channels runs as GEMM over an indirection buffer; on AVX2,
@@ -354,22 +349,16 @@ def test_conv2d_gemm_schedules(shape, per_channel):
     rng = np.random.default_rng(6000 + 10 * shape + per_channel)
     in_q = (random_scale(rng), int(rng.choice([-128, 127, 5])))
     ws = np.array([random_scale(rng, 0.01, 0.02) for _ in range(o)], np.float32) if per_channel else random_scale(rng)
-    weights = _weights(rng, (o, kh, kw, c))
+    weights = random_int8(rng, (o, kh, kw, c))
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
-    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
+    x = random_int8(rng, (b, h, w, c))
     # Outputs spread over the int8 range rather than saturated: the accumulators' spread is
     # about sqrt(K) * rms(x - zero point) * rms(w).
     spread = np.sqrt(kh * kw * c * np.mean((x - np.float64(in_q[1])) ** 2)) * 74.0
     out_q = (float(np.float32(in_q[0] * np.max(ws) * spread / 50)), int(rng.integers(-128, 128)))
-    model = conv_model(x.shape, weights, bias, stride=stride, dilation=dilation, padding=padding, in_q=in_q,
-                       out_q=out_q, weight_scale=ws)  # fmt: skip
-    want = run(model, [x])
-    conv = quant.Conv2D(weights, bias, stride=stride, padding=padding, dilation=dilation, input_scale=in_q[0],
-                        input_zero_point=in_q[1], weight_scale=ws, output_scale=out_q[0],
-                        output_zero_point=out_q[1])  # fmt: skip
-    what = f"conv x={x.shape} w={weights.shape} s={stride} d={dilation} {padding} per_channel={per_channel}"
-    for isa, got in run_each_isa(lambda: conv(x)).items():
-        assert_same(got, want, f"{what} on {isa}")
+    assert_conv_matches_reference(
+        x, weights, bias, stride, dilation, padding, in_q, out_q, ws, "none", note=f"per_channel={per_channel}"
+    )
 
 
 # 1x1 filters of 5 to 128 input channels run the direct kernel on AVX2 (the GEMM route on
@@ -391,18 +380,6 @@ POINTWISE_SHAPES = [
 def test_conv2d_pointwise(shape, variant):
     b, h, w, c, o, stride = POINTWISE_SHAPES[shape]
     rng = np.random.default_rng(8000 + 10 * shape + (variant != "per_channel"))
-    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, 9], o, c, "relu6")
-    weights = _weights(rng, (o, 1, 1, c))
-    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
-    x = rng.integers(-128, 128, (b, h, w, c), dtype=np.int8)
-    if variant != "per_channel":
-        x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
-    model = conv_model(x.shape, weights, bias, stride=stride, dilation=(1, 1), padding="valid", in_q=in_q,
-                       out_q=out_q, weight_scale=ws, activation=act)  # fmt: skip
-    want = run(model, [x])
-    conv = quant.Conv2D(weights, bias, stride=stride, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
-                        weight_scale=ws, output_scale=out_q[0], output_zero_point=out_q[1],
-                        activation=act)  # fmt: skip
-    what = f"pointwise conv x={x.shape} w={weights.shape} s={stride} {variant}"
-    for isa, got in run_each_isa(lambda: conv(x)).items():
-        assert_same(got, want, f"{what} on {isa}")
+    assert_conv_schedule_matches_reference(
+        rng, variant, (b, h, w, c), (o, 1, 1, c), stride, (1, 1), "valid", [-128, 127, 9], "relu6"
+    )

@@ -21,6 +21,18 @@ def graph_model(nodes, inputs, outputs, initializers=(), opset: int = 13, extra_
     return helper.make_model(graph, opset_imports=opsets)
 
 
+def x_to_y_model(nodes, x: tuple, y: tuple, initializers=(), opset: int = 13, extra_opsets=()):
+    """graph_model with one input "x" and one output "y", each given as (element type, shape)."""
+    return graph_model(
+        nodes,
+        [helper.make_tensor_value_info("x", *x)],
+        [helper.make_tensor_value_info("y", *y)],
+        initializers,
+        opset,
+        extra_opsets,
+    )
+
+
 def conv_model(op: str = "Relu", opset: int = 13, name: str = "act", domain: str = "", extra_opsets=()):
     """x [1,3,16,16] -> Conv 3x3 (4 channels) -> ``op`` -> y."""
     w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
@@ -28,14 +40,8 @@ def conv_model(op: str = "Relu", opset: int = 13, name: str = "act", domain: str
         helper.make_node("Conv", ["x", "w"], ["c"], name="stem_conv", pads=[1, 1, 1, 1]),
         helper.make_node(op, ["c"], ["y"], name=name, domain=domain),
     ]
-    return graph_model(
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 16, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 16, 16])],
-        [w],
-        opset,
-        extra_opsets,
-    )
+    x, y = (TensorProto.FLOAT, [1, 3, 16, 16]), (TensorProto.FLOAT, [1, 4, 16, 16])
+    return x_to_y_model(nodes, x, y, [w], opset, extra_opsets)
 
 
 def qdq_model(scale_in=0.02, zero_in=128, scale_out=0.01, zero_out=3):
@@ -51,12 +57,7 @@ def qdq_model(scale_in=0.02, zero_in=128, scale_out=0.01, zero_out=3):
         helper.make_node("Sigmoid", ["xf"], ["yf"]),
         helper.make_node("QuantizeLinear", ["yf", "s_out", "z_out"], ["y"]),
     ]
-    return graph_model(
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.UINT8, [1, 3, 8, 8])],
-        inits,
-    )
+    return x_to_y_model(nodes, (TensorProto.UINT8, [1, 3, 8, 8]), (TensorProto.UINT8, [1, 3, 8, 8]), inits)
 
 
 def photo_nchw(height: int, width: int) -> np.ndarray:
@@ -93,9 +94,4 @@ def qoperator_model():
         ),
         helper.make_node("DequantizeLinear", ["yq", "y_scale", "y_zero"], ["y"]),
     ]
-    return graph_model(
-        nodes,
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
-        inits,
-    )
+    return x_to_y_model(nodes, (TensorProto.FLOAT, [1, 3, 8, 8]), (TensorProto.FLOAT, [1, 4, 8, 8]), inits)

@@ -42,6 +42,23 @@ class FakeSys:
             self.link(f"sys/bus/i2c/drivers/{driver}/{Path(device).name}", f"sys/devices/{device}")
         return self.root / directory
 
+    def ina3221(self, number: int, address: str, channels) -> Path:
+        """An ina3221 on I2C bus 1 at ``address`` (``"0040"``), as the Jetson boards have them;
+        channels as `ina3221_files`."""
+        return self.hwmon(number, f"platform/i2c-1/1-{address}", ina3221_files(channels), driver="ina3221")
+
+    def thermal_zone(self, index: int, kind: str, temp_mc: int) -> None:
+        """sys/class/thermal/thermal_zone<index> of type ``kind`` at ``temp_mc``."""
+        self.write(f"sys/class/thermal/thermal_zone{index}/type", kind)
+        self.write(f"sys/class/thermal/thermal_zone{index}/temp", temp_mc)
+
+    def rapl_zone(self, name: str, max_energy_range_uj: int, energy_uj: int | None = None) -> None:
+        """sys/class/powercap/intel-rapl:0 named ``name``; without ``energy_uj`` its counter is missing."""
+        self.write("sys/class/powercap/intel-rapl:0/name", name)
+        if energy_uj is not None:
+            self.write("sys/class/powercap/intel-rapl:0/energy_uj", energy_uj)
+        self.write("sys/class/powercap/intel-rapl:0/max_energy_range_uj", max_energy_range_uj)
+
 
 @pytest.fixture
 def fake_sys(tmp_path) -> FakeSys:

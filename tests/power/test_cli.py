@@ -6,20 +6,11 @@ import json
 
 from edgeinf.cli import main
 
-from .conftest import ina3221_files
-
 
 def _board(tree):
-    tree.hwmon(
-        1,
-        "platform/i2c-1/1-0040",
-        ina3221_files([("VDD_IN", 5000, 1000), ("VDD_CPU_GPU_CV", 5000, 300), ("NC", 0, 0)]),
-        driver="ina3221",
-    )
-    tree.write("sys/class/thermal/thermal_zone0/type", "CPU-therm")
-    tree.write("sys/class/thermal/thermal_zone0/temp", 47500)
-    tree.write("sys/class/powercap/intel-rapl:0/name", "package-0")
-    tree.write("sys/class/powercap/intel-rapl:0/max_energy_range_uj", 1000)  # energy_uj missing: listed as unavailable
+    tree.ina3221(1, "0040", [("VDD_IN", 5000, 1000), ("VDD_CPU_GPU_CV", 5000, 300), ("NC", 0, 0)])
+    tree.thermal_zone(0, "CPU-therm", 47500)
+    tree.rapl_zone("package-0", max_energy_range_uj=1000)  # energy_uj missing: listed as unavailable
 
 
 def test_power_once_json(fake_sys, capsys):

@@ -48,18 +48,8 @@ def test_ina3221_hwmon_power_is_voltage_times_current_and_total_is_vdd_in_only(f
 
 
 def test_agx_orin_sums_compute_rails_and_skips_nc_and_the_5v_io_rail(fake_sys):
-    fake_sys.hwmon(
-        1,
-        "platform/i2c-1/1-0040",
-        ina3221_files([("VDD_GPU_SOC", 5000, 900), ("VDD_CPU_CV", 5000, 700), ("VIN_SYS_5V0", 5000, 400)]),
-        driver="ina3221",
-    )
-    fake_sys.hwmon(
-        2,
-        "platform/i2c-1/1-0041",
-        ina3221_files([("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 120), ("NC", 0, 0)]),
-        driver="ina3221",
-    )
+    fake_sys.ina3221(1, "0040", [("VDD_GPU_SOC", 5000, 900), ("VDD_CPU_CV", 5000, 700), ("VIN_SYS_5V0", 5000, 400)])
+    fake_sys.ina3221(2, "0041", [("NC", 0, 0), ("VDDQ_VDD2_1V8AO", 5000, 120), ("NC", 0, 0)])
     rails = jetson_rails(Sysfs(fake_sys.root))
     assert sorted(r.name for r in rails) == ["VDDQ_VDD2_1V8AO", "VDD_CPU_CV", "VDD_GPU_SOC", "VIN_SYS_5V0"]
     total = jetson_total(rails)

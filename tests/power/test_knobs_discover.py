@@ -12,8 +12,6 @@ from edgeinf.errors import SensorError
 from edgeinf.power import ThermalLimit, cpufreq_policies, discover
 from edgeinf.power.sensors import Sysfs
 
-from .conftest import ina3221_files
-
 POLICY = "sys/devices/system/cpu/cpufreq/policy0"
 TABLE = (600_000, 1_000_000, 1_500_000, 1_800_000, 2_400_000)
 
@@ -149,17 +147,9 @@ def test_thermal_limit_holds_a_margin_below_the_trip():
 
 
 def test_discover_prefers_the_board_total_over_parts_and_rapl(fake_sys):
-    fake_sys.hwmon(
-        1,
-        "platform/i2c-1/1-0040",
-        ina3221_files([("VDD_IN", 5000, 1000), ("VDD_CPU_GPU_CV", 5000, 300), ("VDD_SOC", 5000, 200)]),
-        driver="ina3221",
-    )
-    fake_sys.write("sys/class/thermal/thermal_zone0/type", "cpu-thermal")
-    fake_sys.write("sys/class/thermal/thermal_zone0/temp", 51000)
-    fake_sys.write("sys/class/powercap/intel-rapl:0/name", "package-0")
-    fake_sys.write("sys/class/powercap/intel-rapl:0/energy_uj", 5)
-    fake_sys.write("sys/class/powercap/intel-rapl:0/max_energy_range_uj", 1000)
+    fake_sys.ina3221(1, "0040", [("VDD_IN", 5000, 1000), ("VDD_CPU_GPU_CV", 5000, 300), ("VDD_SOC", 5000, 200)])
+    fake_sys.thermal_zone(0, "cpu-thermal", 51000)
+    fake_sys.rapl_zone("package-0", max_energy_range_uj=1000, energy_uj=5)
     fake_sys.write("sys/class/power_supply/BAT0/type", "Battery")
     fake_sys.write("sys/class/power_supply/BAT0/power_now", 4_000_000)
     pi5_cpufreq(fake_sys)

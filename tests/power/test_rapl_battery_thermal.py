@@ -124,10 +124,8 @@ def test_battery_power_now_and_current_times_voltage_with_driver_sign(fake_sys):
 
 
 def test_thermal_zones_by_type_case_insensitive(fake_sys):
-    fake_sys.write("sys/class/thermal/thermal_zone0/type", "AO-therm")
-    fake_sys.write("sys/class/thermal/thermal_zone0/temp", 38500)
-    fake_sys.write("sys/class/thermal/thermal_zone1/type", "CPU-therm")
-    fake_sys.write("sys/class/thermal/thermal_zone1/temp", 47000)
+    fake_sys.thermal_zone(0, "AO-therm", 38500)
+    fake_sys.thermal_zone(1, "CPU-therm", 47000)
     sysfs = Sysfs(fake_sys.root)
     assert [z.name for z in thermal_zones(sysfs)] == ["AO-therm", "CPU-therm"]
     assert find_zone(sysfs, "cpu").read().temp_mc == 47000

@@ -66,6 +66,15 @@ class Plant:
         return PowerSample(t, self.power_mw, self.name)
 
 
+def closed_loop(budget_w, **plant_options):
+    """A scheduler with a budget of ``budget_w`` watts whose sensor is a `Plant` of
+    two_config_profile() (``plant_options`` its errors), on a fake clock."""
+    clock = Clock()
+    profile = two_config_profile()
+    plant = Plant(clock, profile, **plant_options)
+    return Scheduler(budget_w, profile=profile, sensor=plant, clock=clock), plant, clock
+
+
 def drive(scheduler, plant, clock, periods, period_s=0.25):
     decisions = []
     for _ in range(periods):
@@ -119,20 +128,14 @@ def test_demand_below_capacity_keeps_the_better_variant():
 
 
 def test_feedback_corrects_a_profile_30_percent_low():
-    clock = Clock()
-    profile = two_config_profile()
-    plant = Plant(clock, profile, dynamic_factor=1.3)
-    scheduler = Scheduler(2.0, profile=profile, sensor=plant, clock=clock)
+    scheduler, plant, clock = closed_loop(2.0, dynamic_factor=1.3)
     drive(scheduler, plant, clock, 40)
     assert scheduler.correction == pytest.approx(1.3, rel=0.03)
     assert plant.power_mw <= 2000.0 * 1.01
 
 
 def test_token_bucket_removes_an_idle_error_the_profile_does_not_know():
-    clock = Clock()
-    profile = two_config_profile()
-    plant = Plant(clock, profile, idle_offset_mw=150.0)
-    scheduler = Scheduler(2.0, profile=profile, sensor=plant, clock=clock)
+    scheduler, plant, clock = closed_loop(2.0, idle_offset_mw=150.0)
     powers = []
     for _ in range(120):
         drive(scheduler, plant, clock, 1)
@@ -143,15 +146,12 @@ def test_token_bucket_removes_an_idle_error_the_profile_does_not_know():
 
 
 def test_sensor_failure_falls_back_in_the_same_period_and_recovers():
-    clock = Clock()
-    profile = two_config_profile()
-    plant = Plant(clock, profile)
-    scheduler = Scheduler(3.0, profile=profile, sensor=plant, clock=clock)
+    scheduler, plant, clock = closed_loop(3.0)
     assert drive(scheduler, plant, clock, 8)[-1].config == B
     plant.fail = SensorError("ina3221: sensor file is gone")
     decision = drive(scheduler, plant, clock, 1)[0]
     assert decision.fallback and "gone" in decision.reason
-    assert decision.config == lowest_power_config(profile) == A
+    assert decision.config == lowest_power_config(plant.profile) == A
     # pessimistic rate: 2940 mW target, 1.25 x 10 mJ per inference above idle -> 155/s, capped by A's 100/s
     assert decision.rate_per_s == pytest.approx(100.0)
     plant.fail = None
@@ -162,10 +162,7 @@ def test_sensor_failure_falls_back_in_the_same_period_and_recovers():
 
 
 def test_nan_and_frozen_readings_count_as_failures():
-    clock = Clock()
-    profile = two_config_profile()
-    plant = Plant(clock, profile)
-    scheduler = Scheduler(3.0, profile=profile, sensor=plant, clock=clock)
+    scheduler, plant, clock = closed_loop(3.0)
     drive(scheduler, plant, clock, 4)
     plant.power_mw = math.nan
     assert drive(scheduler, plant, clock, 1)[0].fallback
@@ -218,10 +215,7 @@ def test_thermal_limit_caps_the_target_by_the_model_and_fails_safe():
 
 
 def test_lower_budget_discards_saved_energy_and_replans_at_once():
-    clock = Clock()
-    profile = two_config_profile()
-    plant = Plant(clock, profile)
-    scheduler = Scheduler(3.0, profile=profile, sensor=plant, clock=clock)
+    scheduler, plant, clock = closed_loop(3.0)
     drive(scheduler, plant, clock, 20)
     decision = scheduler.set_budget(1.5)
     # (1470 - 1000) mW / 10 mJ = 47/s: no tokens carried over from the 3 W budget

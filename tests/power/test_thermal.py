@@ -119,8 +119,7 @@ def test_throttling_seen_lowers_the_target_in_the_same_step():
 
 
 def test_limit_comes_from_the_zone_trip_point(fake_sys):
-    fake_sys.write("sys/class/thermal/thermal_zone0/type", "CPU-therm")
-    fake_sys.write("sys/class/thermal/thermal_zone0/temp", 50_000)
+    fake_sys.thermal_zone(0, "CPU-therm", 50_000)
     for k, (kind, temp) in enumerate((("active", 60_000), ("passive", 96_500), ("critical", 105_000))):
         fake_sys.write(f"sys/class/thermal/thermal_zone0/trip_point_{k}_type", kind)
         fake_sys.write(f"sys/class/thermal/thermal_zone0/trip_point_{k}_temp", temp)
@@ -137,8 +136,7 @@ def test_limit_comes_from_the_zone_trip_point(fake_sys):
 
 
 def test_zone_without_trip_points_falls_back_to_80_degrees(fake_sys):
-    fake_sys.write("sys/class/thermal/thermal_zone0/type", "cpu-thermal")
-    fake_sys.write("sys/class/thermal/thermal_zone0/temp", 50_000)
+    fake_sys.thermal_zone(0, "cpu-thermal", 50_000)
     zone = find_zone(Sysfs(fake_sys.root), "cpu")
     assert ThermalLimit.for_zone(zone) == ThermalLimit(trip_mc=80_000, margin_mc=3_000)
     with pytest.raises(SensorError, match="no thermal zone reports a trip point"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -27,6 +28,24 @@ class Held:
 
     def close(self):
         self.closed = True
+
+
+@contextmanager
+def held_pool(capacity: int):
+    """A pool whose first worker runs a `Held` model (replacements load new ones), deadline 10 s.
+    On exit every held call is released, retired workers are joined and the pool is closed."""
+    held = Held()
+    pool = Pool("m/v", loader=Held, models=[held], capacity=capacity, deadline_s=10.0)
+    try:
+        yield held, pool
+    finally:
+        held.release.set()
+        for worker in list(pool._workers):
+            if worker.retired:
+                worker.join(WAIT_S)
+            elif worker.model is not None:
+                worker.model.release.set()
+        pool.close()
 
 
 def test_a_late_call_keeps_its_worker_a_stuck_one_is_replaced():
@@ -59,25 +78,17 @@ def test_a_late_call_keeps_its_worker_a_stuck_one_is_replaced():
 
 
 def test_any_call_over_a_whole_deadline_is_stuck_whichever_request_expires():
-    held = Held()
-    pool = Pool("m/v", loader=Held, models=[held], capacity=4, deadline_s=10.0)
-    pool.submit(lambda model: model.run())
-    assert held.entered.acquire(timeout=WAIT_S)
-    (worker,) = pool._workers
-    worker.call_started -= 11.0
-    pool.expire(pool.submit(lambda model: model.run()))  # another request's deadline finds it
-    assert pool.replaced == 1 and worker.retired
-    held.release.set()
-    worker.join(WAIT_S)
-    for replacement in list(pool._workers):
-        replacement.model.release.set()
-    pool.close()
+    with held_pool(capacity=4) as (held, pool):
+        pool.submit(lambda model: model.run())
+        assert held.entered.acquire(timeout=WAIT_S)
+        (worker,) = pool._workers
+        worker.call_started -= 11.0
+        pool.expire(pool.submit(lambda model: model.run()))  # another request's deadline finds it
+        assert pool.replaced == 1 and worker.retired
 
 
 def test_a_reserved_place_counts_toward_the_capacity_until_used_or_given_back():
-    held = Held()
-    pool = Pool("m/v", loader=Held, models=[held], capacity=1, deadline_s=10.0)
-    try:
+    with held_pool(capacity=1) as (held, pool):
         assert pool.reserve()  # a body being decoded holds the only place
         assert not pool.reserve()
         with pytest.raises(Overloaded):
@@ -89,15 +100,10 @@ def test_a_reserved_place_counts_toward_the_capacity_until_used_or_given_back():
         held.release.set()
         assert job.future.result(WAIT_S) == "done"
         assert pool.pending == 0
-    finally:
-        held.release.set()
-        pool.close()
 
 
 def test_a_call_as_slow_as_its_recent_neighbours_is_not_stuck():
-    held = Held()
-    pool = Pool("m/v", loader=Held, models=[held], capacity=2, deadline_s=10.0)
-    try:
+    with held_pool(capacity=2) as (held, pool):
         pool.recent_calls.extend([1.0, 4.0, 2.0])  # a loaded host: calls have taken up to 4 s
         running = pool.submit(lambda model: model.run())
         assert held.entered.acquire(timeout=WAIT_S)
@@ -112,18 +118,10 @@ def test_a_call_as_slow_as_its_recent_neighbours_is_not_stuck():
         assert running.future.result(WAIT_S) == "done"
         worker.join(WAIT_S)
         assert max(pool.recent_calls) == 4.0  # the stuck call's time is no excuse for the next one
-    finally:
-        held.release.set()
-        worker.join(WAIT_S)
-        for replacement in list(pool._workers):
-            replacement.model.release.set()
-        pool.close()
 
 
 def test_a_request_that_a_usual_call_would_answer_too_late_is_skipped():
-    held = Held()
-    pool = Pool("m/v", loader=Held, models=[held], capacity=3, deadline_s=10.0)
-    try:
+    with held_pool(capacity=3) as (held, pool):
         pool.recent_calls.extend([5.0, 5.0, 6.0])  # calls take 5 s
         running = pool.submit(lambda model: model.run())
         assert held.entered.acquire(timeout=WAIT_S)
@@ -135,6 +133,3 @@ def test_a_request_that_a_usual_call_would_answer_too_late_is_skipped():
         with pytest.raises(DeadlineExceeded):
             hopeless.future.result(WAIT_S)
         assert hopeful.future.result(WAIT_S) == "done"
-    finally:
-        held.release.set()
-        pool.close()
