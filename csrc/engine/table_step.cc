@@ -14,10 +14,22 @@ constexpr size_t kMinParallelValues = 16384;
 }  // namespace
 
 ChannelTableStep::ChannelTableStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n,
-                                   const int8_t* in, int8_t* out)
-    : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), pixels_(n / channels), in_(in), out_(out) {}
+                                   const int8_t* in, int8_t* out, int split)
+    : tables_(std::move(tables)),
+      lines_(TwoLineMap::fit(tables_.data(), channels, split)),
+      name_(lines_ ? op + " (two lines)" : std::move(op)),
+      channels_(channels),
+      pixels_(n / channels),
+      in_(in),
+      out_(out) {}
 
 void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
+  if (lines_) {
+    if (const TwoLineMapKernel lines = two_line_map_simd()) {
+      lines(*lines_, in_ + begin * channels_, out_ + begin * channels_, end - begin);
+      return;
+    }
+  }
   // Locals, not members: every int8 store may alias any object, so through `this` the
   // compiler would reload the pointers and the channel count after each value.
   const size_t channels = channels_;

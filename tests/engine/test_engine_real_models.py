@@ -147,3 +147,6 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
                 assert not msg, f"{output} on {isa}: {msg}"
         if name == "face_landmark":
             assert model.details["plan"]["ops"]["DEQUANTIZE+PRELU+QUANTIZE"] == 23
+            # Each PRELU's tables proved two lines per channel at load: computed, not looked up.
+            steps = model._backend._program.step_names()
+            assert steps.count("DEQUANTIZE+PRELU+QUANTIZE (two lines)") == 23, steps
