@@ -416,7 +416,7 @@ class PyProgram {
     const auto* in = reinterpret_cast<const float*>(
         program_.span(in_offset, mul_bounded(n, sizeof(float), "quantize"), "quantize input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "quantize output"));
-    program_.add(std::make_unique<engine::QuantizeStep>(scale, zero_point, n, in, out));
+    program_.add(std::make_unique<engine::QuantizeStep>(engine::AffineQuantization{scale, zero_point}, n, in, out));
   }
 
   void dequantize(size_t in_offset, size_t out_offset, size_t n, float scale, int32_t zero_point, bool is_unsigned) {
@@ -428,7 +428,8 @@ class PyProgram {
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "dequantize input"));
     auto* out = reinterpret_cast<float*>(
         program_.span(out_offset, mul_bounded(n, sizeof(float), "dequantize"), "dequantize output"));
-    program_.add(std::make_unique<engine::DequantizeStep>(scale, zero_point, is_unsigned, n, in, out));
+    program_.add(
+        std::make_unique<engine::DequantizeStep>(engine::AffineQuantization{scale, zero_point, is_unsigned}, n, in, out));
   }
 
   void concat(size_t out_offset, size_t outer, const std::vector<std::pair<size_t, size_t>>& parts) {

@@ -464,18 +464,21 @@ void PreluStep::run(ThreadPool& pool) const {
 
 void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
+template <>
 void QuantizeStep::run(ThreadPool& pool) const {
-  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, scale_, zero_point_); });
+  by_chunks(pool, n_,
+            [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, q_.scale, q_.zero_point); });
 }
 
+template <>
 void DequantizeStep::run(ThreadPool& pool) const {
   by_chunks(pool, n_, [this](size_t i, size_t e) {
-    if (!unsigned_) {
-      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, scale_, zero_point_);
+    if (!q_.is_unsigned) {
+      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, q_.scale, q_.zero_point);
       return;
     }
     const auto* in = reinterpret_cast<const uint8_t*>(in_);
-    for (; i < e; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+    for (; i < e; ++i) out_[i] = q_.scale * static_cast<float>(static_cast<int32_t>(in[i]) - q_.zero_point);
   });
 }
 
