@@ -9,8 +9,13 @@ namespace edgeinf::engine {
 
 namespace {
 // Below this many values the step runs on the calling thread: half the elementwise
-// steps' threshold (program.cc), as a lookup per value costs about twice a copy's.
+// steps' threshold (program.cc), as a lookup per value costs about twice a copy's (the
+// two-line map's arithmetic about as much). Above it, up to kTasksPerThread tasks per
+// thread of at least kMinTaskValues each, as program.cc's elementwise steps: the threads
+// that run take over the share of one that is descheduled.
 constexpr size_t kMinParallelValues = 16384;
+constexpr size_t kMinTaskValues = 8192;
+constexpr size_t kTasksPerThread = 4;
 }  // namespace
 
 ChannelTableStep::ChannelTableStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n,
@@ -53,13 +58,15 @@ void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
 }
 
 void ChannelTableStep::run(ThreadPool& pool) const {
-  const size_t chunks = pixels_ * channels_ < kMinParallelValues ? 1 : pool.size();
-  if (chunks <= 1) {
+  const size_t values = pixels_ * channels_;
+  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
+                           ? 1
+                           : std::min({pool.size() * kTasksPerThread, values / kMinTaskValues, pixels_});
+  if (tasks <= 1) {
     run_pixels(0, pixels_);
     return;
   }
-  const size_t step = (pixels_ + chunks - 1) / chunks;
-  pool.run(chunks, [&](size_t i) { run_pixels(std::min(pixels_, i * step), std::min(pixels_, (i + 1) * step)); });
+  pool.run(tasks, [&](size_t i) { run_pixels(pixels_ * i / tasks, pixels_ * (i + 1) / tasks); });
 }
 
 }  // namespace edgeinf::engine
