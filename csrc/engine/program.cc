@@ -289,14 +289,14 @@ PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeig
 
 void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t cp = g_.in_c, c = channels_;
-  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
+  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w;
   int8_t* padded_in = scratch_->data();
   int8_t* padded_out = padded_in + in_pixels * cp;
   // With 8 <= c and cp a multiple of 16 (as the planner pads), fixed-size moves: per
   // pixel, zero points over all cp values, then the c real ones in 8-byte pieces.
   const bool pieces = c >= 8 && cp % 16 == 0;
-  // The copies in and out split by pixels like elementwise steps, the layer by row bands.
-  // Their loops see only values captured by copy: through `this` or references, every
+  // The copy in splits by pixels like elementwise steps, the layer by row bands (each
+  // copying its rows out). The copies' loops see only values captured by copy: through `this` or references, every
   // int8 store could change them, and each would be reloaded per pixel.
   const int8_t* in = in_;
   int8_t* out = out_;
@@ -315,10 +315,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
       }
     }
   });
-  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w * kDepthwiseMacCost;
-  by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
-               [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
-  by_rows(pool, out_pixels, cp, [out, padded_out, pieces, c, cp](size_t p0, size_t p1) {
+  auto copy_out = [out, padded_out, pieces, c, cp](size_t p0, size_t p1) {
     for (size_t p = p0; p < p1; ++p) {
       if (pieces) {
         copy_in_pieces<8>(out + p * c, padded_out + p * cp, c);
@@ -326,7 +323,16 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
         std::memcpy(out + p * c, padded_out + p * cp, c);
       }
     }
-  });
+  };
+  // The task that makes a band of output rows copies them out while they are in its
+  // cache: no pass (and no wait for all threads) of its own.
+  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w * kDepthwiseMacCost;
+  by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
+               [this, &copy_out, padded_out, cp](const qs8::DwGeometry& g, const int8_t* in, int8_t* band) {
+                 qs8::qs8_dwconv2d(*w_, g, in, band);
+                 const size_t p0 = static_cast<size_t>(band - padded_out) / cp;
+                 copy_out(p0, p0 + g.batch * g.out_h * g.out_w);
+               });
 }
 
 FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
