@@ -98,20 +98,26 @@ std::optional<TwoLineMap> TwoLineMap::fit(const int8_t* tables, size_t channels,
   if (channels == 0 || std::lcm(channels, size_t{32}) > kMaxPeriod || split < -128 || split > 128) {
     return std::nullopt;
   }
-  std::vector<Line> lower(channels), upper(channels);
+  // Every input value in every channel: pixel p holds p - 128 throughout.
+  std::vector<int8_t> every(256 * channels), got(256 * channels);
+  for (size_t i = 0; i < every.size(); ++i) every[i] = static_cast<int8_t>(static_cast<int>(i / channels) - 128);
   for (const int shift : kShifts) {
-    bool all = true;
-    for (size_t c = 0; c < channels && all; ++c) {
+    std::vector<Line> lower(channels), upper(channels);
+    bool found = true;
+    for (size_t c = 0; c < channels && found; ++c) {
       const int8_t* table = tables + c * 256;
       const auto below = fit_line(table, -128, split - 1, shift), above = fit_line(table, split, 127, shift);
-      all = below && above;
-      if (!all) break;
-      lower[c] = *below;
-      upper[c] = *above;
-      // The proof: the lines give every entry.
-      for (int q = -128; q < 128 && all; ++q) all = (q < split ? lower[c] : upper[c]).at(q, shift) == entry(table, q);
+      found = below && above;
+      if (found) lower[c] = *below, upper[c] = *above;
     }
-    if (all) return TwoLineMap(std::move(lower), std::move(upper), split, shift);
+    if (!found) continue;
+    TwoLineMap map(std::move(lower), std::move(upper), split, shift);
+    // The proof: the reference arithmetic gives every entry of every table.
+    two_line_map__scalar(map, every.data(), got.data(), 256);
+    bool equal = true;
+    for (size_t i = 0; i < got.size() && equal; ++i)
+      equal = got[i] == tables[i % channels * 256 + (i / channels + 128) % 256];
+    if (equal) return map;
   }
   return std::nullopt;
 }

@@ -67,7 +67,8 @@ class TwoLineMap {
   std::vector<int32_t> lanes_;  // lower m, lower b, upper m, upper b: stride() values each
 };
 
-// pixels x channels values.
+// pixels x channels values. The scalar variant is the reference (fit() proves the lines
+// with it); the SIMD ones give its results bit for bit.
 void two_line_map__scalar(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 void two_line_map__avx2(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 
