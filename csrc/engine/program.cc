@@ -115,28 +115,53 @@ bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry*
   return true;
 }
 
+// Bounds of bands over rows [0, n): bounds[0] = 0 < ... < bounds[count] = n. The bands are
+// cut alternately from the front and the back, each a quarter of the rows left (at least
+// min_rows), so they shrink toward the middle. The pool's caller claims bands from the
+// front and its workers from the back (pool.h): the bands taken last are the smallest, and
+// the threads end a layer close together instead of one waiting out a whole band.
+struct Bands {
+  static constexpr size_t kMax = 64;
+  std::array<size_t, kMax + 1> bounds;
+  size_t count = 0;
+  Bands(size_t n, size_t min_rows) {
+    std::array<size_t, kMax> front{}, back{};
+    size_t fronts = 0, backs = 0, left = n;
+    while (left > 0) {
+      size_t piece = std::max(min_rows, (left + 3) / 4);
+      if (piece >= left || fronts + backs + 1 == kMax) piece = left;
+      (fronts <= backs ? front[fronts++] : back[backs++]) = piece;
+      left -= piece;
+    }
+    bounds[0] = 0;
+    for (size_t i = 0; i < fronts; ++i, ++count) bounds[count + 1] = bounds[count] + front[i];
+    for (size_t i = backs; i-- > 0; ++count) bounds[count + 1] = bounds[count] + back[i];
+  }
+};
+
 // Runs kernel(slice geometry, in, out) over bands of output rows on the pool's threads,
-// or once over the whole layer when it is small, batched, or cannot be cut.
+// or once over the whole layer when it is small, batched, or cannot be cut. A band holds
+// at least kMinTaskMacs of work.
 template <class Geometry, class Kernel>
 void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
                   Kernel kernel) {
-  const size_t bands = std::min({pool.size() * kTasksPerThread, g.out_h, macs / kMinTaskMacs});
-  if (pool.size() <= 1 || bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
+  if (pool.size() <= 1 || g.out_h <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
     kernel(g, in, out);
     return;
   }
+  const Bands bands(g.out_h, std::max<size_t>(1, (g.out_h * kMinTaskMacs + macs - 1) / macs));
   Geometry slice;
   size_t in_skip = 0, out_skip = 0;
-  for (size_t i = 0; i < bands; ++i) {
-    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slice, &in_skip, &out_skip)) {
+  for (size_t i = 0; i < bands.count; ++i) {
+    if (bands.count <= 1 || !slice_rows(g, out_c, bands.bounds[i], bands.bounds[i + 1], &slice, &in_skip, &out_skip)) {
       kernel(g, in, out);
       return;
     }
   }
-  pool.run(bands, [&](size_t i) {
+  pool.run(bands.count, [&](size_t i) {
     Geometry s = g;
     size_t in_at = 0, out_at = 0;
-    slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &s, &in_at, &out_at);
+    slice_rows(g, out_c, bands.bounds[i], bands.bounds[i + 1], &s, &in_at, &out_at);
     kernel(s, in + in_at, out + out_at);
   });
 }
