@@ -428,8 +428,8 @@ class PyProgram {
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "dequantize input"));
     auto* out = reinterpret_cast<float*>(
         program_.span(out_offset, mul_bounded(n, sizeof(float), "dequantize"), "dequantize output"));
-    program_.add(
-        std::make_unique<engine::DequantizeStep>(engine::AffineQuantization{scale, zero_point, is_unsigned}, n, in, out));
+    program_.add(std::make_unique<engine::DequantizeStep>(engine::AffineQuantization{scale, zero_point, is_unsigned}, n,
+                                                          in, out));
   }
 
   void concat(size_t out_offset, size_t outer, const std::vector<std::pair<size_t, size_t>>& parts) {
