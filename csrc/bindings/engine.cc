@@ -352,17 +352,19 @@ class PyProgram {
     program_.add(std::make_unique<engine::LutStep>(op, t, n, in, out));
   }
 
-  void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables) {
+  void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables,
+                   int split) {
     const int8_t* t = checked_data<int8_t>(tables, "tables");
     check_ndim(tables, "tables", 2);
     const auto channels = static_cast<size_t>(tables.shape(0));
     check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
     if (channels == 0 || n % channels != 0)
       throw std::invalid_argument("channel_lut: channels do not divide the values");
+    if (split < -128 || split > 128) throw std::invalid_argument("channel_lut: split outside [-128, 128]");
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
     program_.add(std::make_unique<engine::ChannelTableStep>(op, std::vector<int8_t>(t, t + channels * 256), channels, n,
-                                                            in, out));
+                                                            in, out, split));
   }
 
   void prelu(size_t in_offset, size_t out_offset, size_t n, int32_t input_zero_point, int32_t output_zero_point,
@@ -414,7 +416,7 @@ class PyProgram {
     const auto* in = reinterpret_cast<const float*>(
         program_.span(in_offset, mul_bounded(n, sizeof(float), "quantize"), "quantize input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "quantize output"));
-    program_.add(std::make_unique<engine::QuantizeStep>(scale, zero_point, n, in, out));
+    program_.add(std::make_unique<engine::QuantizeStep>(engine::AffineQuantization{scale, zero_point}, n, in, out));
   }
 
   void dequantize(size_t in_offset, size_t out_offset, size_t n, float scale, int32_t zero_point, bool is_unsigned) {
@@ -426,7 +428,8 @@ class PyProgram {
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "dequantize input"));
     auto* out = reinterpret_cast<float*>(
         program_.span(out_offset, mul_bounded(n, sizeof(float), "dequantize"), "dequantize output"));
-    program_.add(std::make_unique<engine::DequantizeStep>(scale, zero_point, is_unsigned, n, in, out));
+    program_.add(std::make_unique<engine::DequantizeStep>(engine::AffineQuantization{scale, zero_point, is_unsigned}, n,
+                                                          in, out));
   }
 
   void concat(size_t out_offset, size_t outer, const std::vector<std::pair<size_t, size_t>>& parts) {
@@ -591,7 +594,7 @@ void bind_engine(py::module_& m) {
       .def("lut", &PyProgram::lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("table"))
       .def("channel_lut", &PyProgram::channel_lut, py::arg("op"), py::arg("in_offset"), py::arg("out_offset"),
-           py::arg("n"), py::arg("tables"))
+           py::arg("n"), py::arg("tables"), py::arg("split") = -128)
       .def("prelu", &PyProgram::prelu, py::arg("in_offset"), py::arg("out_offset"), py::arg("n"),
            py::arg("input_zero_point"), py::arg("output_zero_point"), py::arg("positive_multiplier"),
            py::arg("positive_shift"), py::arg("negative_multiplier"), py::arg("negative_shift"), py::arg("alpha"),

@@ -39,15 +39,16 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::drain(uint64_t job) {
+void ThreadPool::drain(uint64_t job, bool from_back) {
   uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
-    const uint64_t tasks = (c >> 20) & kMask20, next = c & kMask20;
-    if ((c >> 40) != job || next >= tasks) return;
-    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
-    // Claimed task `next` of `job`: the job cannot end (nor fn_ change) before it is done.
+    const uint64_t front = (c >> 20) & kMask20, back = c & kMask20;
+    if ((c >> 40) != job || front >= back) return;
+    const uint64_t claimed = from_back ? c - 1 : c + (uint64_t{1} << 20);
+    if (!claim_.compare_exchange_weak(c, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    // Claimed a task of `job`: the job cannot end (nor fn_ change) before it is done.
     try {
-      (*fn_)(static_cast<size_t>(next));
+      (*fn_)(static_cast<size_t>(from_back ? back - 1 : front));
     } catch (...) {
       failed_.store(true);
     }
@@ -75,7 +76,7 @@ void ThreadPool::work() {
       job = claim_.load(std::memory_order_acquire) >> 40;
     }
     seen = job;
-    drain(job);
+    drain(job, true);
   }
 }
 
@@ -90,7 +91,7 @@ void ThreadPool::run(size_t n, const std::function<void(size_t)>& fn) {
   fn_ = &fn;
   done_.store(0, std::memory_order_relaxed);
   failed_.store(false, std::memory_order_relaxed);
-  claim_.store(pack(job_, n, 0), std::memory_order_seq_cst);
+  claim_.store(pack(job_, 0, n), std::memory_order_seq_cst);
   // A worker about to sleep counts itself under the mutex before its last check of the
   // claim word, so either it sees the new job or the caller sees it counted and wakes it
   // (taking the mutex orders the notify after its wait began).
@@ -98,7 +99,7 @@ void ThreadPool::run(size_t n, const std::function<void(size_t)>& fn) {
     { std::lock_guard<std::mutex> lock(mu_); }
     wake_.notify_all();
   }
-  drain(job_);
+  drain(job_, false);
   for (int spins = 0; done_.load(std::memory_order_acquire) != n; ++spins) {
     if (spins < kCallerSpins) {
       EDGEINF_PAUSE();

@@ -3,7 +3,10 @@
 // run(n, fn) calls fn(0) .. fn(n - 1) spread over the workers and the calling thread and
 // returns when all are done. Tasks are claimed one at a time, so the caller never waits
 // for a worker that has not started (on a loaded machine it simply runs every task
-// itself); it only waits for tasks a worker has claimed. Between jobs the workers spin
+// itself); it only waits for tasks a worker has claimed. The caller claims from the first
+// task on, the workers from the last one back: steps split their output rows in order, so
+// on two threads each keeps making the same part of one layer after another, and finds
+// the part of the previous layer it reads in its own core's cache. Between jobs the workers spin
 // for a few hundred microseconds (a model's parallel steps follow each other closely),
 // then sleep on a condition variable, so an idle model costs no CPU; the caller takes the
 // mutex and notifies only when a worker sleeps. A task that throws is caught
@@ -42,15 +45,17 @@ class ThreadPool {
   // Throws std::runtime_error when a task threw.
   void run(size_t n, const std::function<void(size_t)>& fn);
 
-  static constexpr size_t kMaxTasks = 1 << 20;
+  static constexpr size_t kMaxTasks = (1 << 20) - 1;  // task indices fit the claim word's 20 bits
 
  private:
   void work();
-  // Claims and runs tasks of job `job` until none is left; false when the job is over.
-  void drain(uint64_t job);
+  // Claims and runs tasks of job `job`, the first unclaimed one each time or (from_back)
+  // the last, until none is left.
+  void drain(uint64_t job, bool from_back);
 
-  // The claim word: job number (upper 24 bits), task count (20 bits), next task (20 bits).
-  static uint64_t pack(uint64_t job, uint64_t tasks, uint64_t next) { return job << 40 | tasks << 20 | next; }
+  // The claim word: job number (upper 24 bits), then the unclaimed tasks [front, back)
+  // (20 bits each).
+  static uint64_t pack(uint64_t job, uint64_t front, uint64_t back) { return job << 40 | front << 20 | back; }
 
   std::vector<std::thread> workers_;
   std::mutex mu_;

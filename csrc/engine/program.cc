@@ -115,28 +115,53 @@ bool slice_rows(const Geometry& g, size_t out_c, size_t r0, size_t r1, Geometry*
   return true;
 }
 
+// Bounds of bands over rows [0, n): bounds[0] = 0 < ... < bounds[count] = n. The bands are
+// cut alternately from the front and the back, each a quarter of the rows left (at least
+// min_rows), so they shrink toward the middle. The pool's caller claims bands from the
+// front and its workers from the back (pool.h): the bands taken last are the smallest, and
+// the threads end a layer close together instead of one waiting out a whole band.
+struct Bands {
+  static constexpr size_t kMax = 64;
+  std::array<size_t, kMax + 1> bounds;
+  size_t count = 0;
+  Bands(size_t n, size_t min_rows) {
+    std::array<size_t, kMax> front{}, back{};
+    size_t fronts = 0, backs = 0, left = n;
+    while (left > 0) {
+      size_t piece = std::max(min_rows, (left + 3) / 4);
+      if (piece >= left || fronts + backs + 1 == kMax) piece = left;
+      (fronts <= backs ? front[fronts++] : back[backs++]) = piece;
+      left -= piece;
+    }
+    bounds[0] = 0;
+    for (size_t i = 0; i < fronts; ++i, ++count) bounds[count + 1] = bounds[count] + front[i];
+    for (size_t i = backs; i-- > 0; ++count) bounds[count + 1] = bounds[count] + back[i];
+  }
+};
+
 // Runs kernel(slice geometry, in, out) over bands of output rows on the pool's threads,
-// or once over the whole layer when it is small, batched, or cannot be cut.
+// or once over the whole layer when it is small, batched, or cannot be cut. A band holds
+// at least kMinTaskMacs of work.
 template <class Geometry, class Kernel>
 void by_row_bands(ThreadPool& pool, const Geometry& g, size_t out_c, size_t macs, const int8_t* in, int8_t* out,
                   Kernel kernel) {
-  const size_t bands = std::min({pool.size() * kTasksPerThread, g.out_h, macs / kMinTaskMacs});
-  if (pool.size() <= 1 || bands <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
+  if (pool.size() <= 1 || g.out_h <= 1 || g.batch != 1 || macs < kMinParallelMacs) {
     kernel(g, in, out);
     return;
   }
+  const Bands bands(g.out_h, std::max<size_t>(1, (g.out_h * kMinTaskMacs + macs - 1) / macs));
   Geometry slice;
   size_t in_skip = 0, out_skip = 0;
-  for (size_t i = 0; i < bands; ++i) {
-    if (!slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &slice, &in_skip, &out_skip)) {
+  for (size_t i = 0; i < bands.count; ++i) {
+    if (bands.count <= 1 || !slice_rows(g, out_c, bands.bounds[i], bands.bounds[i + 1], &slice, &in_skip, &out_skip)) {
       kernel(g, in, out);
       return;
     }
   }
-  pool.run(bands, [&](size_t i) {
+  pool.run(bands.count, [&](size_t i) {
     Geometry s = g;
     size_t in_at = 0, out_at = 0;
-    slice_rows(g, out_c, g.out_h * i / bands, g.out_h * (i + 1) / bands, &s, &in_at, &out_at);
+    slice_rows(g, out_c, bands.bounds[i], bands.bounds[i + 1], &s, &in_at, &out_at);
     kernel(s, in + in_at, out + out_at);
   });
 }
@@ -289,14 +314,14 @@ PaddedDepthwiseConv2dStep::PaddedDepthwiseConv2dStep(std::unique_ptr<qs8::DwWeig
 
 void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
   const size_t cp = g_.in_c, c = channels_;
-  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w, out_pixels = g_.batch * g_.out_h * g_.out_w;
+  const size_t in_pixels = g_.batch * g_.in_h * g_.in_w;
   int8_t* padded_in = scratch_->data();
   int8_t* padded_out = padded_in + in_pixels * cp;
   // With 8 <= c and cp a multiple of 16 (as the planner pads), fixed-size moves: per
   // pixel, zero points over all cp values, then the c real ones in 8-byte pieces.
   const bool pieces = c >= 8 && cp % 16 == 0;
-  // The copies in and out split by pixels like elementwise steps, the layer by row bands.
-  // Their loops see only values captured by copy: through `this` or references, every
+  // The copy in splits by pixels like elementwise steps, the layer by row bands (each
+  // copying its rows out). The copies' loops see only values captured by copy: through `this` or references, every
   // int8 store could change them, and each would be reloaded per pixel.
   const int8_t* in = in_;
   int8_t* out = out_;
@@ -315,10 +340,7 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
       }
     }
   });
-  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w * kDepthwiseMacCost;
-  by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
-               [this](const qs8::DwGeometry& g, const int8_t* in, int8_t* out) { qs8::qs8_dwconv2d(*w_, g, in, out); });
-  by_rows(pool, out_pixels, cp, [out, padded_out, pieces, c, cp](size_t p0, size_t p1) {
+  auto copy_out = [out, padded_out, pieces, c, cp](size_t p0, size_t p1) {
     for (size_t p = p0; p < p1; ++p) {
       if (pieces) {
         copy_in_pieces<8>(out + p * c, padded_out + p * cp, c);
@@ -326,7 +348,16 @@ void PaddedDepthwiseConv2dStep::run(ThreadPool& pool) const {
         std::memcpy(out + p * c, padded_out + p * cp, c);
       }
     }
-  });
+  };
+  // The task that makes a band of output rows copies them out while they are in its
+  // cache: no pass (and no wait for all threads) of its own.
+  const size_t macs = g_.out_h * g_.out_w * cp * g_.k_h * g_.k_w * kDepthwiseMacCost;
+  by_row_bands(pool, g_, cp, macs, padded_in, padded_out,
+               [this, &copy_out, padded_out, cp](const qs8::DwGeometry& g, const int8_t* in, int8_t* band) {
+                 qs8::qs8_dwconv2d(*w_, g, in, band);
+                 const size_t p0 = static_cast<size_t>(band - padded_out) / cp;
+                 copy_out(p0, p0 + g.batch * g.out_h * g.out_w);
+               });
 }
 
 FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size_t rows, const int8_t* in, int8_t* out)
@@ -464,18 +495,21 @@ void PreluStep::run(ThreadPool& pool) const {
 
 void SoftmaxStep::run(ThreadPool& pool) const { qs8::qs8_softmax(in_, out_, rows_, depth_, p_); }
 
+template <>
 void QuantizeStep::run(ThreadPool& pool) const {
-  by_chunks(pool, n_, [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, scale_, zero_point_); });
+  by_chunks(pool, n_,
+            [this](size_t i, size_t e) { qs8::qs8_quantize(in_ + i, out_ + i, e - i, q_.scale, q_.zero_point); });
 }
 
+template <>
 void DequantizeStep::run(ThreadPool& pool) const {
   by_chunks(pool, n_, [this](size_t i, size_t e) {
-    if (!unsigned_) {
-      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, scale_, zero_point_);
+    if (!q_.is_unsigned) {
+      qs8::qs8_dequantize(in_ + i, out_ + i, e - i, q_.scale, q_.zero_point);
       return;
     }
     const auto* in = reinterpret_cast<const uint8_t*>(in_);
-    for (; i < e; ++i) out_[i] = scale_ * static_cast<float>(static_cast<int32_t>(in[i]) - zero_point_);
+    for (; i < e; ++i) out_[i] = q_.scale * static_cast<float>(static_cast<int32_t>(in[i]) - q_.zero_point);
   });
 }
 

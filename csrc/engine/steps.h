@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../kernels/qs8_binary/binary.h"
@@ -200,37 +201,34 @@ class SoftmaxStep final : public Step {
   int8_t* out_;
 };
 
-// float32 -> int8 (QUANTIZE) and int8 / uint8 -> float32 (DEQUANTIZE).
-class QuantizeStep final : public Step {
- public:
-  QuantizeStep(float scale, int32_t zero_point, size_t n, const float* in, int8_t* out)
-      : scale_(scale), zero_point_(zero_point), n_(n), in_(in), out_(out) {}
-  void run(ThreadPool& pool) const override;
-  const char* name() const override { return "QUANTIZE"; }
-
- private:
-  float scale_;
-  int32_t zero_point_;
-  size_t n_;
-  const float* in_;
-  int8_t* out_;
+// QUANTIZE (float32 -> int8) and DEQUANTIZE (int8 / uint8 -> float32) of n values by the
+// affine map real = scale * (q - zero_point).
+struct AffineQuantization {
+  float scale;
+  int32_t zero_point;
+  bool is_unsigned = false;  // DEQUANTIZE from uint8
 };
 
-class DequantizeStep final : public Step {
+template <class In, class Out>
+class AffineStep final : public Step {
  public:
-  DequantizeStep(float scale, int32_t zero_point, bool is_unsigned, size_t n, const int8_t* in, float* out)
-      : scale_(scale), zero_point_(zero_point), unsigned_(is_unsigned), n_(n), in_(in), out_(out) {}
+  AffineStep(const AffineQuantization& q, size_t n, const In* in, Out* out) : q_(q), n_(n), in_(in), out_(out) {}
   void run(ThreadPool& pool) const override;
-  const char* name() const override { return "DEQUANTIZE"; }
+  const char* name() const override { return std::is_same_v<In, float> ? "QUANTIZE" : "DEQUANTIZE"; }
 
  private:
-  float scale_;
-  int32_t zero_point_;
-  bool unsigned_;
+  AffineQuantization q_;
   size_t n_;
-  const int8_t* in_;
-  float* out_;
+  const In* in_;
+  Out* out_;
 };
+
+using QuantizeStep = AffineStep<float, int8_t>;
+using DequantizeStep = AffineStep<int8_t, float>;
+template <>
+void QuantizeStep::run(ThreadPool& pool) const;
+template <>
+void DequantizeStep::run(ThreadPool& pool) const;
 
 // CONCATENATION of inputs sharing the output's quantization: per outer index, each input's
 // inner block in turn.

@@ -9,15 +9,32 @@ namespace edgeinf::engine {
 
 namespace {
 // Below this many values the step runs on the calling thread: half the elementwise
-// steps' threshold (program.cc), as a lookup per value costs about twice a copy's.
+// steps' threshold (program.cc), as a lookup per value costs about twice a copy's (the
+// two-line map's arithmetic about as much). Above it, up to kTasksPerThread tasks per
+// thread of at least kMinTaskValues each, as program.cc's elementwise steps: the threads
+// that run take over the share of one that is descheduled.
 constexpr size_t kMinParallelValues = 16384;
+constexpr size_t kMinTaskValues = 8192;
+constexpr size_t kTasksPerThread = 4;
 }  // namespace
 
 ChannelTableStep::ChannelTableStep(std::string op, std::vector<int8_t> tables, size_t channels, size_t n,
-                                   const int8_t* in, int8_t* out)
-    : op_(std::move(op)), tables_(std::move(tables)), channels_(channels), pixels_(n / channels), in_(in), out_(out) {}
+                                   const int8_t* in, int8_t* out, int split)
+    : tables_(std::move(tables)),
+      lines_(TwoLineMap::fit(tables_.data(), channels, split)),
+      name_(lines_ ? op + " (two lines)" : std::move(op)),
+      channels_(channels),
+      pixels_(n / channels),
+      in_(in),
+      out_(out) {}
 
 void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
+  if (lines_) {
+    if (const TwoLineMapKernel lines = two_line_map_simd()) {
+      lines(*lines_, in_ + begin * channels_, out_ + begin * channels_, end - begin);
+      return;
+    }
+  }
   // Locals, not members: every int8 store may alias any object, so through `this` the
   // compiler would reload the pointers and the channel count after each value.
   const size_t channels = channels_;
@@ -41,13 +58,15 @@ void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
 }
 
 void ChannelTableStep::run(ThreadPool& pool) const {
-  const size_t chunks = pixels_ * channels_ < kMinParallelValues ? 1 : pool.size();
-  if (chunks <= 1) {
+  const size_t values = pixels_ * channels_;
+  const size_t tasks = values < kMinParallelValues || pool.size() <= 1
+                           ? 1
+                           : std::min({pool.size() * kTasksPerThread, values / kMinTaskValues, pixels_});
+  if (tasks <= 1) {
     run_pixels(0, pixels_);
     return;
   }
-  const size_t step = (pixels_ + chunks - 1) / chunks;
-  pool.run(chunks, [&](size_t i) { run_pixels(std::min(pixels_, i * step), std::min(pixels_, (i + 1) * step)); });
+  pool.run(tasks, [&](size_t i) { run_pixels(pixels_ * i / tasks, pixels_ * (i + 1) / tasks); });
 }
 
 }  // namespace edgeinf::engine

@@ -700,6 +700,9 @@ class _Planner:
             method, args["table"] = "lut", np.ascontiguousarray(tables[0])
         else:
             method, args["tables"] = "channel_lut", np.ascontiguousarray(tables)
+            if x.dtype == "INT8":
+                # Where a PRELU's lines would meet, should the tables be two lines per channel.
+                args["split"] = qz.activation(island.dequantize, x, ("INT8",)).zero_point
         names = tuple(op.opcode.name for op in island.operators)
         nodes = tuple(op.index for op in island.operators)
         self.steps.append(Step(names[0], nodes, method, args, (x.index,), (y.index,), fused=names[1:]))

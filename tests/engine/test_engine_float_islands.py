@@ -37,10 +37,11 @@ def constant(g: Graph, values, shape=None) -> int:
 def chain_op(g: Graph, rng, name: str, x: int) -> int:
     """One float operator on ``x``; its constants (per channel where it takes them) random."""
     shape = g.shape(x)
+    channels = shape[-1]
     y = float_tensor(g, shape)
     s = schema()
     if name == "PRELU":
-        alpha = constant(g, rng.uniform(-0.5, 1.5, CHANNELS), (1, 1, CHANNELS))
+        alpha = constant(g, rng.uniform(-0.5, 1.5, channels), (1, 1, channels))
         return g.op("PRELU", [x, alpha], [y])
     if name == "LEAKY_RELU":
         opts = s.LeakyReluOptionsT()
@@ -50,16 +51,16 @@ def chain_op(g: Graph, rng, name: str, x: int) -> int:
         base = name.split("_")[0]
         opts = {"ADD": s.AddOptionsT, "SUB": s.SubOptionsT, "MUL": s.MulOptionsT}[base]()
         opts.fusedActivationFunction = 3 if name == "ADD_RELU6" else 0
-        c = constant(g, [1.75]) if name == "MUL_SCALAR" else constant(g, rng.uniform(-2, 2, CHANNELS))
+        c = constant(g, [1.75]) if name == "MUL_SCALAR" else constant(g, rng.uniform(-2, 2, channels))
         inputs = [c, x] if name == "ADD_CONSTANT_FIRST" else [x, c]
         return g.op(base, inputs, [y], opts, 2 if base != "SUB" else 3)
     return g.op(name, [x], [y])
 
 
-def island_model(rng, chain, in_dtype="int8", out_dtype="int8") -> bytes:
+def island_model(rng, chain, in_dtype="int8", out_dtype="int8", channels=CHANNELS, in_q=None) -> bytes:
     g = Graph(rng)
-    shape = (1, 16, 16, CHANNELS)
-    in_q = random_q(rng, 0.02, 0.2)
+    shape = (1, 16, 16, channels)
+    in_q = in_q or random_q(rng, 0.02, 0.2)
     if in_dtype == "uint8":
         in_q = (in_q[0], in_q[1] + 128)
     x = g.tensor(shape, in_dtype, q=in_q)
@@ -122,6 +123,28 @@ def test_float_chain_runs_as_one_table(seed, chain):
 def test_float_prelu_between_unsigned_tensors(in_dtype, out_dtype):
     rng = np.random.default_rng(7)
     assert_island_exact(island_model(rng, ("PRELU",), in_dtype, out_dtype), rng)
+
+
+@pytest.mark.parametrize("channels", [2, 3, 16, 40, 128])
+def test_a_prelu_island_runs_as_two_lines_per_channel(channels):
+    """A float PRELU's tables are two lines per channel, rounded: the engine proves that at
+    load and SIMD paths compute the lines rather than look each value up, bit for bit as
+    the reference on every input byte (channel counts around the 32-value vector step)."""
+    rng = np.random.default_rng(channels)
+    in_q = (float(rng.uniform(0.02, 0.2)), int(rng.integers(-100, 100)))  # negative inputs: two lines
+    data = island_model(rng, ("PRELU",), channels=channels, in_q=in_q)
+    assert_island_exact(data, rng)
+    assert engine(data)._program.step_names() == ["DEQUANTIZE+PRELU+QUANTIZE (two lines)"]
+
+
+@pytest.mark.parametrize("chain, in_dtype", [(("HARD_SWISH",), "int8"), (("TANH",), "int8"), (("PRELU",), "uint8")])
+def test_tables_that_are_not_two_lines_stay_tables(chain, in_dtype):
+    """Curves are no pair of lines, and a uint8 input has no split where a PRELU's meet (its
+    bytes above 127 read as negative int8): those islands keep their lookups."""
+    rng = np.random.default_rng(5)
+    data = island_model(rng, chain, in_dtype=in_dtype, channels=16)
+    assert_island_exact(data, rng)
+    assert engine(data)._program.step_names() == ["+".join(("DEQUANTIZE", *chain, "QUANTIZE"))]
 
 
 def test_a_large_island_splits_over_threads():
@@ -217,11 +240,80 @@ def test_a_nan_alpha_leaves_the_prelu_to_litert(tmp_path):
         (12, np.zeros((0, 256), np.int8), "channels do not divide"),
         (12, np.zeros(256, np.int8), "tables"),
         (1 << 20, np.zeros((4, 256), np.int8), "outside the arena"),
+        (12, np.zeros((4, 256), np.int8), "split outside"),
     ],
 )
 def test_the_native_table_step_refuses_bad_arguments(n, tables, message):
     from edgeinf import _C
 
     program = _C.EngineProgram(1024, 1)
+    split = 129 if message == "split outside" else 0
     with pytest.raises(ValueError, match=message):
-        program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables)
+        program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables, split=split)
+
+
+def run_channel_tables(tables: np.ndarray, split: int, rng) -> tuple[str, dict]:
+    """A one-step program of ``tables`` ([channels, 256]) on every input byte of each
+    channel: the step's name and, per kernel path, the first output that differs from
+    the tables' own entries (empty when none does)."""
+    from edgeinf import _C
+
+    channels = len(tables)
+    n = 256 * channels
+    program = _C.EngineProgram(2 * n, 1)
+    program.channel_lut(op="T", in_offset=0, out_offset=n, n=n, tables=tables, split=split)
+    x = every_byte((1, 16, 16, channels), "int8", rng).reshape(256, channels)
+    program.view(0, (256, channels), np.dtype(np.int8))[...] = x
+    want = tables[np.arange(channels), x.view(np.uint8)]
+    mismatches = {}
+    for isa in kernels.supported_isas():
+        with kernels.use_isa(isa):
+            program.run()
+        mismatches[isa] = first_mismatch(program.view(n, (256, channels), np.dtype(np.int8)).copy(), want)
+    return program.step_names()[0], mismatches
+
+
+def lines_tables(m: np.ndarray, b: np.ndarray, split: int) -> np.ndarray:
+    """Tables of clamp(floor((m * q + b) / 2^20)), lower line (row 0 of m, b) below split."""
+    q = np.arange(256).astype(np.int64)
+    q = np.where(q >= 128, q - 256, q)
+    side = (q >= split).astype(int)
+    y = (m[side].T * q + b[side].T) >> 20
+    return np.ascontiguousarray(np.clip(y, -128, 127).astype(np.int8))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tables_drawn_from_two_lines_are_found_to_be_lines(seed):
+    rng = np.random.default_rng(seed)
+    channels, split = 24, int(rng.integers(-128, 129))
+    m = rng.integers(-(1 << 22), 1 << 22, (2, channels), dtype=np.int64) >> rng.integers(0, 8, (2, channels))
+    b = rng.integers(-(1 << 27), 1 << 27, (2, channels), dtype=np.int64)
+    name, mismatches = run_channel_tables(lines_tables(m, b, split), split, rng)
+    assert name == "T (two lines)"
+    assert not any(mismatches.values()), mismatches
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["all -128", "all 127", "constant", "one entry off", "random", "steep"],
+)
+def test_edge_tables_are_lines_only_where_they_are(case):
+    """Saturated and constant tables are lines; a line with one entry moved by one, or a
+    random table, is not and keeps its lookups. Every path gives the tables' entries."""
+    rng = np.random.default_rng(9)
+    channels, split = 8, -3
+    ones = np.ones((2, channels), np.int64)
+    tables = {
+        "all -128": np.full((channels, 256), -128, np.int8),
+        "all 127": np.full((channels, 256), 127, np.int8),
+        "constant": np.full((channels, 256), 5, np.int8),
+        "steep": lines_tables(ones * 3 << 20, ones * 0, split),
+        "random": rng.integers(-128, 128, (channels, 256)).astype(np.int8),
+    }.get(case)
+    if case == "one entry off":
+        tables = lines_tables(ones * 700_000, ones * 300_000, split)
+        tables[3, 40] += 1
+    name, mismatches = run_channel_tables(tables, split, rng)
+    is_lines = case not in ("one entry off", "random")
+    assert name == ("T (two lines)" if is_lines else "T")
+    assert not any(mismatches.values()), mismatches

@@ -139,6 +139,9 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
         assert_exact_on_each_isa(model, x, reference_outputs(path.read_bytes(), [x]))
         if name == "face_landmark":
             assert model.details["plan"]["ops"]["DEQUANTIZE+PRELU+QUANTIZE"] == 23
+            # Each PRELU's tables proved two lines per channel at load: computed, not looked up.
+            steps = model._backend._program.step_names()
+            assert steps.count("DEQUANTIZE+PRELU+QUANTIZE (two lines)") == 23, steps
 
 
 @pytest.mark.parametrize("path", ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"])
