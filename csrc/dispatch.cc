@@ -175,29 +175,20 @@ void set_active_isa(Isa isa) {
   g_active.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
+// Indexed by Isa's value; the order of the enum.
+constexpr const char* kIsaNames[] = {
+    "scalar", "avx2", "neon", "neondot", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"};
+constexpr int kIsaCount = static_cast<int>(sizeof(kIsaNames) / sizeof(kIsaNames[0]));
+static_assert(kIsaCount == static_cast<int>(Isa::kAvx2EmulatedVnni) + 1, "a name for every kernel path");
+
 const char* isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kNeon:
-      return "neon";
-    case Isa::kNeonDot:
-      return "neondot";
-    case Isa::kAvx2Vnni:
-      return "avx2vnni";
-    case Isa::kAvx512Vnni:
-      return "avx512vnni";
-    case Isa::kAvx2EmulatedVnni:
-      return "avx2-emulated-vnni";
-  }
-  return "unknown";
+  const int index = static_cast<int>(isa);
+  return index >= 0 && index < kIsaCount ? kIsaNames[index] : "unknown";
 }
 
 Isa parse_isa(const std::string& name) {
-  for (int i = 0; i <= static_cast<int>(Isa::kAvx2EmulatedVnni); ++i) {
-    if (name == isa_name(static_cast<Isa>(i))) return static_cast<Isa>(i);
+  for (int i = 0; i < kIsaCount; ++i) {
+    if (name == kIsaNames[i]) return static_cast<Isa>(i);
   }
   std::string names;
   for (Isa isa : kPublicIsas) names += std::string(names.empty() ? "" : ", ") + isa_name(isa);
