@@ -1,5 +1,6 @@
-// NEON pooling over 16 channels per step; channel tails and oversized average windows
-// take the scalar path for those outputs.
+// NEON pooling over 16 channels per step (a channel count past 16 that is not a multiple
+// of 16 ends with a block overlapping the one before); fewer than 16 channels and
+// oversized average windows take the scalar path for those outputs.
 #include <arm_neon.h>
 
 #include "pool.h"
@@ -16,7 +17,7 @@ inline int32x4_t average4(int32x4_t sum, int32x4_t half, float32x4_t count_f) {
 }
 
 struct MaxBlock {
-  static constexpr bool kOverlapTail = false;
+  static constexpr bool kOverlapTail = true;
   explicit MaxBlock(const PoolGeometry& g)
       : lo(vdupq_n_s8(static_cast<int8_t>(g.act_min))), hi(vdupq_n_s8(static_cast<int8_t>(g.act_max))) {}
   void start() { m = vdupq_n_s8(-128); }
@@ -26,7 +27,7 @@ struct MaxBlock {
 };
 
 struct AverageBlock {
-  static constexpr bool kOverlapTail = false;
+  static constexpr bool kOverlapTail = true;
   explicit AverageBlock(const PoolGeometry& g) : lo(vdupq_n_s32(g.act_min)), hi(vdupq_n_s32(g.act_max)) {}
   void start() {
     for (int i = 0; i < 4; ++i) s[i] = vdupq_n_s32(0);
