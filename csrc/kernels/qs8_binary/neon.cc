@@ -100,8 +100,8 @@ bool is_half(int32_t m, int32_t shift) { return m == kHalfMultiplier && shift ==
 bool short_form(const AddParams& p) {
   const bool in1 = is_half(p.input1_multiplier, p.input1_shift) || p.input1_shift < 0;
   const bool in2 = is_half(p.input2_multiplier, p.input2_shift) || p.input2_shift < 0;
-  return p.left_shift == 20 && in1 && in2 && p.output_shift < 0 && p.input1_offset >= -128 &&
-         p.input1_offset <= 128 && p.input2_offset >= -128 && p.input2_offset <= 128;
+  return p.left_shift == 20 && in1 && in2 && p.output_shift < 0 && p.input1_offset >= -128 && p.input1_offset <= 128 &&
+         p.input2_offset >= -128 && p.input2_offset <= 128;
 }
 
 template <bool kHalf1, bool kHalf2>
