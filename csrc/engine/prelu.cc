@@ -15,7 +15,8 @@ void prelu__scalar(const PreluParams& p, const int8_t* in, int8_t* out, size_t p
 
 void prelu(const PreluParams& p, const int8_t* in, int8_t* out, size_t pixels) {
   using Fn = void (*)(const PreluParams&, const int8_t*, int8_t*, size_t);
-  const Fn fn = select<Fn>(&prelu__scalar, EDGEINF_AVX2(prelu__avx2), nullptr, nullptr);
+  const Fn fn =
+      select<Fn>(&prelu__scalar, EDGEINF_AVX2(prelu__avx2), EDGEINF_NEON(prelu__neon), EDGEINF_NEON(prelu__neon));
   fn(p, in, out, pixels);
 }
 

@@ -4,7 +4,8 @@
 //                      : MultiplyByQuantizedMultiplier(x * (alpha[c] - alpha_zero_point), m2, s2)
 //               + output_zero_point, -128, 127)
 // The scalar path looks each value up in its channel's 256-entry table (built at load from
-// the same formula); the AVX2 path computes the formula on 8 lanes.
+// the same formula); the AVX2 path computes the formula on 8 lanes, the NEON path looks
+// up the tables 8 channels at a time.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,7 @@ struct PreluParams {
 // pixels x channels values.
 void prelu__scalar(const PreluParams& p, const int8_t* in, int8_t* out, size_t pixels);
 void prelu__avx2(const PreluParams& p, const int8_t* in, int8_t* out, size_t pixels);
+void prelu__neon(const PreluParams& p, const int8_t* in, int8_t* out, size_t pixels);
 void prelu(const PreluParams& p, const int8_t* in, int8_t* out, size_t pixels);
 
 }  // namespace edgeinf::engine

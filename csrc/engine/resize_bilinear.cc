@@ -19,7 +19,8 @@ void bilinear_row__scalar(const BilinearRow& r, int8_t* out) {
 
 void bilinear_row(const BilinearRow& r, int8_t* out) {
   using Fn = void (*)(const BilinearRow&, int8_t*);
-  select<Fn>(&bilinear_row__scalar, EDGEINF_AVX2(bilinear_row__avx2), nullptr, nullptr)(r, out);
+  select<Fn>(&bilinear_row__scalar, EDGEINF_AVX2(bilinear_row__avx2), EDGEINF_NEON(bilinear_row__neon),
+             EDGEINF_NEON(bilinear_row__neon))(r, out);
 }
 
 }  // namespace edgeinf::engine

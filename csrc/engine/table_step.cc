@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "../dispatch.h"
 #include "pool.h"
 
 namespace edgeinf::engine {
@@ -41,6 +42,10 @@ void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
   const uint8_t* in = reinterpret_cast<const uint8_t*>(in_) + begin * channels;
   int8_t* out = out_ + begin * channels;
   const int8_t* tables = tables_.data();
+  using Fn = void (*)(const int8_t*, size_t, const uint8_t*, int8_t*, size_t);
+  if (Fn fn = select<Fn>(nullptr, nullptr, EDGEINF_NEON(channel_lookup__neon), EDGEINF_NEON(channel_lookup__neon))) {
+    return fn(tables, channels, in, out, end - begin);
+  }
   for (size_t p = begin; p < end; ++p, in += channels, out += channels) {
     size_t c = 0;
     for (; c + 4 <= channels; c += 4) {

@@ -39,4 +39,7 @@ class ChannelTableStep final : public Step {
   int8_t* out_;
 };
 
+// The lookups of `pixels` pixels on aarch64 (table_step__neon.cc): tables as the step's.
+void channel_lookup__neon(const int8_t* tables, size_t channels, const uint8_t* in, int8_t* out, size_t pixels);
+
 }  // namespace edgeinf::engine

@@ -180,3 +180,39 @@ def test_pooling_channels_past_a_simd_block(op, c):
     kw = dict(pool_size=(2, 2), stride=(2, 2), padding="valid", scale=q[0], zero_point=q[1])
     for isa, got in run_each_isa(lambda: fn(x, **kw)).items():
         assert_same(got, want, f"{op} x={x.shape} on {isa}")
+
+
+@pytest.mark.parametrize("c, act", [(16, "relu6"), (40, "relu_n1_to_1"), (72, "none")])
+def test_max_pool_of_whole_2x2_windows(c, act):
+    # 2x2 windows at stride 2 that all lie inside the image (odd sizes leave the last row
+    # and column out), two images, clamped by the fused activation: NEON's short path.
+    rng = np.random.default_rng(c)
+    q = (random_scale(rng), random_zero_point(rng))
+    x = _x(rng, (2, 9, 7, c))
+    want = run(
+        pool_model("MAX_POOL_2D", x.shape, pool=(2, 2), stride=(2, 2), padding="valid", q=q, activation=act), [x]
+    )
+    kw = dict(pool_size=(2, 2), stride=(2, 2), padding="valid", activation=act, scale=q[0], zero_point=q[1])
+    for isa, got in run_each_isa(lambda: quant.max_pool(x, **kw)).items():
+        assert_same(got, want, f"MAX_POOL_2D x={x.shape} act={act} on {isa}")
+
+
+@pytest.mark.parametrize(
+    "left_shift, in1, in2, out_rescale",
+    [
+        (16, (1 << 30, 0), (1518500250, -1), (1 << 30, -16)),  # left shift other than int8's 20
+        (20, (1 << 30, 0), (1518500250, 0), (1395864371, -21)),  # a factor in [1/2, 1) without a shift
+        (20, (1 << 30, -20), (1518500250, -21), (1395864371, 0)),  # the output without a right shift
+    ],
+)
+def test_add_parameters_off_tflites_int8_form(left_shift, in1, in2, out_rescale):
+    # Parameters the SIMD paths' short forms leave to their general one: every value pair
+    # equal to the scalar reference's.
+    from edgeinf import _C
+
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    args = (-5, 17, left_shift, *in1, *in2, *out_rescale, 3, -128, 127, None)
+    got = run_each_isa(lambda: _C.add(a, b, *args))
+    for isa, values in got.items():
+        assert_same(values, got["scalar"], f"ADD {args} on {isa}")

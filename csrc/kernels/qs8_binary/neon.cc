@@ -1,4 +1,9 @@
-// NEON add / mul: 8 values per step in int32 lanes.
+// NEON add / mul: 16 values per step, bit-exact with the reference of binary.h.
+//
+// ADD with the parameters TFLite gives int8 (left shift 20, input shifts <= 0, the input of
+// the larger scale at exactly 1/2) takes a short form: (x + offset) << 20 made from int16
+// lanes, that 1/2 as a shift, and each rounding right shift in two instructions. Other
+// parameters take every step of the reference on int32 lanes.
 #include <arm_neon.h>
 
 #include "../../quant/neon_inl.h"
@@ -7,57 +12,164 @@
 namespace edgeinf::qs8 {
 namespace {
 
+constexpr int32_t kHalfMultiplier = int32_t{1} << 30;  // with shift 0: a factor of exactly 1/2
+
+// rounding_divide_by_pot by e >= 1 (neg_e = -e) for |x| < 2^31 - 1: SRSHL rounds ties
+// toward +inf, so a negative value first moves down by one (ties away from zero).
+inline int32x4_t divide_by_pot(int32x4_t x, int32x4_t neg_e) { return vrshlq_s32(vsraq_n_s32(x, x, 31), neg_e); }
+
+// A multiply_by_quantized_multiplier: any shift, or a right shift of at least one bit
+// (kRightOnly), which needs neither the left shift nor the saturating fix-up.
+template <bool kRightOnly>
 struct Scale {
   int32x4_t multiplier, left, neg_right;
   Scale(int32_t m, int32_t shift)
       : multiplier(vdupq_n_s32(m)),
         left(vdupq_n_s32(shift > 0 ? shift : 0)),
         neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
-  int32x4_t apply(int32x4_t x) const { return neon::mbqm(x, multiplier, left, neg_right); }
+  int32x4_t apply(int32x4_t x) const {
+    if (kRightOnly) return divide_by_pot(vqrdmulhq_s32(x, multiplier), neg_right);
+    return neon::mbqm(x, multiplier, left, neg_right);
+  }
 };
+
+// The reference's last step on 16 results: plus the output zero point, clamped. The sums
+// are narrowed with saturation first: a value beyond int16 is beyond int8 after the zero
+// point is added (|zero point| <= 128), so it clamps to the same bound.
+struct Output {
+  int16x8_t zero_point;
+  int8x16_t lo, hi;
+  explicit Output(int32_t zp, int32_t act_min, int32_t act_max)
+      : zero_point(vdupq_n_s16(static_cast<int16_t>(zp))),
+        lo(vdupq_n_s8(static_cast<int8_t>(act_min))),
+        hi(vdupq_n_s8(static_cast<int8_t>(act_max))) {}
+  int8x16_t operator()(const int32x4_t v[4]) const {
+    const int16x8_t a = vqaddq_s16(vqmovn_high_s32(vqmovn_s32(v[0]), v[1]), zero_point);
+    const int16x8_t b = vqaddq_s16(vqmovn_high_s32(vqmovn_s32(v[2]), v[3]), zero_point);
+    return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(a), b), lo), hi);
+  }
+};
+
+// out[i] = output(values(x[i..], y[i..])) over [0, n) in steps of 16; the tail by `one`.
+// values(int8x16_t x, int8x16_t y, int32x4_t v[4]) computes the 16 results before the
+// zero point.
+template <class Values, class One>
+void binary16(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const Output& output, Values values, One one) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    int32x4_t v[4];
+    values(vld1q_s8(a + i), vld1q_s8(b + i), v);
+    vst1q_s8(out + i, output(v));
+  }
+  for (; i < n; ++i) out[i] = one(a[i], b[i]);
+}
+
+// The four int32 lanes of (x + offset) << shift for 16 values, shift in [16, 20]: the
+// int16 lanes (x + offset) << (shift - 16), then a widening shift by 16.
+template <int kShift>
+inline void shifted(int8x16_t x, int16x8_t scaled_offset, int32x4_t v[4]) {
+  static_assert(kShift >= 16 && kShift <= 20, "int16 lanes hold (x + offset) << (kShift - 16)");
+  const int16x8_t lo = vaddq_s16(vshll_n_s8(vget_low_s8(x), kShift - 16), scaled_offset);
+  const int16x8_t hi = vaddq_s16(vshll_high_n_s8(x, kShift - 16), scaled_offset);
+  v[0] = vshll_n_s16(vget_low_s16(lo), 16);
+  v[1] = vshll_high_n_s16(lo, 16);
+  v[2] = vshll_n_s16(vget_low_s16(hi), 16);
+  v[3] = vshll_high_n_s16(hi, 16);
+}
+
+// One input of the short form: the scaled value, (x + offset) << 20 times the input's
+// multiplier; for the input of factor 1/2 that is (x + offset) << 19.
+template <bool kHalf>
+struct InputScale {
+  int16x8_t scaled_offset;
+  Scale<true> scale;
+  InputScale(int32_t offset, int32_t m, int32_t shift)
+      : scaled_offset(vdupq_n_s16(static_cast<int16_t>(offset * (kHalf ? 8 : 16)))), scale(m, shift) {}
+  void apply(int8x16_t x, int32x4_t v[4]) const {
+    shifted<kHalf ? 19 : 20>(x, scaled_offset, v);
+    if (!kHalf) {
+      for (int j = 0; j < 4; ++j) v[j] = scale.apply(v[j]);
+    }
+  }
+};
+
+bool is_half(int32_t m, int32_t shift) { return m == kHalfMultiplier && shift == 0; }
+
+// The short form applies: int8's left shift, each input at 1/2 or shifted right, the output
+// shifted right (every sum then stays below 2^29 in magnitude).
+bool short_form(const AddParams& p) {
+  const bool in1 = is_half(p.input1_multiplier, p.input1_shift) || p.input1_shift < 0;
+  const bool in2 = is_half(p.input2_multiplier, p.input2_shift) || p.input2_shift < 0;
+  return p.left_shift == 20 && in1 && in2 && p.output_shift < 0 && p.input1_offset >= -128 && p.input1_offset <= 128 &&
+         p.input2_offset >= -128 && p.input2_offset <= 128;
+}
+
+template <bool kHalf1, bool kHalf2>
+void add_short(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p, const Output& output) {
+  const InputScale<kHalf1> in1(p.input1_offset, p.input1_multiplier, p.input1_shift);
+  const InputScale<kHalf2> in2(p.input2_offset, p.input2_multiplier, p.input2_shift);
+  const Scale<true> so(p.output_multiplier, p.output_shift);
+  auto values = [&](int8x16_t x, int8x16_t y, int32x4_t v[4]) {
+    int32x4_t w[4];
+    in1.apply(x, v);
+    in2.apply(y, w);
+    for (int j = 0; j < 4; ++j) v[j] = so.apply(vaddq_s32(v[j], w[j]));
+  };
+  binary16(a, b, out, n, output, values, [&p](int8_t x, int8_t y) { return add_one(x, y, p); });
+}
+
+// int32 lanes of x + offset for 16 values.
+inline void offset32(int8x16_t x, int16x8_t offset, int32x4_t v[4]) {
+  const int16x8_t lo = vaddw_s8(offset, vget_low_s8(x)), hi = vaddw_high_s8(offset, x);
+  v[0] = vmovl_s16(vget_low_s16(lo));
+  v[1] = vmovl_high_s16(lo);
+  v[2] = vmovl_s16(vget_low_s16(hi));
+  v[3] = vmovl_high_s16(hi);
+}
 
 }  // namespace
 
 void qs8_add__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p) {
-  const int32x4_t off1 = vdupq_n_s32(p.input1_offset), off2 = vdupq_n_s32(p.input2_offset);
-  const int32x4_t shift = vdupq_n_s32(p.left_shift);
-  const Scale s1(p.input1_multiplier, p.input1_shift), s2(p.input2_multiplier, p.input2_shift);
-  const Scale so(p.output_multiplier, p.output_shift);
-  const int32x4_t zp = vdupq_n_s32(p.output_offset);
-  const int32x4_t lo = vdupq_n_s32(p.act_min), hi = vdupq_n_s32(p.act_max);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const int16x8_t xa = vmovl_s8(vld1_s8(a + i)), xb = vmovl_s8(vld1_s8(b + i));
-    int32x4_t r[2];
-    for (int h = 0; h < 2; ++h) {
-      const int32x4_t x = vshlq_s32(vaddq_s32(vmovl_s16(h ? vget_high_s16(xa) : vget_low_s16(xa)), off1), shift);
-      const int32x4_t y = vshlq_s32(vaddq_s32(vmovl_s16(h ? vget_high_s16(xb) : vget_low_s16(xb)), off2), shift);
-      const int32x4_t v = vaddq_s32(so.apply(vaddq_s32(s1.apply(x), s2.apply(y))), zp);
-      r[h] = vminq_s32(vmaxq_s32(v, lo), hi);
-    }
-    vst1_s8(out + i, neon::pack8(r[0], r[1]));
+  const Output output(p.output_offset, p.act_min, p.act_max);
+  if (short_form(p)) {
+    const bool half1 = is_half(p.input1_multiplier, p.input1_shift);
+    const bool half2 = is_half(p.input2_multiplier, p.input2_shift);
+    if (half1 && half2) return add_short<true, true>(a, b, out, n, p, output);
+    if (half1) return add_short<true, false>(a, b, out, n, p, output);
+    if (half2) return add_short<false, true>(a, b, out, n, p, output);
+    return add_short<false, false>(a, b, out, n, p, output);
   }
-  for (; i < n; ++i) out[i] = add_one(a[i], b[i], p);
+  const int16x8_t off1 = vdupq_n_s16(static_cast<int16_t>(p.input1_offset));
+  const int16x8_t off2 = vdupq_n_s16(static_cast<int16_t>(p.input2_offset));
+  const int32x4_t shift = vdupq_n_s32(p.left_shift);
+  const Scale<false> s1(p.input1_multiplier, p.input1_shift), s2(p.input2_multiplier, p.input2_shift);
+  const Scale<false> so(p.output_multiplier, p.output_shift);
+  auto values = [&](int8x16_t x, int8x16_t y, int32x4_t v[4]) {
+    int32x4_t w[4];
+    offset32(x, off1, v);
+    offset32(y, off2, w);
+    for (int j = 0; j < 4; ++j) {
+      v[j] = so.apply(vaddq_s32(s1.apply(vshlq_s32(v[j], shift)), s2.apply(vshlq_s32(w[j], shift))));
+    }
+  };
+  binary16(a, b, out, n, output, values, [&p](int8_t x, int8_t y) { return add_one(x, y, p); });
 }
 
 void qs8_mul__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p) {
-  const int32x4_t off1 = vdupq_n_s32(p.input1_offset), off2 = vdupq_n_s32(p.input2_offset);
-  const Scale so(p.output_multiplier, p.output_shift);
-  const int32x4_t zp = vdupq_n_s32(p.output_offset);
-  const int32x4_t lo = vdupq_n_s32(p.act_min), hi = vdupq_n_s32(p.act_max);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const int16x8_t xa = vmovl_s8(vld1_s8(a + i)), xb = vmovl_s8(vld1_s8(b + i));
-    int32x4_t r[2];
-    for (int h = 0; h < 2; ++h) {
-      const int32x4_t x = vaddq_s32(vmovl_s16(h ? vget_high_s16(xa) : vget_low_s16(xa)), off1);
-      const int32x4_t y = vaddq_s32(vmovl_s16(h ? vget_high_s16(xb) : vget_low_s16(xb)), off2);
-      const int32x4_t v = vaddq_s32(so.apply(vmulq_s32(x, y)), zp);
-      r[h] = vminq_s32(vmaxq_s32(v, lo), hi);
-    }
-    vst1_s8(out + i, neon::pack8(r[0], r[1]));
-  }
-  for (; i < n; ++i) out[i] = mul_one(a[i], b[i], p);
+  const Output output(p.output_offset, p.act_min, p.act_max);
+  const int16x8_t off1 = vdupq_n_s16(static_cast<int16_t>(p.input1_offset));
+  const int16x8_t off2 = vdupq_n_s16(static_cast<int16_t>(p.input2_offset));
+  const Scale<false> so(p.output_multiplier, p.output_shift);
+  auto values = [&](int8x16_t x, int8x16_t y, int32x4_t v[4]) {
+    // (x + offset) fits int16 (|.| <= 256), the product int32
+    const int16x8_t xl = vaddw_s8(off1, vget_low_s8(x)), xh = vaddw_high_s8(off1, x);
+    const int16x8_t yl = vaddw_s8(off2, vget_low_s8(y)), yh = vaddw_high_s8(off2, y);
+    v[0] = so.apply(vmull_s16(vget_low_s16(xl), vget_low_s16(yl)));
+    v[1] = so.apply(vmull_high_s16(xl, yl));
+    v[2] = so.apply(vmull_s16(vget_low_s16(xh), vget_low_s16(yh)));
+    v[3] = so.apply(vmull_high_s16(xh, yh));
+  };
+  binary16(a, b, out, n, output, values, [&p](int8_t x, int8_t y) { return mul_one(x, y, p); });
 }
 
 }  // namespace edgeinf::qs8
