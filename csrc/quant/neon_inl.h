@@ -5,6 +5,7 @@
 #include <arm_neon.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace edgeinf::qs8::neon {
 
@@ -40,6 +41,17 @@ static inline int32x4_t scaled_double(int32x4_t acc, const double* scale, int32x
   const int64x2_t a = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_s32(vget_low_s32(acc))), vld1q_f64(scale)));
   const int64x2_t b = vcvtaq_s64_f64(vmulq_f64(vcvtq_f64_s64(vmovl_high_s32(acc)), vld1q_f64(scale + 2)));
   return vaddq_s32(vcombine_s32(vqmovn_s64(a), vqmovn_s64(b)), zero_point);
+}
+
+// The first n int8 lanes of v (int8x8_t or int8x16_t) stored at dst; a whole vector as
+// one store.
+template <typename V>
+static inline void store_prefix(int8_t* dst, V v, size_t n) {
+  if (n == sizeof(V)) {
+    std::memcpy(dst, &v, sizeof(V));
+  } else {
+    std::memcpy(dst, &v, n);
+  }
 }
 
 // 8 int32 lanes already within int8 range to 8 bytes.

@@ -44,8 +44,14 @@ struct Output {
   const float *scale = nullptr, *offset = nullptr, *offset_neg = nullptr;
   bool split = false;
   int32x4_t zero_point, lo, hi;
+  int8x16_t lo8, hi8;  // the activation range as int8 (it lies within int8)
   explicit Output(const Requantization& r, const FloatRequantization* f = nullptr)
-      : rq(r), zero_point(vdupq_n_s32(r.output_zero_point)), lo(vdupq_n_s32(r.act_min)), hi(vdupq_n_s32(r.act_max)) {
+      : rq(r),
+        zero_point(vdupq_n_s32(r.output_zero_point)),
+        lo(vdupq_n_s32(r.act_min)),
+        hi(vdupq_n_s32(r.act_max)),
+        lo8(vdupq_n_s8(static_cast<int8_t>(r.act_min))),
+        hi8(vdupq_n_s8(static_cast<int8_t>(r.act_max))) {
     if (const FloatRequantization* fl = usable(f)) {
       scale = fl->scale.data(), offset = fl->offset.data(), offset_neg = fl->offset_neg.data();
       split = fl->split;
@@ -70,6 +76,42 @@ static inline int8x8_t requantize8(int32x4_t a0, int32x4_t a1, const Output& q, 
       neon::requantize(a1, vld1q_s32(rq.multiplier.data() + c + 4), vld1q_s32(rq.left_shift.data() + c + 4),
                        vnegq_s32(vld1q_s32(rq.right_shift.data() + c + 4)), q.zero_point, q.lo, q.hi);
   return neon::pack8(v0, v1);
+}
+
+// The requantization of 16 channels c .. c + 15, its float form's parameters held in
+// registers: built once before a loop over pixels, whose int8 stores would otherwise make
+// the compiler reload them (an int8 store may alias anything). The float form is narrowed
+// with saturation and clamped as int8, two operations for 16 lanes where the int32 clamp
+// takes eight: saturation is monotonic and the activation range lies within int8, so the
+// result equals requantize8's.
+struct Requantize16 {
+  const Output& q;
+  size_t c;
+  float32x4_t scale[4], offset[4], offset_neg[4];
+  int8x16_t lo, hi;
+  Requantize16(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8) {
+    if (!q.scale) return;
+    for (int i = 0; i < 4; ++i) {
+      scale[i] = vld1q_f32(q.scale + c + 4 * i), offset[i] = vld1q_f32(q.offset + c + 4 * i);
+      offset_neg[i] = q.split ? vld1q_f32(q.offset_neg + c + 4 * i) : offset[i];
+    }
+  }
+  // a[i]: channels c + 4i .. c + 4i + 3
+  int8x16_t operator()(const int32x4_t (&a)[4]) const {
+    if (!q.scale) return vcombine_s8(requantize8(a[0], a[1], q, c), requantize8(a[2], a[3], q, c + 8));
+    int32x4_t v[4];
+    if (q.split) {
+      for (int i = 0; i < 4; ++i) v[i] = float_form_split(a[i], scale[i], offset[i], offset_neg[i]);
+    } else {
+      for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], offset[i]);
+    }
+    const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(v[0]), v[1]), h1 = vqmovn_high_s32(vqmovn_s32(v[2]), v[3]);
+    return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(h0), h1), lo), hi);
+  }
+};
+
+static inline int8x16_t requantize16(const int32x4_t (&a)[4], const Output& q, size_t c) {
+  return Requantize16(q, c)(a);
 }
 
 }  // namespace edgeinf::qs8::neon_rq

@@ -250,7 +250,8 @@ def _small_products(x, weights, bias, zero_point, variant):
 # leave 2- and 1-pixel remainders; steps inside the image and over the padding), other
 # filters and dilations go pixel by pixel, a depth multiplier above 1 reads rows with
 # repeated channels; channel counts straddle the 16/8-channel blocks. Weights without
-# -128 take NEON's paired taps.
+# -128 take NEON's paired taps. With the dot product, filters of 3 and 5 columns run
+# unrolled and a 2x2 filter the general form.
 DW_SHAPES = [
     # (h, w, c, multiplier, (kh, kw), stride, dilation, padding)
     (7, 11, 16, 1, (3, 3), (1, 1), (1, 1), "same"),
@@ -267,6 +268,7 @@ DW_SHAPES = [
     (5, 6, 20, 2, (1, 3), (1, 1), (1, 2), "valid"),
     (7, 9, 40, 1, (3, 3), (2, 2), (1, 1), "same"),
     (6, 11, 17, 1, (3, 3), (2, 2), (1, 1), "valid"),
+    (6, 7, 18, 1, (2, 2), (2, 1), (1, 1), "same"),
 ]
 
 

@@ -13,6 +13,7 @@
 //    once to int16 (qs8_conv2d_gemm__avx2).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -85,8 +86,30 @@ class ConvWeights {
 // Rows of the direct kernel for output pixels [p0, p0 + m) (pixels counted over batch,
 // rows and columns): each output pixel's window in OHWI order, raw input values, the
 // input zero point for taps outside the image, zeros from K up to kp; rows kp apart.
+// With `wide`, filter rows of up to 16 values are copied as 16 bytes where the input has
+// them, and values K to kp are left as they are (for kernels whose weights there are
+// zero): dst then needs 16 bytes past its last row.
 void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t p0, size_t m, size_t kp,
-                      int8_t* dst);
+                      int8_t* dst, bool wide = false);
+
+// The NEON direct kernels' schedule: output pixels in chunks whose window rows (kp values
+// each, conv_window_rows, wide: the panels' weights past K are zero) take about 16 kB,
+// each chunk in tiles of `tile_rows` rows, calling tile(rows, count, first_pixel) with
+// count <= tile_rows real rows; rows past the last pixel are zeros, computed and not stored.
+template <typename Tile>
+void for_each_window_tile(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t kp, size_t tile_rows,
+                          Tile&& tile) {
+  const size_t pixels = g.batch * g.out_h * g.out_w;
+  const size_t chunk = std::min<size_t>(std::max<size_t>(tile_rows, (16384 / kp) / tile_rows * tile_rows),
+                                        (pixels + tile_rows - 1) / tile_rows * tile_rows);
+  std::vector<int8_t> a(chunk * kp + 16, 0);
+  for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
+    const size_t m = std::min(chunk, pixels - p0);
+    conv_window_rows(g, in, zero_point, p0, m, kp, a.data(), true);
+    std::fill(a.begin() + static_cast<ptrdiff_t>(m * kp), a.end(), int8_t{0});
+    for (size_t r0 = 0; r0 < m; r0 += tile_rows) tile(a.data() + r0 * kp, std::min(tile_rows, m - r0), p0 + r0);
+  }
+}
 
 void qs8_conv2d__scalar(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);

@@ -9,8 +9,6 @@
 #include <arm_neon.h>
 
 #include <algorithm>
-#include <cstring>
-#include <vector>
 
 #include "../../quant/rq_neon_inl.h"
 #include "conv2d.h"
@@ -19,7 +17,6 @@ namespace edgeinf::qs8 {
 namespace {
 
 using neon_rq::Output;
-using neon_rq::requantize8;
 
 constexpr size_t kRows = 4;
 
@@ -61,16 +58,9 @@ void tile(const int8_t* a, size_t ka, size_t quads, const int8_t* panel, const i
     EDGEINF_DOT_QUAD(3);
     ++qd;
   }
+  const neon_rq::Requantize16 rq(q, c0);
   for (size_t r = 0; r < rows; ++r) {
-    const int8x16_t v =
-        vcombine_s8(requantize8(acc[r][0], acc[r][1], q, c0), requantize8(acc[r][2], acc[r][3], q, c0 + 8));
-    if (ncols == 16) {
-      vst1q_s8(out + r * out_stride, v);
-    } else {
-      int8_t tmp[16];
-      vst1q_s8(tmp, v);
-      std::memcpy(out + r * out_stride, tmp, ncols);
-    }
+    neon::store_prefix(out + r * out_stride, rq(acc[r]), ncols);
   }
 }
 
@@ -80,25 +70,15 @@ void tile(const int8_t* a, size_t ka, size_t quads, const int8_t* panel, const i
 
 void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const size_t n = g.out_c, quads = w.kp4() / 4, ka = (w.kp4() + 15) / 16 * 16, blocks = (n + 15) / 16;
-  const size_t pixels = g.batch * g.out_h * g.out_w;
-  const size_t chunk =
-      std::min<size_t>(std::max<size_t>(kRows, (16384 / ka) / kRows * kRows), (pixels + kRows - 1) / kRows * kRows);
-  std::vector<int8_t> a(chunk * ka, 0);
   const Output q(w.gemm().requantization(), w.gemm().float_requantization());
   const int32_t* start = w.gemm().bias_minus_zero_point_terms();
-  const int8_t zp = static_cast<int8_t>(w.input_zero_point());
-  for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
-    const size_t m = std::min(chunk, pixels - p0);
-    conv_window_rows(g, in, zp, p0, m, ka, a.data());
-    std::fill(a.begin() + static_cast<ptrdiff_t>(m * ka), a.end(), int8_t{0});  // rows past m: computed, not stored
-    for (size_t r0 = 0; r0 < m; r0 += kRows) {
-      const size_t rows = std::min(kRows, m - r0);
-      for (size_t b = 0; b < blocks; ++b) {
-        tile(a.data() + r0 * ka, ka, quads, w.neondot_panel() + b * quads * 64, start, q, b * 16, rows,
-             std::min<size_t>(16, n - b * 16), out + (p0 + r0) * n + b * 16, n);
-      }
-    }
-  }
+  for_each_window_tile(g, in, static_cast<int8_t>(w.input_zero_point()), ka, kRows,
+                       [&](const int8_t* a, size_t rows, size_t pixel) {
+                         for (size_t b = 0; b < blocks; ++b) {
+                           tile(a, ka, quads, w.neondot_panel() + b * quads * 64, start, q, b * 16, rows,
+                                std::min<size_t>(16, n - b * 16), out + pixel * n + b * 16, n);
+                         }
+                       });
 }
 
 }  // namespace edgeinf::qs8

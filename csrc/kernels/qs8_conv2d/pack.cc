@@ -93,8 +93,9 @@ EDGEINF_NO_LIBCALLS inline void fill_run(int8_t* d, int8_t v, size_t n) {
 }  // namespace
 
 EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* in, int8_t zero_point, size_t p0,
-                                          size_t m, size_t kp, int8_t* dst) {
+                                          size_t m, size_t kp, int8_t* dst, bool wide) {
   const size_t C = g.in_c, run = g.k_w * C, k = g.k_h * run;
+  const int8_t* in_end = in + g.batch * g.in_h * g.in_w * C;
   size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
   const ptrdiff_t in_h = static_cast<ptrdiff_t>(g.in_h), in_w = static_cast<ptrdiff_t>(g.in_w);
   const ptrdiff_t span_w = static_cast<ptrdiff_t>((g.k_w - 1) * g.dilation_w);
@@ -112,7 +113,11 @@ EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* i
       const int8_t* row = in + (b * g.in_h + static_cast<size_t>(iy)) * g.in_w * C;
       if (inside_w && g.dilation_w == 1) {
         const int8_t* s = row + ix0 * static_cast<ptrdiff_t>(C);
-        copy_run(d, s, run);
+        if (wide && run <= 16 && in_end - s >= 16) {
+          std::memcpy(d, s, 16);  // past the run: later rows overwrite it, or K..kp ignores it
+        } else {
+          copy_run(d, s, run);
+        }
         continue;
       }
       for (size_t kx = 0; kx < g.k_w; ++kx) {
@@ -121,7 +126,7 @@ EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* i
         for (size_t c = 0; c < C; ++c) d[kx * C + c] = inside ? row[ix * static_cast<ptrdiff_t>(C) + c] : zero_point;
       }
     }
-    fill_run(dst + k, 0, kp - k);
+    if (!wide) fill_run(dst + k, 0, kp - k);
     if (++ox == g.out_w) {
       ox = 0;
       if (++oy == g.out_h) {

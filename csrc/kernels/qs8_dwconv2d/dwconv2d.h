@@ -69,13 +69,27 @@ class DwWeights {
   bool avx2_last_block_overlaps() const { return overlap_last_; }
   const int32_t* avx2_params() const { return avx2_params_.data(); }
 
+  // NEON panels (built on aarch64): per block of 16 channels (padded_channels / 16), per
+  // tap, the block's 16 weights (zeros past the channel count), so that a kernel walks
+  // one block's weights with one pointer.
+  const int8_t* neon_panel() const { return neon_panel_.data(); }
+
+  // NEON dot-product panels (built on aarch64, for 16 channels or more): per block of 16
+  // channels (neondot_blocks() of them, the last one holding channels [channels - 16,
+  // channels) when 16 does not divide the count), per filter column kx and group of four
+  // filter rows (neondot_row_groups()), 64 bytes: lane i of vector j (16 bytes each) holds
+  // channel 4j + i's weights of the group's four rows, zero for rows past k_h.
+  size_t neondot_blocks() const { return channels_ >= 16 ? (channels_ + 15) / 16 : 0; }
+  size_t neondot_row_groups() const { return (k_h_ + 3) / 4; }
+  const int8_t* neondot_panel() const { return neondot_panel_.data(); }
+
  private:
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
   bool weights_above_min_ = true;
   bool overlap_last_ = false;
   int avx2_rq_flags_ = 0;
-  std::vector<int8_t> w_;
+  std::vector<int8_t> w_, neon_panel_, neondot_panel_;
   std::vector<int16_t> avx2_pairs_;
   std::vector<int32_t> bias_, bias_zp_, avx2_params_;
   std::vector<DwTapPair> pairs_;
@@ -86,6 +100,7 @@ class DwWeights {
 void qs8_dwconv2d__scalar(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 void qs8_dwconv2d__avx2(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 void qs8_dwconv2d__neon(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
+void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 
 // Scalar outputs [c0, c1) of one pixel (any depth multiplier): the SIMD variants' tail.

@@ -1,4 +1,5 @@
 // Scalar reference depthwise conv2d and its weight preparation.
+#include <algorithm>
 #include <cassert>
 
 #include "dwconv2d.h"
@@ -40,6 +41,24 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   avx2_rq_flags_ = with_float_form(avx2_rq_flags_, rq_, bias_zp_.data(), abs_sum.data(), channels, &fl);
 #if defined(EDGEINF_BUILD_NEON)
   fit_unshifted_float_form(rq_, bias_zp_.data(), abs_sum.data(), channels, padded_, &neon_float_rq_);
+  neon_panel_.assign(padded_ * taps, 0);
+  for (size_t c = 0; c < channels; ++c) {
+    for (size_t t = 0; t < taps; ++t) neon_panel_[(c / 16 * taps + t) * 16 + c % 16] = w_[t * channels + c];
+  }
+  const size_t groups = neondot_row_groups();
+  neondot_panel_.assign(neondot_blocks() * k_w * groups * 64, 0);
+  for (size_t b = 0; b < neondot_blocks(); ++b) {
+    const size_t base = std::min(b * 16, channels - 16);
+    for (size_t kx = 0; kx < k_w; ++kx) {
+      for (size_t g = 0; g < groups; ++g) {
+        int8_t* dst = neondot_panel_.data() + ((b * k_w + kx) * groups + g) * 64;
+        for (size_t c = 0; c < 16; ++c) {
+          for (size_t r = 0; r < 4 && 4 * g + r < k_h; ++r)
+            dst[4 * c + r] = w_[((4 * g + r) * k_w + kx) * channels + base + c];
+        }
+      }
+    }
+  }
 #endif
 
   // AVX2 panels, in unpack lane order (rq_params.h).

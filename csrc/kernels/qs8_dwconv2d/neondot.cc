@@ -1,0 +1,136 @@
+// NEON depthwise conv2d with the dot-product extension (Cortex-A76 and later), for 16
+// channels or more at a horizontal stride of 1 (others run the plain NEON kernel).
+//
+// SDOT sums four int8 products into each int32 lane, and a depthwise lane is one channel:
+// its four bytes must be four filter taps of that channel. They are the taps of one filter
+// column in a group of four filter rows (DwWeights::neondot_panel), so each input column
+// of an output row is interleaved once (two rounds of ZIP over the group's rows) into a
+// scratch row, which every output pixel whose window covers that column then reads: a
+// 3x3 filter at stride 1 reads each interleaved column three times, where multiplying
+// int8 vectors (neon.cc) widens every product on its own. Rows past k_h in a group have
+// zero weights, so the row they read does not matter.
+//
+// Raw int8 inputs, padded taps reading the input zero point, against a start value of
+// bias - zp * sum(w): the total equals the reference accumulator modulo 2^32 (neon.cc).
+// When 16 does not divide the channel count, the last block overlaps the one before it.
+#include <arm_neon.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "../../quant/rq_neon_inl.h"
+#include "dwconv2d.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+using neon_rq::Output;
+
+constexpr size_t kGroupBytes = 64;  // 16 channels x 4 rows
+
+// 16 channels of four rows at one column: lane i of output vector j is channel 4j + i's
+// four rows, in order.
+inline void interleave(const int8_t* r0, const int8_t* r1, const int8_t* r2, const int8_t* r3, int8_t* dst) {
+  const int8x16_t a = vld1q_s8(r0), b = vld1q_s8(r1), c = vld1q_s8(r2), d = vld1q_s8(r3);
+  const int16x8_t ab0 = vreinterpretq_s16_s8(vzip1q_s8(a, b)), ab1 = vreinterpretq_s16_s8(vzip2q_s8(a, b));
+  const int16x8_t cd0 = vreinterpretq_s16_s8(vzip1q_s8(c, d)), cd1 = vreinterpretq_s16_s8(vzip2q_s8(c, d));
+  vst1q_s8(dst, vreinterpretq_s8_s16(vzip1q_s16(ab0, cd0)));
+  vst1q_s8(dst + 16, vreinterpretq_s8_s16(vzip2q_s16(ab0, cd0)));
+  vst1q_s8(dst + 32, vreinterpretq_s8_s16(vzip1q_s16(ab1, cd1)));
+  vst1q_s8(dst + 48, vreinterpretq_s8_s16(vzip2q_s16(ab1, cd1)));
+}
+
+// Where the output pixels of one row read their interleaved columns: the window of pixel
+// ox starts at column ox * pixel_step, its filter column kx kx * tap_step further (bytes).
+// k_w and groups (of four filter rows) as compiled (KW, G) or, where those are 0, as given.
+template <int KW, int G>
+struct Window {
+  size_t k_w, groups, pixel_step, tap_step;
+  size_t columns() const { return KW ? KW : k_w; }
+  size_t row_groups() const { return G ? G : groups; }
+};
+
+// P adjacent output pixels (sharing each weight load) of the 16 channels from c0: cols is
+// the first pixel's window, w its block's panel, start its accumulators' start values.
+template <int P, int KW, int G>
+inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w, const int32x4_t (&start)[4],
+                   const neon_rq::Requantize16& rq, int8_t* o, size_t o_step) {
+  int32x4_t acc[P][4];
+  for (int j = 0; j < 4; ++j) {
+    for (int p = 0; p < P; ++p) acc[p][j] = start[j];
+  }
+  for (size_t kx = 0; kx < win.columns(); ++kx) {
+    for (size_t g = 0; g < win.row_groups(); ++g, w += kGroupBytes) {
+      const int8_t* x = cols + kx * win.tap_step + g * kGroupBytes;
+      for (int j = 0; j < 4; ++j) {
+        const int8x16_t f = vld1q_s8(w + 16 * j);
+        for (int p = 0; p < P; ++p) acc[p][j] = vdotq_s32(acc[p][j], vld1q_s8(x + p * win.pixel_step + 16 * j), f);
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) vst1q_s8(o + p * o_step, rq(acc[p]));
+}
+
+template <int KW, int G>
+void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  const size_t oc = g.in_c * g.depth_multiplier;
+  const Output q(w.requantization(), w.neon_float_requantization());
+  const int8_t zp = static_cast<int8_t>(w.input_zero_point());
+  const size_t groups = w.neondot_row_groups(), column = groups * kGroupBytes;
+  // columns read by an output row: from the first pixel's first tap to the last one's last
+  const ptrdiff_t first = -g.pad_left, in_w = static_cast<ptrdiff_t>(g.in_w);
+  const size_t ncols = (g.out_w - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1;
+  const Window<KW, G> win{g.k_w, groups, g.stride_w * column, g.dilation_w * column};
+  std::vector<int8_t> cols(ncols * column);
+  DwRows rows(g, in, zp);
+  std::vector<const int8_t*> rp(g.k_h), group_rows(4 * groups);
+  const int8x16_t padding = vdupq_n_s8(zp);
+  const int32_t* start = w.bias_minus_zero_point_terms();
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      rows.get(b, oy, rp.data());
+      for (size_t i = 0; i < 4 * groups; ++i) group_rows[i] = rp[std::min(i, g.k_h - 1)];
+      int8_t* o = out + (b * g.out_h + oy) * g.out_w * oc;
+      for (size_t blk = 0; blk < w.neondot_blocks(); ++blk) {
+        const size_t c0 = std::min(blk * 16, oc - 16);
+        for (size_t x = 0; x < ncols; ++x) {
+          const ptrdiff_t ix = first + static_cast<ptrdiff_t>(x);
+          int8_t* d = cols.data() + x * column;
+          if (ix < 0 || ix >= in_w) {
+            for (size_t i = 0; i < column; i += 16) vst1q_s8(d + i, padding);  // zero points, interleaved
+            continue;
+          }
+          const size_t at = static_cast<size_t>(ix) * oc + c0;
+          for (size_t gr = 0; gr < win.row_groups(); ++gr) {
+            const int8_t* const* r = group_rows.data() + 4 * gr;
+            interleave(r[0] + at, r[1] + at, r[2] + at, r[3] + at, d + gr * kGroupBytes);
+          }
+        }
+        const int8_t* panel = w.neondot_panel() + blk * g.k_w * column;
+        int32x4_t s[4];
+        for (int j = 0; j < 4; ++j) s[j] = vld1q_s32(start + c0 + 4 * j);
+        const neon_rq::Requantize16 rq(q, c0);  // in registers across the row
+        size_t ox = 0;
+        for (; ox + 2 <= g.out_w; ox += 2)
+          pixels<2>(win, cols.data() + ox * win.pixel_step, panel, s, rq, o + ox * oc + c0, oc);
+        if (ox < g.out_w) pixels<1>(win, cols.data() + ox * win.pixel_step, panel, s, rq, o + ox * oc + c0, oc);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  if (g.batch == 0 || g.out_h == 0 || g.out_w == 0) return;
+  // Fewer than 16 channels, or a horizontal stride above 1, where each interleaved column
+  // serves at most two pixels of 3x3 filters and the interleaving costs more than it saves
+  // (estimated on the Cortex-A76): the plain NEON kernel.
+  if (w.neondot_blocks() == 0 || g.stride_w > 1) return qs8_dwconv2d__neon(w, g, in, out);
+  // the filters of the face models, unrolled; any other as given
+  if (g.k_w == 3 && g.k_h <= 4) return run<3, 1>(w, g, in, out);
+  if (g.k_w == 5 && g.k_h > 4 && g.k_h <= 8) return run<5, 2>(w, g, in, out);
+  run<0, 0>(w, g, in, out);
+}
+
+}  // namespace edgeinf::qs8
