@@ -22,8 +22,9 @@ per measured call. From the same counts, two estimates of cycles per CPU:
 Neither models the memory system (caches, DRAM bandwidth, TLB): both assume every load hits
 L1, which flatters large-weight layers on the A53 (no L2 prefetch worth the name, a 64-bit
 bus). qemu's Cortex-A76 model enables the A76's architectural features (dot product), not its
-microarchitecture; llvm 14's "cortex-a76" uses the Cortex-A57 scheduling model (llvm >= 16
-has Neoverse-N1's, the A76's server sibling), so use llvm-mca-19 when installed.
+microarchitecture; llvm's "cortex-a76" (14 and 19 alike) schedules with the Cortex-A57 model,
+the one "cortex-a72" uses, so the A76 is modelled as "neoverse-n1" (llvm >= 16), the A76's
+server sibling with the same core (MCA_CPU_OF); use llvm-mca-19 when installed.
 
 Figures are estimates: speedup = XNNPACK's cycles / edgeinf's (above 1: edgeinf faster).
 """
@@ -48,6 +49,8 @@ import emulated  # noqa: E402
 HERE = Path(__file__).resolve().parent
 PLUGIN_SOURCE = HERE / "insn_count_plugin.c"
 CPU_OF = {"pi3": "cortex-a53", "pi4": "cortex-a72", "pi5": "cortex-a76"}
+# llvm-mca's scheduling model per core, where its own name schedules as another core.
+MCA_CPU_OF = {"cortex-a76": "neoverse-n1"}
 ISAS_OF = {"pi3": ["neon"], "pi4": ["neon"], "pi5": ["neon", "neondot"]}
 KERNELS = ["gemm256", "fc1024", "conv1x1_28", "conv1x1_14", "conv3x3_28", "stem", "dw56", "dw28s2"]
 KERNELS += ["pre_bgr_f32", "pre_bgr_i8", "pre_nv12_i8"]
@@ -269,7 +272,7 @@ def mca_cycles_per_iteration(blocks: list[list[str]], cpu: str, llvm_mca: str) -
     for n, lines in enumerate(blocks):
         source += [f"# LLVM-MCA-BEGIN b{n}", *lines, f"# LLVM-MCA-END b{n}"]
     proc = subprocess.run(
-        [llvm_mca, "-mtriple=aarch64", f"-mcpu={cpu}", "-mattr=+dotprod", "-iterations=100",
+        [llvm_mca, "-mtriple=aarch64", f"-mcpu={MCA_CPU_OF.get(cpu, cpu)}", "-mattr=+dotprod", "-iterations=100",
          "--all-views=false", "--summary-view"],
         input="\n".join(source) + "\n", capture_output=True, text=True,
     )  # fmt: skip
