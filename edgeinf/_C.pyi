@@ -342,6 +342,17 @@ def add(a: _Array, b: _Array, params: Sequence[_Int], out: _Array | None = None)
     ADD of equal shapes; params: the 12 fields of qs8::AddParams in order.
     """
 
+def add_prepared(a: _Array, b: _Array, params: Sequence[_Int], out: _Array | None = None) -> NDArray[np.int8]:
+    """
+    ADD as the engine runs it: through its linear form where one is exact (add_linear_form).
+    """
+
+def add_linear_form(params: Sequence[_Int]) -> tuple[int, int, int, int] | None:
+    """
+    ADD's linear form (x_coefficient, y_coefficient, bias, shift), exact on all 65536 input
+    pairs, or None.
+    """
+
 def best_isa() -> str: ...
 def built_isas() -> list[str]: ...
 def cpu_features() -> dict[str, bool]: ...

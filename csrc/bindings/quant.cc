@@ -411,6 +411,9 @@ qs8::AddParams add_params(const std::array<int32_t, 12>& q) {
   return p;
 }
 
+// ADD's parameters as add_params(), with the linear form fit to them (binary.h).
+qs8::PreparedAdd prepared_add_params(const std::array<int32_t, 12>& q) { return qs8::PreparedAdd(add_params(q)); }
+
 // MUL's parameters from the bindings' sequence, in qs8::MulParams' order, checked.
 qs8::MulParams mul_params(const std::array<int32_t, 7>& q) {
   const qs8::MulParams p{q[0], q[1], q[2], q[3], q[4], q[5], q[6]};
@@ -623,6 +626,17 @@ void bind_quant(py::module_& m) {
   // add and mul take their parameter structs (qs8::AddParams, qs8::MulParams) as flat sequences.
   m.def("add", &binary<qs8::AddParams, 12, add_params, qs8::qs8_add>, py::arg("a"), py::arg("b"), py::arg("params"),
         py::arg("out") = py::none());
+  // ADD through its linear form where one is exact (as the engine runs it), and that form.
+  m.def("add_prepared", &binary<qs8::PreparedAdd, 12, prepared_add_params, qs8::qs8_add_prepared>, py::arg("a"),
+        py::arg("b"), py::arg("params"), py::arg("out") = py::none());
+  m.def(
+      "add_linear_form",
+      [](const std::array<int32_t, 12>& params) -> py::object {
+        const std::optional<qs8::AddLinear> f = qs8::fit_add_linear(add_params(params));
+        if (!f) return py::none();
+        return py::make_tuple(f->x_coefficient, f->y_coefficient, f->bias, f->shift);
+      },
+      py::arg("params"));
   m.def("mul", &binary<qs8::MulParams, 7, mul_params, qs8::qs8_mul>, py::arg("a"), py::arg("b"), py::arg("params"),
         py::arg("out") = py::none());
 

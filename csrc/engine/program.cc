@@ -404,7 +404,9 @@ int8_t sub_one(int8_t x, int8_t y, const qs8::AddParams& p) {
 AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, const int8_t* y, int8_t* out,
                  bool subtract)
     : p_(p), b_(b), x_(x), y_(y), out_(out), subtract_(subtract) {
-  if (subtract) {
+  if (!subtract && b.same_shape) {
+    vector_.emplace(p);
+  } else if (subtract) {
     table_ = std::make_unique<PairTable>(PairTable::of([&p](int8_t a, int8_t c) { return sub_one(a, c, p); }));
   } else if (!b.same_shape) {
     table_ = std::make_unique<PairTable>(PairTable::of_rows(
@@ -413,9 +415,9 @@ AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, 
 }
 
 void AddStep::run(ThreadPool& pool) const {
-  if (!table_) {
+  if (vector_) {
     by_chunks(
-        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add(x_ + i, y_ + i, out_ + i, e - i, p_); },
+        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add_prepared(x_ + i, y_ + i, out_ + i, e - i, *vector_); },
         kArithmeticValueCost);
     return;
   }

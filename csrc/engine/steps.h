@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -109,7 +110,8 @@ struct Broadcast4 {
 };
 
 // ADD, or SUB (`subtract`): TFLite's arithmetic (both inputs rescaled to a common scale,
-// added or subtracted, the result requantized). Equal shapes of ADD take the vector kernel;
+// added or subtracted, the result requantized). Equal shapes of ADD take the vector kernel
+// (its linear form where one is exact, fit at load);
 // SUB and broadcasts, which have no vector kernel, look the result up in a table of every
 // pair's result (64 KiB, built at load by the same arithmetic). The table loses to the
 // vector kernel on equal shapes: its random reads miss L1 on real activations.
@@ -122,7 +124,8 @@ class AddStep final : public Step {
 
  private:
   qs8::AddParams p_;
-  std::unique_ptr<PairTable> table_;  // null where the vector kernel runs
+  std::optional<qs8::PreparedAdd> vector_;  // equal shapes of ADD: the vector kernel's form
+  std::unique_ptr<PairTable> table_;        // null where the vector kernel runs
   Broadcast4 b_;
   const int8_t *x_, *y_;
   int8_t* out_;

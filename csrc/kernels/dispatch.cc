@@ -126,6 +126,16 @@ void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddP
       a, b, out, n, p);
 }
 
+void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add) {
+  using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const AddLinear&);
+  const Fn linear = add.linear ? select<Fn>(nullptr, EDGEINF_AVX2(qs8_add_linear__avx2), nullptr, nullptr) : nullptr;
+  if (linear) {
+    linear(a, b, out, n, *add.linear);
+  } else {
+    qs8_add(a, b, out, n, add.params);
+  }
+}
+
 void qs8_mul(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p) {
   using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const MulParams&);
   select<Fn>(&qs8_mul__scalar, EDGEINF_AVX2(qs8_mul__avx2), EDGEINF_NEON(qs8_mul__neon), EDGEINF_NEON(qs8_mul__neon))(

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "../../quant/requantization.h"
 
@@ -46,6 +47,31 @@ void qs8_add__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, co
 void qs8_add__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
 void qs8_add__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
 void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddParams& p);
+
+// ADD as one linear form of the raw int8 inputs, where that is exact:
+//   out = clamp((x_coefficient * a + y_coefficient * b + bias) >> shift, act_min, act_max)
+// (an arithmetic shift: the floor). fit_add_linear() finds one that equals add_one() on
+// all 65536 input pairs, checked on every pair, or none; every |x_coefficient * a +
+// y_coefficient * b + bias| is below 2^31. Two 32-bit multiplies and a shift per value
+// instead of the reference's three fixed-point rescalings.
+struct AddLinear {
+  int32_t x_coefficient, y_coefficient, bias, shift;
+  int32_t act_min, act_max;
+};
+
+std::optional<AddLinear> fit_add_linear(const AddParams& p);
+
+// ADD with its parameters and, where one is exact, its linear form (fit once, at load).
+struct PreparedAdd {
+  AddParams params;
+  std::optional<AddLinear> linear;
+  explicit PreparedAdd(const AddParams& p) : params(p), linear(fit_add_linear(p)) {}
+};
+
+void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
+// The linear form on the AVX2 path, the reference arithmetic of `params` on every other
+// path (the results are the same).
+void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add);
 
 void qs8_mul__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);
 void qs8_mul__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);

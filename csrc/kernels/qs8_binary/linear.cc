@@ -1,0 +1,83 @@
+// The search for ADD's linear form (binary.h), proved on all 65536 input pairs.
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "binary.h"
+
+namespace edgeinf::qs8 {
+namespace {
+
+constexpr int64_t kUnbounded = int64_t{1} << 50;  // beyond any x_coefficient * a + ...
+constexpr int kMaxShift = 30;
+// The coefficients are the ideal ones rounded at 2^shift, then moved by up to this much
+// each: the reference's own roundings and ties can ask for a neighbour.
+constexpr int kNudge = 2;
+
+// The real factor from an input value to output units: its multiplier and shift, the
+// left shift, and the output's multiplier and shift.
+double input_factor(int32_t m, int32_t shift, const AddParams& p) {
+  return std::ldexp(static_cast<double>(m), p.left_shift - 31 + shift) *
+         std::ldexp(static_cast<double>(p.output_multiplier), p.output_shift - 31);
+}
+
+// The bias that makes (cx * a + cy * b + bias) >> shift give every reference result
+// (up to the clamp: no lower bound where the result is act_min, no upper one where it is
+// act_max), if there is one: the largest lower bound, when below the smallest upper one.
+std::optional<int64_t> fit_bias(const std::array<int8_t, 65536>& want, int64_t cx, int64_t cy, int shift,
+                                const AddParams& p) {
+  int64_t lower = -kUnbounded, upper = kUnbounded;  // bias >= lower, bias < upper
+  for (int a = -128; a < 128; ++a) {
+    for (int b = -128; b < 128; ++b) {
+      const int64_t t = want[static_cast<size_t>((a + 128) * 256 + (b + 128))];
+      const int64_t line = cx * a + cy * b;
+      if (t > p.act_min) lower = std::max(lower, t * (int64_t{1} << shift) - line);
+      if (t < p.act_max) upper = std::min(upper, (t + 1) * (int64_t{1} << shift) - line);
+    }
+  }
+  if (lower == -kUnbounded) lower = std::min<int64_t>(upper - 1, 0);
+  if (lower >= upper) return std::nullopt;
+  return lower;
+}
+
+}  // namespace
+
+std::optional<AddLinear> fit_add_linear(const AddParams& p) {
+  std::array<int8_t, 65536> want;
+  for (int a = -128; a < 128; ++a) {
+    for (int b = -128; b < 128; ++b) {
+      want[static_cast<size_t>((a + 128) * 256 + (b + 128))] =
+          add_one(static_cast<int8_t>(a), static_cast<int8_t>(b), p);
+    }
+  }
+  const double fx = input_factor(p.input1_multiplier, p.input1_shift, p);
+  const double fy = input_factor(p.input2_multiplier, p.input2_shift, p);
+  if (!std::isfinite(fx) || !std::isfinite(fy)) return std::nullopt;
+  // The finer the coefficients, the more sets of reference results a line can meet: the
+  // largest shift for which every value the kernel forms, about (fx * (a - za) + fy * (b -
+  // zb) + zo) * 2^shift, stays below 2^31 (checked exactly below), then one coarser.
+  const double reach = 256.0 * (std::abs(fx) + std::abs(fy)) + 129.0;
+  int top = 0;
+  while (top < kMaxShift && std::ldexp(reach, top + 1) < std::ldexp(1.0, 31)) ++top;
+  for (int shift = top; shift >= std::max(0, top - 1); --shift) {
+    const int64_t cx0 = std::llround(std::ldexp(fx, shift)), cy0 = std::llround(std::ldexp(fy, shift));
+    for (int step = 0; step <= 2 * kNudge; ++step) {
+      // (dx, dy) in order of distance from (0, 0): |dx| + |dy| = 0, 1, 2, ...
+      for (int dx = -kNudge; dx <= kNudge; ++dx) {
+        for (int dy = -kNudge; dy <= kNudge; ++dy) {
+          if (std::abs(dx) + std::abs(dy) != step) continue;
+          const int64_t cx = cx0 + dx, cy = cy0 + dy;
+          const std::optional<int64_t> bias = fit_bias(want, cx, cy, shift, p);
+          if (!bias) continue;
+          if (128 * (std::abs(cx) + std::abs(cy)) + std::abs(*bias) > std::numeric_limits<int32_t>::max()) continue;
+          return AddLinear{static_cast<int32_t>(cx), static_cast<int32_t>(cy), static_cast<int32_t>(*bias), shift,
+                           p.act_min, p.act_max};
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace edgeinf::qs8
