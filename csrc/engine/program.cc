@@ -417,7 +417,8 @@ AddStep::AddStep(const qs8::AddParams& p, const Broadcast4& b, const int8_t* x, 
 void AddStep::run(ThreadPool& pool) const {
   if (vector_) {
     by_chunks(
-        pool, b_.size(), [this](size_t i, size_t e) { qs8::qs8_add_prepared(x_ + i, y_ + i, out_ + i, e - i, *vector_); },
+        pool, b_.size(),
+        [this](size_t i, size_t e) { qs8::qs8_add_prepared(x_ + i, y_ + i, out_ + i, e - i, *vector_); },
         kArithmeticValueCost);
     return;
   }

@@ -160,3 +160,17 @@ def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_d
             for (output, got), want in zip(model.run(x).items(), reference_outputs(data, [x])):
                 msg = first_mismatch(got, want)
                 assert not msg, f"{name} {output} on {path}: {msg}"
+
+
+def test_every_add_of_the_face_models_runs_its_linear_form(face_landmark_int8, face_detection_int8):
+    # The engine's equal-shape ADD takes its fast AVX2 form only where a linear form exact on
+    # all 65536 input pairs exists: every ADD of the calibrated face models must have one.
+    from edgeinf import _C
+    from edgeinf.engine.plan import plan_model
+    from edgeinf.formats.tflite import read_tflite
+
+    for data in (face_landmark_int8, face_detection_int8):
+        adds = [s for s in plan_model(read_tflite(data)).steps if s.method == "add" and not s.args["subtract"]]
+        assert adds
+        for step in adds:
+            assert _C.add_linear_form(step.args["params"]) is not None, f"ADD {step.nodes}: {step.args['params']}"

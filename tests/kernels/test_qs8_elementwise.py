@@ -20,7 +20,8 @@ from qs8_oracle import (
     unary_model,
 )
 
-from edgeinf import quant
+from edgeinf import _C, quant
+from edgeinf.isa import use_isa
 
 CASES = 10 if EMULATED else 40
 
@@ -165,6 +166,32 @@ def test_add_of_every_value_pair_with_related_scales(ratio):
               output_zero_point=qo[1])  # fmt: skip
     for isa, got in run_each_isa(lambda: quant.add(a, b, **kw)).items():
         assert_same(got, want, f"ADD of every pair, qa={qa} qb={qb} qo={qo} on {isa}")
+
+
+def add_params(qa, qb, qo, activation: str) -> tuple[int, ...]:
+    """ADD's 12 native parameters (qs8::AddParams), as quant.add computes them."""
+    lo, hi = quant.activation_range(activation, qo[0], qo[1])
+    return (-qa[1], -qb[1], *quant._add_rescale(qa[0], qb[0], qo[0]), qo[1], lo, hi)
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_add_through_its_linear_form_equals_the_reference_on_every_pair(case):
+    # The engine's ADD runs, on AVX2, a linear form fit at load to all 65536 input pairs;
+    # it must give the reference result on each pair for any scales, zero points and
+    # activation, and exist for such ordinary parameters (else the fast path is lost).
+    rng = np.random.default_rng(9100 + case)
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    sa = random_scale(rng)
+    sb = [sa, float(np.float32(sa * 2)), random_scale(rng)][case % 3]
+    qa, qb = (sa, random_zero_point(rng)), (sb, [-128, 127, 0, random_zero_point(rng)][case % 4])
+    qo = (float(np.float32(max(sa, sb) * np.exp(rng.uniform(-1.5, 1.0)))), random_zero_point(rng))
+    params = add_params(qa, qb, qo, ACTIVATIONS[case % 4])
+    assert _C.add_linear_form(params) is not None, f"no linear form for ADD {params}"
+    with use_isa("scalar"):
+        want = _C.add(a, b, params)
+    for isa, got in run_each_isa(lambda: _C.add_prepared(a, b, params)).items():
+        assert_same(got, want, f"ADD's linear form, params={params} on {isa}")
 
 
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])

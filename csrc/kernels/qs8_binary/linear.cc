@@ -15,6 +15,9 @@ constexpr int kMaxShift = 30;
 // each: the reference's own roundings and ties can ask for a neighbour.
 constexpr int kNudge = 2;
 
+// Where the reference result of the pair (a, b) is kept.
+size_t pair_index(int a, int b) { return static_cast<size_t>(a + 128) * 256 + static_cast<size_t>(b + 128); }
+
 // The real factor from an input value to output units: its multiplier and shift, the
 // left shift, and the output's multiplier and shift.
 double input_factor(int32_t m, int32_t shift, const AddParams& p) {
@@ -30,7 +33,7 @@ std::optional<int64_t> fit_bias(const std::array<int8_t, 65536>& want, int64_t c
   int64_t lower = -kUnbounded, upper = kUnbounded;  // bias >= lower, bias < upper
   for (int a = -128; a < 128; ++a) {
     for (int b = -128; b < 128; ++b) {
-      const int64_t t = want[static_cast<size_t>((a + 128) * 256 + (b + 128))];
+      const int64_t t = want[pair_index(a, b)];
       const int64_t line = cx * a + cy * b;
       if (t > p.act_min) lower = std::max(lower, t * (int64_t{1} << shift) - line);
       if (t < p.act_max) upper = std::min(upper, (t + 1) * (int64_t{1} << shift) - line);
@@ -47,8 +50,7 @@ std::optional<AddLinear> fit_add_linear(const AddParams& p) {
   std::array<int8_t, 65536> want;
   for (int a = -128; a < 128; ++a) {
     for (int b = -128; b < 128; ++b) {
-      want[static_cast<size_t>((a + 128) * 256 + (b + 128))] =
-          add_one(static_cast<int8_t>(a), static_cast<int8_t>(b), p);
+      want[pair_index(a, b)] = add_one(static_cast<int8_t>(a), static_cast<int8_t>(b), p);
     }
   }
   const double fx = input_factor(p.input1_multiplier, p.input1_shift, p);
@@ -71,8 +73,12 @@ std::optional<AddLinear> fit_add_linear(const AddParams& p) {
           const std::optional<int64_t> bias = fit_bias(want, cx, cy, shift, p);
           if (!bias) continue;
           if (128 * (std::abs(cx) + std::abs(cy)) + std::abs(*bias) > std::numeric_limits<int32_t>::max()) continue;
-          return AddLinear{static_cast<int32_t>(cx), static_cast<int32_t>(cy), static_cast<int32_t>(*bias), shift,
-                           p.act_min, p.act_max};
+          return AddLinear{static_cast<int32_t>(cx),
+                           static_cast<int32_t>(cy),
+                           static_cast<int32_t>(*bias),
+                           shift,
+                           p.act_min,
+                           p.act_max};
         }
       }
     }
