@@ -188,7 +188,7 @@ def test_max_pool_of_whole_2x2_windows(c, act):
     # and column out), two images, clamped by the fused activation: NEON's short path.
     rng = np.random.default_rng(c)
     q = (random_scale(rng), random_zero_point(rng))
-    x = _x(rng, (2, 9, 7, c))
+    x = random_int8(rng, (2, 9, 7, c))
     want = run(
         pool_model("MAX_POOL_2D", x.shape, pool=(2, 2), stride=(2, 2), padding="valid", q=q, activation=act), [x]
     )
