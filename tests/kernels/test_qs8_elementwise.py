@@ -212,7 +212,7 @@ def test_add_parameters_off_tflites_int8_form(left_shift, in1, in2, out_rescale)
 
     a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
     b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
-    args = (-5, 17, left_shift, *in1, *in2, *out_rescale, 3, -128, 127, None)
-    got = run_each_isa(lambda: _C.add(a, b, *args))
+    params = (-5, 17, left_shift, *in1, *in2, *out_rescale, 3, -128, 127)  # qs8::AddParams, in order
+    got = run_each_isa(lambda: _C.add(a, b, params))
     for isa, values in got.items():
-        assert_same(values, got["scalar"], f"ADD {args} on {isa}")
+        assert_same(values, got["scalar"], f"ADD {params} on {isa}")
