@@ -215,7 +215,7 @@ def test_max_pool_of_whole_2x2_windows(c, act):
     # and column out), two images, clamped by the fused activation: NEON's short path.
     rng = np.random.default_rng(c)
     q = (random_scale(rng), random_zero_point(rng))
-    x = _x(rng, (2, 9, 7, c))
+    x = random_int8(rng, (2, 9, 7, c))
     want = run(
         pool_model("MAX_POOL_2D", x.shape, pool=(2, 2), stride=(2, 2), padding="valid", q=q, activation=act), [x]
     )
@@ -239,7 +239,7 @@ def test_add_parameters_off_tflites_int8_form(left_shift, in1, in2, out_rescale)
 
     a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
     b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
-    args = (-5, 17, left_shift, *in1, *in2, *out_rescale, 3, -128, 127, None)
-    got = run_each_isa(lambda: _C.add(a, b, *args))
+    params = (-5, 17, left_shift, *in1, *in2, *out_rescale, 3, -128, 127)  # qs8::AddParams, in order
+    got = run_each_isa(lambda: _C.add(a, b, params))
     for isa, values in got.items():
-        assert_same(values, got["scalar"], f"ADD {args} on {isa}")
+        assert_same(values, got["scalar"], f"ADD {params} on {isa}")
