@@ -65,7 +65,12 @@ std::optional<AddLinear> fit_add_linear(const AddParams& p);
 struct PreparedAdd {
   AddParams params;
   std::optional<AddLinear> linear;
+#if defined(EDGEINF_BUILD_AVX2)
   explicit PreparedAdd(const AddParams& p) : params(p), linear(fit_add_linear(p)) {}
+#else
+  // Only the AVX2 kernel runs the form: a build without it skips the fit at load.
+  explicit PreparedAdd(const AddParams& p) : params(p) {}
+#endif
 };
 
 void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
