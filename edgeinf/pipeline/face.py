@@ -6,7 +6,7 @@ landmark model's 192x192 input with values in [0, 1]. Landmarks are mapped back 
 the same rotation into frame pixels. For packed frames (BGR, RGB, BGRA, RGBA) and a
 float input, one native pass (``edgeinf._C.warp_affine``: bilinear, black outside the
 frame, as OpenCV's ``warpAffine``) writes the crop straight into the model's input where
-that pass is vectorized (AVX2); other frames and platforms go through OpenCV.
+that pass is vectorized (AVX2, and the VNNI paths built on it); other frames and platforms go through OpenCV.
 
 The stage callables are built by factories so that a process stage builds its own
 models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
@@ -86,9 +86,10 @@ def crop_matrix(rect: RotatedRect, size: int) -> tuple[float, ...]:
 # Packed formats the native crop reads: the bytes of R, G and B in a pixel.
 _PACKED_RGB = {"bgr": (2, 1, 0), "rgb": (0, 1, 2), "bgra": (2, 1, 0), "rgba": (0, 1, 2)}
 _NATIVE_MAX_SIDE = 8192  # the native crop's largest frame side (warp_affine.h)
-# Kernel paths with a vectorized crop; elsewhere OpenCV's warpAffine (vectorized on every
-# platform) is faster than the native scalar reference.
-_NATIVE_CROP_ISAS = frozenset({"avx2"})
+# Kernel paths with a vectorized crop: AVX2 and the VNNI paths, which run every kernel
+# without a VNNI variant (the crop among them) on AVX2. Elsewhere OpenCV's warpAffine
+# (vectorized on every platform) is faster than the native scalar reference.
+_NATIVE_CROP_ISAS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
 
 
 def _active_isa() -> str:
