@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import EdgeInfError, InputError
 from ..sources import Frame, Source, SourceEnded
-from .breaker import CircuitBreaker
+from .breaker import CLOSED, CircuitBreaker
 from .metrics import PipelineMetrics
 
 if TYPE_CHECKING:
@@ -180,6 +180,11 @@ class Stage:
         self.stuck_workers = 0
         self.last_start_s = -float("inf")
         self.recent_s: collections.deque[float] = collections.deque(maxlen=PACING_WINDOW)  # ok calls' times
+
+    def paced(self) -> bool:
+        """Whether admission paces frames for this stage: not when it may pass frames without a call
+        (a rate limit, an open breaker, no worker), which its recent call times do not predict."""
+        return self.rate_hz is None and self.breaker.state == CLOSED and (self.inline or bool(self.live_workers))
 
     def predicted_s(self) -> float | None:
         """The median of the recent calls' times (0 inline); None before `PACING_MIN_CALLS` calls."""
@@ -723,8 +728,9 @@ class Pipeline:
         each stage's median call time and the frames inside; ``now`` before every stage has one.
         """
         predicted: dict[str, float] = {}
+        paced = [stage for stage in self._order if stage.paced()]
         for stage in self._order:
-            seconds = stage.predicted_s()
+            seconds = stage.predicted_s() if stage in paced else 0.0
             if seconds is None:
                 return now
             predicted[stage.name] = seconds
@@ -749,7 +755,8 @@ class Pipeline:
         start = now
         for stage in self._order:
             offsets[stage.name] = max((offsets[name] + predicted[name] for name in stage.inputs), default=0.0)
-            start = max(start, min(free[stage.name]) - offsets[stage.name])
+            if stage in paced:
+                start = max(start, min(free[stage.name]) - offsets[stage.name])
         return start
 
     def _complete(self, job: _Job) -> None:

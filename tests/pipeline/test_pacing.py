@@ -155,3 +155,19 @@ def test_a_pipeline_file_turns_pacing_off(tmp_path):
     path.write_text(f'[pipeline]\npacing = "no"\n{stage}')
     with pytest.raises(InputError, match="pacing"):
         load_pipeline(path)
+
+
+def test_a_rate_limited_stage_does_not_hold_admission():
+    # Limited to one call per 1000 s, "slow" lets the next frames pass without a call: its call
+    # times predict nothing for them, so the next frame goes in while the held one is in "slow"
+    # (paced on the 100 s / 300 s calls, it would wait 200 s).
+    stages = FastThenSlow(100.0, 300.0, pacing=True)
+    with stages.pipe:
+        stages.warm_up_and_hold()
+        stages.pipe.configure("slow", rate_hz=0.001)
+        submitter = stages.submit_next_in_background()
+        entered = stages.started(HELD + 1).wait(WAIT_S)
+        stages.release.set()
+        submitter.join(WAIT_S)
+        assert entered
+        assert stages.next_future.result(WAIT_S).stages["slow"].status == "skipped"
