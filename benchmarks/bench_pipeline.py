@@ -24,7 +24,10 @@ is frames per second of wall time, latency is per frame from the moment the cont
 it to its answer (p50 / p99). Both sides drop each answer once read (the pipeline's are
 read as they come, as `Pipeline.run` does), so neither carries the other's garbage.
 
-``--profile`` adds where the time goes: each step of the plain loop and of edgeinf's two
+``--profile`` adds three contenders: the 1-process pipeline without pacing, the 2-process
+one with two frames per process in flight (paced: the next frame waits in the queue as a
+process is predicted to free up), and the stages split over two processes; and where the
+time goes: each step of the plain loop and of edgeinf's two
 stages run serially on one thread, then, per pipeline, the CPU time per frame of the
 parent and of the stage processes; and the bounds on 2 cores that follow: a two-stage
 split runs at most at the pace of its slower stage, ``(a + b) / max(a, b)`` times the
@@ -324,6 +327,9 @@ def main() -> None:
         unpaced.add("faces", detection_stage())
         unpaced.add("landmarks", landmark_stage(), inputs=["faces"], for_each="faces")
         pipes["1 process, unpaced"] = unpaced.start()
+        # two frames per process in flight, paced: the next frame waits in the queue as a process
+        # is predicted to free up, instead of a hop through the submitting thread after it did
+        pipes["2 processes, 4 in flight"] = face_mesh_pipeline(processes=2, max_in_flight=4).start()
     if args.profile:  # the other way to use two processes: detection here, the mesh in a child
         split = Pipeline("face_mesh_split")
         split.add("faces", detection_stage())

@@ -259,7 +259,13 @@ def faces_of(frame: Frame, meshes: list[FaceLandmarks]) -> list[Face]:
     return [mesh.face for mesh in meshes if mesh.face is not None]
 
 
-def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None = None, num_threads: int = 1):
+def face_mesh_pipeline(
+    *,
+    processes: bool | int = False,
+    timeout_s: float | None = None,
+    num_threads: int = 1,
+    max_in_flight: int | None = None,
+):
     """The reference pipeline: ``faces`` (list[Face]) and ``landmarks`` (a `FaceLandmarks` per face).
 
     Args:
@@ -271,6 +277,8 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
             meshes.
         timeout_s: the frame's deadline.
         num_threads: runtime threads per model.
+        max_in_flight: frames inside at once (`Pipeline`); default one per worker: two
+            threads, or one frame per process.
 
     Raises:
         InputError: ``processes`` is neither a bool nor a positive integer.
@@ -282,14 +290,15 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
     if processes is True:
         processes = min(default_threads(), 64)
     if processes is False or (type(processes) is int and processes == 0):
-        pipe = Pipeline("face_mesh", timeout_s=timeout_s)
+        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight)
         pipe.add("faces", detection_stage(num_threads=num_threads))
         pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
         return pipe
     if not isinstance(processes, int) or not 1 <= processes <= 64:
         raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
-    # One frame per process in flight: a frame never waits behind another one's chain.
-    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=processes)
+    # By default one frame per process in flight: a frame never waits behind another one's chain.
+    in_flight = processes if max_in_flight is None else max_in_flight
+    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=in_flight)
     chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
     pipe.add("landmarks", chain, workers=processes)
     pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list
