@@ -190,3 +190,10 @@ def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads
 def test_a_bad_process_count_is_refused_naming_it(processes):
     with pytest.raises(InputError, match="processes must be"):
         face_mesh_pipeline(processes=processes)
+
+
+@pytest.mark.parametrize("processes", [False, 2])
+def test_a_bad_frames_in_flight_limit_is_refused_naming_it(processes):
+    # checked before any process starts or model loads
+    with pytest.raises(InputError, match="max_in_flight must be"):
+        face_mesh_pipeline(processes=processes, max_in_flight=0)
