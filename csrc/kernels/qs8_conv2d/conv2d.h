@@ -35,6 +35,12 @@ inline constexpr size_t kSmallInputChannels = 4;
 // such layers (each window a pixel's values, K = in_c) it measured 1.1-2.5x faster than
 // the GEMM route on Zen 3 (the face detectors' 1x1 layers of 8 to 128 input channels).
 inline constexpr size_t kAvx2DirectPointwiseChannels = 128;
+// The VPDPBUSD paths also run a pointwise layer on the AVX2 direct kernel when it has at
+// most this many output channels and out_c * in_c is at most kVnniDirectPointwiseWork:
+// measured on Zen 5, such layers (the face models' 1x1 layers of 8 to 64 channels) ran
+// 1.1-3x faster there than on the VPDPBUSD GEMM, whose gain needs more output channels.
+inline constexpr size_t kVnniDirectPointwiseOutChannels = 64;
+inline constexpr size_t kVnniDirectPointwiseWork = 3072;
 
 // conv2d weights: the GEMM's [out_c][k_h * k_w * in_c] (TFLite's OHWI filter flattened)
 // and, for few input channels, the direct kernel's panels.
@@ -51,6 +57,11 @@ class ConvWeights {
   int32_t input_zero_point() const { return gemm_.input_zero_point(); }
   bool direct() const { return direct_; }            // the few-input-channel kernel applies
   bool avx2_direct() const { return avx2_direct_; }  // ... and on AVX2 (also pointwise layers)
+  // A pointwise layer the VPDPBUSD paths also run on the AVX2 direct kernel.
+  bool vnni_avx2_direct() const {
+    return avx2_direct_ && !direct_ && out_c() <= kVnniDirectPointwiseOutChannels &&
+           out_c() * in_c_ <= kVnniDirectPointwiseWork;
+  }
   // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
   int avx2_rq_flags() const { return avx2_rq_flags_; }
 
