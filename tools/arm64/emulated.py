@@ -52,26 +52,29 @@ CORE_OF = {"pi3": "Cortex-A53", "pi4": "Cortex-A72", "pi5": "Cortex-A76"}
 PYTEST_ARGS = ("-m", "not slow", "-p", "no:cacheprovider", "-p", "edgeinf_emulation", "-rs")
 HOST_ONLY_TESTS = ("tests/arm64/test_emulated.py",)
 
-# The CI subset (docs/arm64.md): the suite on the Pi 5 without the file fuzzers and the tests
+# The CI subset (docs/arm64.md). On the Pi 5: the suite without the file fuzzers, the tests
 # whose code is pure Python and architecture-independent (power, serve, metrics, the file
-# readers, the offline quantizer, pipelines and frame sources: all run on the host, and under
-# qemu they cost minutes while testing nothing ARM-specific); on the Pi 3 the tests that run
-# native kernels and the int8 engine, where an instruction the A53 lacks would fault; on the
-# Pi 4 (the same Armv8.0 feature set as the A53, so the same kernel paths) the dispatch and
-# board checks.
+# readers, the offline quantizer, pipelines, frame sources and the example scripts: all run on
+# the host, and under qemu they cost minutes while testing nothing ARM-specific) and the
+# conversion tests of `edgeinf convert` (a development-machine step; ONNX Runtime and NCNN
+# themselves still run the real models here). On the Pi 3: what must run on a core without the
+# dot product, where an instruction the A53 lacks would fault: dispatch, every kernel path
+# against the x86 results (tests/arm64) and the real int8 models on the engine; the Pi 5 runs
+# the same NEON paths through every kernel test. On the Pi 4 (the A53's Armv8.0 feature set,
+# so the same kernel paths) the dispatch and board checks.
 CI_PATHS = {
     "pi5": ("tests",),
     "pi4": ("tests/arm64", "tests/board"),
-    "pi3": ("tests/arm64", "tests/board", "tests/kernels", "tests/engine"),
+    "pi3": ("tests/arm64", "tests/board", "tests/kernels/test_dispatch.py", "tests/engine/test_engine_real_models.py"),
 }
+_HOST_ONLY_ON_PI5 = (
+    *(f"tests/{d}" for d in ("power", "serve", "metrics", "formats", "quantize", "pipeline", "sources", "examples")),
+    *(f"tests/onnx/{f}.py" for f in ("test_convert", "test_convert_tflite", "test_detections")),
+)
 # The fuzzers add nothing ARM-specific and take most of the emulated time. The tflite-runtime
 # 2.14 checks stay: they run in setup.sh's numpy<2 site (bin/python3-legacy).
 CI_PYTEST_ARGS = {
-    "pi5": (
-        "-k",
-        "not fuzz",
-        *(f"--ignore=tests/{d}" for d in ("power", "serve", "metrics", "formats", "quantize", "pipeline", "sources")),
-    ),
+    "pi5": ("-k", "not fuzz", *(f"--ignore={path}" for path in _HOST_ONLY_ON_PI5)),
     "pi4": (),
     "pi3": (),
 }
@@ -79,12 +82,10 @@ CI_PYTEST_ARGS = {
 # qemu per core): each tuple is one shard's paths, and a last shard takes the rest.
 CI_SHARDS = {
     "pi5": (
-        ("tests/examples", "tests/kernels", "tests/engine"),
+        ("tests/kernels", "tests/engine"),
         ("tests/runtime", "tests/cli", "tests/bench", "tests/ab"),
     ),
 }
-# Seconds each CI run took under qemu on 2 cores (AMD Zen 3 host): the runs start longest
-# first, so the short ones fill in beside the long ones and the stage ends sooner.
 CI_SECONDS = {"pi5.1": 905, "pi5.3": 631, "pi3": 629, "pi5.2": 475, "pi4": 77}
 
 
