@@ -54,8 +54,10 @@ HOST_ONLY_TESTS = ("tests/arm64/test_emulated.py",)
 
 # The CI subset (docs/arm64.md). On the Pi 5: the suite without the file fuzzers, the tests
 # whose code is pure Python and architecture-independent (power, serve, metrics, the file
-# readers, the offline quantizer, pipelines, frame sources and the example scripts: all run on
-# the host, and under qemu they cost minutes while testing nothing ARM-specific) and the
+# readers, the offline quantizer, pipelines, frame sources, the example scripts, the CLI's
+# argument handling, the benchmark scripts' logic and the A/B comparison: all run on the host,
+# and under qemu they cost minutes while testing nothing ARM-specific; `edgeinf check` and
+# `edgeinf demo` still run on the Pi 5 after its tests) and the
 # conversion tests of `edgeinf convert` (a development-machine step; ONNX Runtime and NCNN
 # themselves still run the real models here). On the Pi 3: what must run on a core without the
 # dot product, where an instruction the A53 lacks would fault: dispatch, every kernel path
@@ -68,7 +70,8 @@ CI_PATHS = {
     "pi3": ("tests/arm64", "tests/board", "tests/kernels/test_dispatch.py", "tests/engine/test_engine_real_models.py"),
 }
 _HOST_ONLY_ON_PI5 = (
-    *(f"tests/{d}" for d in ("power", "serve", "metrics", "formats", "quantize", "pipeline", "sources", "examples")),
+    *(f"tests/{d}" for d in ("power", "serve", "metrics", "formats", "quantize", "pipeline", "sources")),
+    *(f"tests/{d}" for d in ("examples", "cli", "bench", "ab")),
     *(f"tests/onnx/{f}.py" for f in ("test_convert", "test_convert_tflite", "test_detections")),
 )
 # The fuzzers add nothing ARM-specific and take most of the emulated time. The tflite-runtime
@@ -83,7 +86,7 @@ CI_PYTEST_ARGS = {
 CI_SHARDS = {
     "pi5": (
         ("tests/kernels", "tests/engine"),
-        ("tests/runtime", "tests/cli", "tests/bench", "tests/ab"),
+        ("tests/runtime",),
     ),
 }
 CI_SECONDS = {"pi5.1": 905, "pi5.3": 631, "pi3": 629, "pi5.2": 475, "pi4": 77}
