@@ -13,7 +13,7 @@ namespace {
 
 inline __m256i avx_vnni_dpbusd(__m256i acc, __m256i a, __m256i w) { return _mm256_dpbusd_avx_epi32(acc, a, w); }
 
-constexpr DotTiles kTiles = dot_tiles<YmmDot<&avx_vnni_dpbusd>, 6>();
+constexpr DotTiles kTiles = dot_tiles<YmmDot<&avx_vnni_dpbusd>, 6, 1>();
 
 }  // namespace
 

@@ -1,7 +1,7 @@
-// The VPDPBUSD GEMM on AVX-512 VNNI: 8x16 tiles, one zmm accumulator per row (16 int32
-// columns). Compiled with -mavx512f -mavx512bw -mavx512vnni for this file only and
-// selected at run time only when CPUID reports the features and the OS saves the zmm
-// state (dispatch.cc); the file holds nothing but the micro-kernel (dot_gemm.h).
+// The VPDPBUSD GEMM on AVX-512 VNNI: 8x32 tiles, two zmm accumulators per row (two panels
+// of 16 int32 columns), sixteen independent chains. Compiled with -mavx512f -mavx512bw
+// -mavx512vnni for this file only and selected at run time only when CPUID reports the features and the OS saves the
+// zmm state (dispatch.cc); the file holds nothing but the micro-kernel (dot_gemm.h).
 #include <immintrin.h>
 
 #include <cstring>
@@ -20,14 +20,16 @@ struct ZmmDot {
   static Acc zero() { return _mm512_setzero_si512(); }
   static Acc add(Acc x, Acc y) { return _mm512_add_epi32(x, y); }
   static Panel load_panel(const int8_t* p) { return _mm512_loadu_si512(p); }
-  static Acc dot(Acc acc, const uint8_t* quad, Panel w) {
+  using Quad = __m512i;
+  static Quad broadcast(const uint8_t* quad) {
     int32_t v;
     std::memcpy(&v, quad, sizeof(v));
-    return _mm512_dpbusd_epi32(acc, _mm512_set1_epi32(v), w);
+    return _mm512_set1_epi32(v);
   }
+  static Acc dot(Acc acc, Quad a, Panel w) { return _mm512_dpbusd_epi32(acc, a, w); }
 };
 
-constexpr DotTiles kTiles = dot_tiles<ZmmDot, 8>();
+constexpr DotTiles kTiles = dot_tiles<ZmmDot, 8, 2>();
 
 }  // namespace
 

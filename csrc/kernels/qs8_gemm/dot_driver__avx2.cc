@@ -2,6 +2,8 @@
 // (a + 128), tiles of up to mr rows by 16 columns from the ISA's micro-kernel, and the
 // AVX2 epilogue. The driver has no instruction beyond AVX2; the micro-kernel carries the
 // ISA's.
+#include <immintrin.h>
+
 #include <algorithm>
 
 #include "dot_gemm.h"
@@ -23,12 +25,19 @@ size_t block_rows(size_t m, size_t kp, size_t mr) {
 // Row m0 + r of A, offset to uint8, into dst[r * kp, (r + 1) * kp), zeros after K
 // (the weights there are zero).
 void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp) {
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const size_t taps = a.taps, seg = a.seg;  // locals: the byte stores may alias `a`
   for (size_t r = 0; r < rows; ++r) {
     uint8_t* d = dst + r * kp;
-    const int8_t* const* segs = a.ptrs + (m0 + r) * a.taps;
-    for (size_t t = 0; t < a.taps; ++t, d += a.seg) {
+    const int8_t* const* segs = a.ptrs + (m0 + r) * taps;
+    for (size_t t = 0; t < taps; ++t, d += seg) {
       const int8_t* s = segs[t];
-      for (size_t i = 0; i < a.seg; ++i) d[i] = static_cast<uint8_t>(s[i]) ^ 0x80u;
+      size_t i = 0;
+      for (; i + 32 <= seg; i += 32) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_xor_si256(v, flip));
+      }
+      for (; i < seg; ++i) d[i] = static_cast<uint8_t>(s[i]) ^ 0x80u;
     }
     std::fill(d, dst + (r + 1) * kp, uint8_t{0});
   }
@@ -38,23 +47,31 @@ void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t k
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   if (a.m == 0) return;
-  const size_t n = w.n(), kp = round_up(a.k(), kDotLayout.kpad), mr = tiles.mr;
+  const size_t n = w.n(), kp = round_up(a.k(), kDotLayout.kpad), mr = tiles.mr, nc = tiles.nc;
   const int8_t* packed = w.packed(kDotLayout);
   const size_t panel_bytes = kp * kNr, blocks = (n + kNr - 1) / kNr;
   const size_t mc = block_rows(a.m, kp, mr);
   uint8_t* abuf = scratch<uint8_t, 0>(mc * kp);
-  int32_t* partial = scratch<int32_t, 2>(mc * kNr);
+  // The accumulators of nc panels: [panel][row][16].
+  const size_t acc_stride = mc * kNr;
+  int32_t* partial = scratch<int32_t, 2>(nc * acc_stride);
   const int32_t* start = w.bias_minus_u8_zero_point_terms();
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     gather_u8(a, m0, rows, abuf, kp);
-    for (size_t j = 0; j < blocks; ++j) {
+    for (size_t j = 0; j < blocks; j += nc) {
+      const size_t panels = std::min(nc, blocks - j);
+      const DotTileRow& by_rows = tiles.panels[panels];
       const int8_t* panel = packed + j * panel_bytes;
       for (size_t r0 = 0; r0 < rows; r0 += mr) {
-        tiles.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, start + j * kNr, partial + r0 * kNr);
+        by_rows.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, panel_bytes, start + j * kNr,
+                                              partial + r0 * kNr, acc_stride);
       }
-      qs8_gemm_requantize_rows__avx2(w, j * kNr, std::min(kNr, n - j * kNr), partial, rows,
-                                     out + m0 * out_stride + j * kNr, out_stride);
+      for (size_t c = 0; c < panels; ++c) {
+        const size_t col0 = (j + c) * kNr;
+        qs8_gemm_requantize_rows__avx2(w, col0, std::min(kNr, n - col0), partial + c * acc_stride, rows,
+                                       out + m0 * out_stride + col0, out_stride);
+      }
     }
   }
 }

@@ -20,17 +20,24 @@ namespace edgeinf::qs8 {
 class GemmWeights;
 struct GemmRows;
 
-// acc[r][0, 16) = start[0, 16) + sum over kquads quads of K of row r of a (uint8, rows
-// a_stride apart) times the 16 columns of a panel ([kquads][16 columns][4] int8).
-using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, const int32_t* start,
-                         int32_t* acc);
+// acc[j * acc_stride + 16 * r + i] = start[16 * j + i] + sum over kquads quads of K of row r
+// of a (uint8, rows a_stride apart) times column i of panel j ([kquads][16 columns][4]
+// int8, panels panel_bytes apart): a tile of rows by panels of 16 columns.
+using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, size_t panel_bytes,
+                         const int32_t* start, int32_t* acc, size_t acc_stride);
 
-inline constexpr size_t kDotMaxRows = 8;
+inline constexpr size_t kDotMaxRows = 12;
+inline constexpr size_t kDotMaxPanels = 4;
 
-// tile[r] multiplies r rows, for 1 <= r <= mr (mr <= kDotMaxRows).
-struct DotTiles {
-  size_t mr;
+// tile[r] multiplies r rows, for 1 <= r <= mr.
+struct DotTileRow {
   DotTile tile[kDotMaxRows + 1];
+};
+
+// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc.
+struct DotTiles {
+  size_t mr, nc;
+  DotTileRow panels[kDotMaxPanels + 1];
 };
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);

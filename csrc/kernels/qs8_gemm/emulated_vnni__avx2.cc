@@ -21,7 +21,7 @@ inline __m256i emulated_dpbusd(__m256i acc, __m256i a, __m256i w) {
   return _mm256_add_epi32(acc, _mm256_add_epi32(even, odd));
 }
 
-constexpr DotTiles kTiles = dot_tiles<YmmDot<&emulated_dpbusd>, 6>();
+constexpr DotTiles kTiles = dot_tiles<YmmDot<&emulated_dpbusd>, 6, 1>();
 
 }  // namespace
 
