@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "../../quant/rq_avx2_inl.h"
 #include "dot_gemm.h"
 #include "gemm.h"
 
@@ -56,6 +57,9 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
   const size_t acc_stride = mc * kNr;
   int32_t* partial = scratch<int32_t, 2>(nc * acc_stride);
   const int32_t* start = w.bias_minus_u8_zero_point_terms();
+  const FloatRequantization* fl = w.float_requantization();
+  const bool float_form = fl != nullptr && tiles.requantize != nullptr && avx2_rq::rounds_to_nearest();
+  const Requantization& rq = w.requantization();
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     gather_u8(a, m0, rows, abuf, kp);
@@ -69,8 +73,13 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
       }
       for (size_t c = 0; c < panels; ++c) {
         const size_t col0 = (j + c) * kNr;
-        qs8_gemm_requantize_rows__avx2(w, col0, std::min(kNr, n - col0), partial + c * acc_stride, rows,
-                                       out + m0 * out_stride + col0, out_stride);
+        const size_t ncols = std::min(kNr, n - col0);
+        int8_t* o = out + m0 * out_stride + col0;
+        if (float_form) {
+          tiles.requantize(*fl, rq.act_min, rq.act_max, col0, ncols, partial + c * acc_stride, rows, o, out_stride);
+        } else {
+          qs8_gemm_requantize_rows__avx2(w, col0, ncols, partial + c * acc_stride, rows, o, out_stride);
+        }
       }
     }
   }

@@ -19,6 +19,7 @@ namespace edgeinf::qs8 {
 
 class GemmWeights;
 struct GemmRows;
+struct FloatRequantization;
 
 // acc[j * acc_stride + 16 * r + i] = start[16 * j + i] + sum over kquads quads of K of row r
 // of a (uint8, rows a_stride apart) times column i of panel j ([kquads][16 columns][4]
@@ -34,10 +35,18 @@ struct DotTileRow {
   DotTile tile[kDotMaxRows + 1];
 };
 
-// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc.
+// Requantizes rows of 16 int32 accumulators ([rows][16], columns col0 onwards, within the
+// padded channels of `fl`) with rq_params.h's float form, clamps them to [act_min, act_max]
+// and stores ncols values per row: the AVX2 epilogue's float arithmetic, exactly.
+using DotRequantize = void (*)(const FloatRequantization& fl, int32_t act_min, int32_t act_max, size_t col0,
+                               size_t ncols, const int32_t* acc, size_t rows, int8_t* out, size_t out_stride);
+
+// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc. `requantize`, when
+// set, replaces the AVX2 epilogue where the float form applies.
 struct DotTiles {
   size_t mr, nc;
   DotTileRow panels[kDotMaxPanels + 1];
+  DotRequantize requantize = nullptr;
 };
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);

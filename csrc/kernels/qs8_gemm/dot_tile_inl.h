@@ -107,14 +107,15 @@ constexpr DotTileRow tile_row(std::index_sequence<R...>) {
 
 // The tiles of 1 to Mr rows by 1 to Nc panels.
 template <class D, size_t Mr, size_t Nc>
-constexpr DotTiles dot_tiles() {
+constexpr DotTiles dot_tiles(DotRequantize requantize = nullptr) {
   static_assert(Mr >= 1 && Mr <= kDotMaxRows && Nc >= 1 && Nc <= kDotMaxPanels);
   constexpr auto rows = std::make_index_sequence<kDotMaxRows + 1>();
   constexpr int m = static_cast<int>(Mr), n = static_cast<int>(Nc);
   return DotTiles{Mr,
                   Nc,
                   {DotTileRow{}, tile_row<D, m, n, 1>(rows), tile_row<D, m, n, 2>(rows), tile_row<D, m, n, 3>(rows),
-                   tile_row<D, m, n, 4>(rows)}};
+                   tile_row<D, m, n, 4>(rows)},
+                  requantize};
 }
 
 }  // namespace
