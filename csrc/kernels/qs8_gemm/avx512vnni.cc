@@ -1,8 +1,9 @@
 // The VPDPBUSD GEMM on AVX-512 VNNI: 8x32 tiles, two zmm accumulators per row (two panels
-// of 16 int32 columns), sixteen independent chains, and the float-form epilogue on zmm.
+// of 16 int32 columns), sixteen independent chains, requantizing on zmm where the float
+// form applies.
 // Compiled with -mavx512f -mavx512bw -mavx512vnni for this file only and selected at run
 // time only when CPUID reports the features and the OS saves the zmm state (dispatch.cc);
-// the file holds nothing but the micro-kernel and its epilogue (dot_gemm.h).
+// the file holds nothing but the micro-kernel (dot_gemm.h).
 #include <immintrin.h>
 
 // GCC 12 warns of the undefined pass-through operand inside its own AVX-512 intrinsics.
@@ -10,7 +11,6 @@
 
 #include <cstring>
 
-#include "../../quant/rq_params.h"
 #include "dot_gemm.h"
 #include "dot_tile_inl.h"
 
@@ -32,32 +32,39 @@ struct ZmmDot {
     return _mm512_set1_epi32(v);
   }
   static Acc dot(Acc acc, Quad a, Panel w) { return _mm512_dpbusd_epi32(acc, a, w); }
+
+  // The float-form epilogue (DotOutput) of one panel, 16 columns per instruction: clamped
+  // in int32 and narrowed with saturation by a masked VPMOVSDB store, which equals the AVX2
+  // epilogue's saturating packs followed by the clamp.
+  static constexpr bool kRequantizes = true;
+  struct Requantizer {
+    __m512 scale, offset, offset_neg;
+    __m512i lo, hi;
+    __mmask16 columns;
+    bool split;
+    Requantizer(const DotOutput& o, int panel)
+        : scale(_mm512_loadu_ps(o.scale + 16 * panel)),
+          offset(_mm512_loadu_ps(o.offset + 16 * panel)),
+          offset_neg(_mm512_loadu_ps(o.offset_neg + 16 * panel)),
+          lo(_mm512_set1_epi32(o.act_min)),
+          hi(_mm512_set1_epi32(o.act_max)),
+          columns(static_cast<__mmask16>(o.ncols >= 16 * static_cast<size_t>(panel) + 16
+                                             ? 0xFFFFu
+                                             : (1u << (o.ncols - 16 * static_cast<size_t>(panel))) - 1)),
+          split(o.split) {}
+    void store(Acc v, int8_t* dst) const {
+      const __m512 x = _mm512_cvtepi32_ps(v);
+      // The negative offsets where the accumulator (and so x) is negative, as VBLENDVPS by
+      // x's sign does on AVX2 (x is never -0: it converts an integer).
+      const __m512 off =
+          split ? _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(v, _mm512_setzero_si512()), offset, offset_neg) : offset;
+      const __m512i y = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_fmadd_ps(x, scale, off)), lo), hi);
+      _mm512_mask_cvtsepi32_storeu_epi8(dst, columns, y);
+    }
+  };
 };
 
-// The float-form epilogue on zmm (dot_gemm.h's DotRequantize): 16 columns per instruction,
-// clamped in int32 and narrowed with saturation by a masked VPMOVSDB store, which equals
-// the AVX2 epilogue's saturating packs followed by the clamp. Templated on the ops struct
-// only so that its name, like the tiles', marks it as this file's.
-template <class D>
-void dot_requantize(const FloatRequantization& fl, int32_t act_min, int32_t act_max, size_t col0, size_t ncols,
-                    const int32_t* acc, size_t rows, int8_t* out, size_t out_stride) {
-  const __m512 scale = _mm512_loadu_ps(fl.scale.data() + col0), offset = _mm512_loadu_ps(fl.offset.data() + col0);
-  const __m512 offset_neg = _mm512_loadu_ps(fl.offset_neg.data() + col0);
-  const __m512i lo = _mm512_set1_epi32(act_min), hi = _mm512_set1_epi32(act_max), zero = _mm512_setzero_si512();
-  const __mmask16 columns = static_cast<__mmask16>((1u << ncols) - 1);
-  const bool split = fl.split;
-  for (size_t r = 0; r < rows; ++r) {
-    const __m512i v = D::load(acc + 16 * r);
-    const __m512 x = _mm512_cvtepi32_ps(v);
-    // The negative offsets where the accumulator (and so x) is negative, as VBLENDVPS by
-    // x's sign does on AVX2 (x is never -0: it converts an integer).
-    const __m512 off = split ? _mm512_mask_blend_ps(_mm512_cmplt_epi32_mask(v, zero), offset, offset_neg) : offset;
-    const __m512i y = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_fmadd_ps(x, scale, off)), lo), hi);
-    _mm512_mask_cvtsepi32_storeu_epi8(out + r * out_stride, columns, y);
-  }
-}
-
-constexpr DotTiles kTiles = dot_tiles<ZmmDot, 8, 2>(&dot_requantize<ZmmDot>);
+constexpr DotTiles kTiles = dot_tiles<ZmmDot, 8, 2>();
 
 }  // namespace
 

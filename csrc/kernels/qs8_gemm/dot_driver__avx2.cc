@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "../../quant/rq_avx2_inl.h"
 #include "dot_gemm.h"
@@ -38,6 +39,18 @@ void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t k
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_xor_si256(v, flip));
       }
+      if (i + 16 <= seg) {  // short segments (a few channels) in 16- and 8-byte pieces
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm_xor_si128(v, _mm256_castsi256_si128(flip)));
+        i += 16;
+      }
+      if (i + 8 <= seg) {
+        uint64_t v;
+        std::memcpy(&v, s + i, sizeof(v));
+        v ^= 0x8080808080808080u;
+        std::memcpy(d + i, &v, sizeof(v));
+        i += 8;
+      }
       for (; i < seg; ++i) d[i] = static_cast<uint8_t>(s[i]) ^ 0x80u;
     }
     std::fill(d, dst + (r + 1) * kp, uint8_t{0});
@@ -58,7 +71,9 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
   int32_t* partial = scratch<int32_t, 2>(nc * acc_stride);
   const int32_t* start = w.bias_minus_u8_zero_point_terms();
   const FloatRequantization* fl = w.float_requantization();
-  const bool float_form = fl != nullptr && tiles.requantize != nullptr && avx2_rq::rounds_to_nearest();
+  // The tiles requantize where they can (the float form, rounding to nearest); else the
+  // AVX2 epilogue runs on their accumulators.
+  const bool float_form = fl != nullptr && tiles.requantizes && avx2_rq::rounds_to_nearest();
   const Requantization& rq = w.requantization();
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
@@ -67,19 +82,29 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
       const size_t panels = std::min(nc, blocks - j);
       const DotTileRow& by_rows = tiles.panels[panels];
       const int8_t* panel = packed + j * panel_bytes;
-      for (size_t r0 = 0; r0 < rows; r0 += mr) {
-        by_rows.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, panel_bytes, start + j * kNr,
-                                              partial + r0 * kNr, acc_stride);
+      const size_t col0 = j * kNr;
+      DotOutput o{};
+      if (float_form) {
+        o = DotOutput{fl->scale.data() + col0,
+                      fl->offset.data() + col0,
+                      fl->offset_neg.data() + col0,
+                      fl->split,
+                      rq.act_min,
+                      rq.act_max,
+                      nullptr,
+                      out_stride,
+                      std::min(panels * kNr, n - col0)};
       }
+      for (size_t r0 = 0; r0 < rows; r0 += mr) {
+        o.out = out + (m0 + r0) * out_stride + col0;
+        by_rows.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, panel_bytes, start + col0,
+                                              partial + r0 * kNr, acc_stride, float_form ? &o : nullptr);
+      }
+      if (float_form) continue;
       for (size_t c = 0; c < panels; ++c) {
-        const size_t col0 = (j + c) * kNr;
-        const size_t ncols = std::min(kNr, n - col0);
-        int8_t* o = out + m0 * out_stride + col0;
-        if (float_form) {
-          tiles.requantize(*fl, rq.act_min, rq.act_max, col0, ncols, partial + c * acc_stride, rows, o, out_stride);
-        } else {
-          qs8_gemm_requantize_rows__avx2(w, col0, ncols, partial + c * acc_stride, rows, o, out_stride);
-        }
+        const size_t c0 = col0 + c * kNr;
+        qs8_gemm_requantize_rows__avx2(w, c0, std::min(kNr, n - c0), partial + c * acc_stride, rows,
+                                       out + m0 * out_stride + c0, out_stride);
       }
     }
   }

@@ -19,13 +19,25 @@ namespace edgeinf::qs8 {
 
 class GemmWeights;
 struct GemmRows;
-struct FloatRequantization;
+
+// Where a tile requantizes its accumulators itself, with rq_params.h's float form (the
+// AVX2 epilogue's arithmetic, exactly): the form's parameters from the tile's first
+// column, the output clamp, and the tile's first output row (rows out_stride apart) with
+// ncols valid columns.
+struct DotOutput {
+  const float *scale, *offset, *offset_neg;
+  bool split;
+  int32_t act_min, act_max;
+  int8_t* out;
+  size_t out_stride, ncols;
+};
 
 // acc[j * acc_stride + 16 * r + i] = start[16 * j + i] + sum over kquads quads of K of row r
 // of a (uint8, rows a_stride apart) times column i of panel j ([kquads][16 columns][4]
-// int8, panels panel_bytes apart): a tile of rows by panels of 16 columns.
+// int8, panels panel_bytes apart): a tile of rows by panels of 16 columns. With `fused`
+// (only where DotTiles::requantizes), the tile stores the requantized outputs there instead.
 using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, size_t panel_bytes,
-                         const int32_t* start, int32_t* acc, size_t acc_stride);
+                         const int32_t* start, int32_t* acc, size_t acc_stride, const DotOutput* fused);
 
 inline constexpr size_t kDotMaxRows = 12;
 inline constexpr size_t kDotMaxPanels = 4;
@@ -35,18 +47,12 @@ struct DotTileRow {
   DotTile tile[kDotMaxRows + 1];
 };
 
-// Requantizes rows of 16 int32 accumulators ([rows][16], columns col0 onwards, within the
-// padded channels of `fl`) with rq_params.h's float form, clamps them to [act_min, act_max]
-// and stores ncols values per row: the AVX2 epilogue's float arithmetic, exactly.
-using DotRequantize = void (*)(const FloatRequantization& fl, int32_t act_min, int32_t act_max, size_t col0,
-                               size_t ncols, const int32_t* acc, size_t rows, int8_t* out, size_t out_stride);
-
-// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc. `requantize`, when
-// set, replaces the AVX2 epilogue where the float form applies.
+// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc. `requantizes`: the
+// tiles take a DotOutput.
 struct DotTiles {
   size_t mr, nc;
   DotTileRow panels[kDotMaxPanels + 1];
-  DotRequantize requantize = nullptr;
+  bool requantizes;
 };
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);

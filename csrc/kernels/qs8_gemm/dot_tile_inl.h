@@ -9,6 +9,8 @@
 //     static Panel load_panel(const int8_t* p);
 //     static Quad broadcast(const uint8_t* quad);
 //     static Acc dot(Acc acc, Quad a, Panel w);  // += a x w, four products per lane
+//     static constexpr bool kRequantizes;  // with, if true:
+//     struct Requantizer { Requantizer(const DotOutput&, int panel); void store(Acc, int8_t*) const; };
 //   };
 //
 // A tile is R rows by C panels of 16 columns: per quad of K, C panel loads and R
@@ -30,7 +32,7 @@ namespace {
 
 template <class D, int R, int C>
 void dot_tile(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, size_t panel_bytes,
-              const int32_t* start, int32_t* acc, size_t acc_stride) {
+              const int32_t* start, int32_t* acc, size_t acc_stride, const DotOutput* fused) {
   using Acc = typename D::Acc;
   using Panel = typename D::Panel;
   Acc c[R][C];
@@ -84,6 +86,17 @@ void dot_tile(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* pa
       for (int j = 0; j < C; ++j) c[r][j] = D::dot(c[r][j], q, w[j]);
     }
   }
+  if constexpr (D::kRequantizes) {
+    if (fused != nullptr) {
+#pragma GCC unroll 4
+      for (int j = 0; j < C; ++j) {
+        const typename D::Requantizer rq(*fused, j);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) rq.store(c[r][j], fused->out + r * fused->out_stride + 16 * j);
+      }
+      return;
+    }
+  }
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
@@ -107,7 +120,7 @@ constexpr DotTileRow tile_row(std::index_sequence<R...>) {
 
 // The tiles of 1 to Mr rows by 1 to Nc panels.
 template <class D, size_t Mr, size_t Nc>
-constexpr DotTiles dot_tiles(DotRequantize requantize = nullptr) {
+constexpr DotTiles dot_tiles() {
   static_assert(Mr >= 1 && Mr <= kDotMaxRows && Nc >= 1 && Nc <= kDotMaxPanels);
   constexpr auto rows = std::make_index_sequence<kDotMaxRows + 1>();
   constexpr int m = static_cast<int>(Mr), n = static_cast<int>(Nc);
@@ -115,7 +128,7 @@ constexpr DotTiles dot_tiles(DotRequantize requantize = nullptr) {
                   Nc,
                   {DotTileRow{}, tile_row<D, m, n, 1>(rows), tile_row<D, m, n, 2>(rows), tile_row<D, m, n, 3>(rows),
                    tile_row<D, m, n, 4>(rows)},
-                  requantize};
+                  D::kRequantizes};
 }
 
 }  // namespace

@@ -31,6 +31,7 @@ struct YmmDot {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))};
   }
+  static constexpr bool kRequantizes = false;  // the driver's AVX2 epilogue does
   using Quad = __m256i;
   static Quad broadcast(const uint8_t* quad) {
     int32_t v;
