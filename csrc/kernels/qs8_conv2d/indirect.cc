@@ -15,8 +15,15 @@ void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t*
   // Pixels per GEMM call: bounds the indirection buffer to about 256 KB.
   const size_t chunk = std::max<size_t>(60, (32768 / taps) / 60 * 60);
   std::vector<const int8_t*> ptrs(std::min(chunk, pixels) * taps);
+  const bool pointwise = taps == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                         g.out_h == g.in_h && g.out_w == g.in_w;
   for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
     const size_t count = std::min(chunk, pixels - p0);
+    if (pointwise) {  // each output pixel's row is its input pixel's values
+      for (size_t i = 0; i < count; ++i) ptrs[i] = in + (p0 + i) * g.in_c;
+      qs8_gemm(w, GemmRows{ptrs.data(), count, 1, g.in_c}, out + p0 * g.out_c, g.out_c);
+      continue;
+    }
     // The output pixel's coordinates advance with it (no division per pixel).
     size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
     for (size_t i = 0; i < count; ++i) {

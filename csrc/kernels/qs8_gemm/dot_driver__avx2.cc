@@ -29,6 +29,22 @@ size_t block_rows(size_t m, size_t kp, size_t mr) {
 void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const size_t taps = a.taps, seg = a.seg;  // locals: the byte stores may alias `a`
+  const int8_t* const* first = a.ptrs + m0 * taps;
+  // Rows that lie back to back without padding (a pointwise convolution's pixels): one pass
+  // over the whole block.
+  bool dense = taps == 1 && seg == kp;
+  for (size_t r = 1; dense && r < rows; ++r) dense = first[r] == first[0] + r * seg;
+  if (dense) {
+    const int8_t* s = first[0];
+    const size_t bytes = rows * seg;
+    size_t i = 0;
+    for (; i + 32 <= bytes; i += 32) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_xor_si256(v, flip));
+    }
+    for (; i < bytes; ++i) dst[i] = static_cast<uint8_t>(s[i]) ^ 0x80u;
+    return;
+  }
   for (size_t r = 0; r < rows; ++r) {
     uint8_t* d = dst + r * kp;
     const int8_t* const* segs = a.ptrs + (m0 + r) * taps;
