@@ -84,13 +84,16 @@ void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, 
 
 // The weights were prepared for one of three algorithms (ConvWeights): a direct kernel,
 // the AVX2 direct kernel only, or the GEMM, which then dispatches to its own variant.
-// The VPDPBUSD paths keep the AVX2 direct kernel for few input channels (a 3-channel stem
-// fills a quad of K poorly) and run every other convolution on their GEMM.
+// The VPDPBUSD paths run few input channels (a 3-channel stem) on their tiles over whole
+// copied windows (K in quads across the taps), every other convolution on their GEMM.
 void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
   if (w.direct()) {
+    const VnniVariants<Fn> vnni_direct{EDGEINF_AVX2VNNI(qs8_conv2d_direct__avx2vnni),
+                                       EDGEINF_AVX512VNNI(qs8_conv2d_direct__avx512vnni),
+                                       EDGEINF_AVX2(qs8_conv2d_direct__avx2_emulated_vnni)};
     select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
-               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
+               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot), vnni_direct)(w, g, in, out);
     return;
   }
   const Fn simd = &conv2d_gemm;

@@ -21,4 +21,8 @@ void qs8_gemm__avx2vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, si
   qs8_gemm_dot(kTiles, w, a, out, out_stride);
 }
 
+void qs8_conv2d_direct__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  qs8_conv2d_dot(kTiles, w, g, in, out);
+}
+
 }  // namespace edgeinf::qs8

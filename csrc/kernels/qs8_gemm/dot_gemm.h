@@ -19,6 +19,8 @@ namespace edgeinf::qs8 {
 
 class GemmWeights;
 struct GemmRows;
+class ConvWeights;
+struct ConvGeometry;
 
 // Where a tile requantizes its accumulators itself, with rq_params.h's float form (the
 // AVX2 epilogue's arithmetic, exactly): the form's parameters from the tile's first
@@ -56,6 +58,9 @@ struct DotTiles {
 };
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+// A convolution of few input channels (ConvWeights::direct()): each output pixel's window
+// copied whole (conv_window_rows), so that K is read in quads across the filter taps.
+void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 // The AVX2 GEMM's epilogue (avx2.cc): requantizes rows of 16 int32 accumulators ([rows][16],
 // columns col0 onwards) and stores ncols values per row.
@@ -65,5 +70,8 @@ void qs8_gemm_requantize_rows__avx2(const GemmWeights& w, size_t col0, size_t nc
 void qs8_gemm__avx2vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_conv2d_direct__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 }  // namespace edgeinf::qs8
