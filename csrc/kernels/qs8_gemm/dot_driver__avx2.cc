@@ -84,9 +84,11 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
   const size_t panel_bytes = kp * kNr, blocks = (n + kNr - 1) / kNr;
   const int32_t* start = w.bias_minus_u8_zero_point_terms();
   const FloatRequantization* fl = w.float_requantization();
-  // The tiles requantize where they can (the float form, rounding to nearest); else the
-  // AVX2 epilogue runs on their accumulators.
-  const bool float_form = fl != nullptr && tiles.requantizes && avx2_rq::rounds_to_nearest();
+  // The tiles requantize where they can: the float form (rounding to nearest) or the
+  // fixed-point arithmetic; the double one of FULLY_CONNECTED runs the AVX2 epilogue on
+  // their accumulators.
+  const bool float_form = fl != nullptr && avx2_rq::rounds_to_nearest();
+  const bool fused = tiles.requantizes && (float_form || !w.requantizes_in_double());
   const Requantization& rq = w.requantization();
   for (size_t j = 0; j < blocks; j += nc) {
     const size_t panels = std::min(nc, blocks - j);
@@ -94,23 +96,23 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
     const int8_t* panel = packed + j * panel_bytes;
     const size_t col0 = j * kNr;
     DotOutput o{};
-    if (float_form) {
-      o = DotOutput{fl->scale.data() + col0,
-                    fl->offset.data() + col0,
-                    fl->offset_neg.data() + col0,
-                    fl->split,
-                    rq.act_min,
-                    rq.act_max,
-                    nullptr,
-                    out_stride,
-                    std::min(panels * kNr, n - col0)};
+    if (fused) {
+      o.split = float_form && fl->split;
+      if (float_form) {
+        o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
+        o.offset_neg = fl->offset_neg.data() + col0;
+      }
+      o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
+      o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
+      o.act_min = rq.act_min, o.act_max = rq.act_max;
+      o.out_stride = out_stride, o.ncols = std::min(panels * kNr, n - col0);
     }
     for (size_t r0 = 0; r0 < rows; r0 += mr) {
       o.out = out + r0 * out_stride + col0;
       by_rows.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, panel_bytes, start + col0,
-                                            partial + r0 * kNr, acc_stride, float_form ? &o : nullptr);
+                                            partial + r0 * kNr, acc_stride, fused ? &o : nullptr);
     }
-    if (float_form) continue;
+    if (fused) continue;
     for (size_t c = 0; c < panels; ++c) {
       const size_t c0 = col0 + c * kNr;
       qs8_gemm_requantize_rows__avx2(w, c0, std::min(kNr, n - c0), partial + c * acc_stride, rows, out + c0,

@@ -22,13 +22,16 @@ struct GemmRows;
 class ConvWeights;
 struct ConvGeometry;
 
-// Where a tile requantizes its accumulators itself, with rq_params.h's float form (the
-// AVX2 epilogue's arithmetic, exactly): the form's parameters from the tile's first
-// column, the output clamp, and the tile's first output row (rows out_stride apart) with
-// ncols valid columns.
+// Where a tile requantizes its accumulators itself, exactly as the AVX2 epilogue does:
+// with rq_params.h's float form (scale, offset, offset_neg) or else TFLite's fixed-point
+// arithmetic (multiplier, left and right shifts, zero point), the parameters from the
+// tile's first column; the output clamp; and the tile's first output row (rows
+// out_stride apart) with ncols valid columns.
 struct DotOutput {
   const float *scale, *offset, *offset_neg;
   bool split;
+  const int32_t *multiplier, *left_shift, *right_shift;
+  int32_t zero_point;
   int32_t act_min, act_max;
   int8_t* out;
   size_t out_stride, ncols;
