@@ -5,10 +5,12 @@
 //    AVX2 also 1x1 filters of up to kAvx2DirectPointwiseChannels: a direct kernel. Each output pixel's window is copied
 //    once into a row of K = k_h * k_w * in_c values (OHWI order, padded taps as the input zero point), and tiles of
 //    rows are multiplied with weights packed at construction (ConvWeights), then requantized. Through the GEMM, the
-//    3-value segments of such a convolution cost more to gather than to multiply.
+//    3-value segments of such a convolution cost more to gather than to multiply. The
+//    VPDPBUSD paths copy the windows the same way for their GEMM tiles (qs8_conv2d_dot).
 //  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
 //    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
-//    every ISA variant of the GEMM serves convolution as well. On AVX2, with several
+//    every ISA variant of the GEMM serves convolution as well (a pointwise convolution
+//    without stride or padding points each row at its own pixel). On AVX2, with several
 //    taps and an even channel count, the indirection points into input rows converted
 //    once to int16 (qs8_conv2d_gemm__avx2).
 #pragma once
