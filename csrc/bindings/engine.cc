@@ -553,6 +553,7 @@ class PyProgram {
 
   size_t arena_bytes() const { return program_.arena_bytes(); }
   size_t threads() const { return program_.threads(); }
+  size_t runs_alone() const { return program_.runs_alone(); }
 
  private:
   Program program_;
@@ -622,6 +623,8 @@ void bind_engine(py::module_& m) {
       .def("step_names", &PyProgram::step_names)
       .def_property_readonly("arena_bytes", &PyProgram::arena_bytes)
       .def_property_readonly("threads", &PyProgram::threads)
+      .def_property_readonly("runs_alone", &PyProgram::runs_alone,
+                             "Runs made by the calling thread alone because the workers were not getting the CPU.")
       .def("__len__", [](const PyProgram& p) { return p.step_names().size(); });
 }
 

@@ -5,7 +5,9 @@
 namespace edgeinf::engine {
 
 bool NarrowPointwise::applies(const qs8::GemmWeights& w) {
-  return w.n() <= kMaxChannels && w.k() >= kMinDepth && !w.requantizes_in_double() && active_isa() == Isa::kAvx2;
+  const Isa isa = active_isa();
+  const bool avx2_kernel = isa == Isa::kAvx2 || isa == Isa::kAvx2Vnni || isa == Isa::kAvx512Vnni;
+  return w.n() <= kMaxChannels && w.k() >= kMinDepth && !w.requantizes_in_double() && avx2_kernel;
 }
 
 NarrowPointwise::NarrowPointwise(const qs8::GemmWeights& w) : w_(w), blocks_((w.k() + 15) / 16) {

@@ -1,5 +1,6 @@
 #include "pool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 
@@ -24,6 +25,11 @@ constexpr auto kWorkerSpinTime = std::chrono::microseconds(300);
 constexpr int kSpinsPerClockRead = 64;
 constexpr int kCallerSpins = 2000;  // then the caller yields its time slice while it waits
 constexpr uint64_t kMask20 = (1u << 20) - 1;
+// The contention fallback (pool.h): judged on runs of at least this many parallel steps,
+// it lasts from kMinBackoff, doubling while the workers stay late, up to kMaxBackoff.
+constexpr size_t kMinJudgedSteps = 4;
+constexpr auto kMinBackoff = std::chrono::milliseconds(4);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(512);
 }  // namespace
 
 ThreadPool::ThreadPool(size_t threads) {
@@ -39,11 +45,12 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::drain(uint64_t job, bool from_back) {
+size_t ThreadPool::drain(uint64_t job, bool from_back) {
+  size_t ran = 0;
   uint64_t c = claim_.load(std::memory_order_acquire);
   for (;;) {
     const uint64_t front = (c >> 20) & kMask20, back = c & kMask20;
-    if ((c >> 40) != job || front >= back) return;
+    if ((c >> 40) != job || front >= back) return ran;
     const uint64_t claimed = from_back ? c - 1 : c + (uint64_t{1} << 20);
     if (!claim_.compare_exchange_weak(c, claimed, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     // Claimed a task of `job`: the job cannot end (nor fn_ change) before it is done.
@@ -53,6 +60,7 @@ void ThreadPool::drain(uint64_t job, bool from_back) {
       failed_.store(true);
     }
     done_.fetch_add(1, std::memory_order_acq_rel);
+    ++ran;
     c = claim_.load(std::memory_order_acquire);
   }
 }
@@ -80,8 +88,27 @@ void ThreadPool::work() {
   }
 }
 
+void ThreadPool::begin_run(bool adaptive) {
+  parallel_steps_ = joined_steps_ = steps_before_join_ = 0;
+  alone_ = adaptive && !workers_.empty() && std::chrono::steady_clock::now() < alone_until_;
+  if (alone_) runs_alone_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void ThreadPool::end_run() {
+  if (alone_ || parallel_steps_ < kMinJudgedSteps) return;
+  // Judged from the first step a worker took part in: a worker asleep at the start of a run
+  // (the last one ended a while ago) takes the time of a wake-up to join.
+  if (joined_steps_ > 0 && 2 * joined_steps_ >= parallel_steps_ - steps_before_join_) {
+    backoff_ = {};
+    return;
+  }
+  using Duration = std::chrono::steady_clock::duration;
+  backoff_ = backoff_ == Duration{} ? Duration(kMinBackoff) : std::min<Duration>(2 * backoff_, kMaxBackoff);
+  alone_until_ = std::chrono::steady_clock::now() + backoff_;
+}
+
 void ThreadPool::run(size_t n, const std::function<void(size_t)>& fn) {
-  if (workers_.empty() || n <= 1) {
+  if (workers_.empty() || n <= 1 || alone_) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
@@ -99,7 +126,12 @@ void ThreadPool::run(size_t n, const std::function<void(size_t)>& fn) {
     { std::lock_guard<std::mutex> lock(mu_); }
     wake_.notify_all();
   }
-  drain(job_, false);
+  const size_t mine = drain(job_, false);
+  ++parallel_steps_;
+  if (mine < n) {
+    if (joined_steps_ == 0) steps_before_join_ = parallel_steps_ - 1;
+    ++joined_steps_;
+  }
   for (int spins = 0; done_.load(std::memory_order_acquire) != n; ++spins) {
     if (spins < kCallerSpins) {
       EDGEINF_PAUSE();

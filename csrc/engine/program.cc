@@ -43,13 +43,16 @@ uint8_t* Program::span(size_t offset, size_t bytes, const char* what) {
 }
 
 void Program::run() const {
+  pool_->begin_run();
   for (const auto& step : steps_) step->run(*pool_);
+  pool_->end_run();
 }
 
 std::vector<double> Program::profile(size_t runs) const {
   using Clock = std::chrono::steady_clock;
   std::vector<std::vector<double>> times(steps_.size(), std::vector<double>(runs));
   for (size_t r = 0; r < runs; ++r) {
+    pool_->begin_run(false);  // every step split as in a run with the workers
     for (size_t i = 0; i < steps_.size(); ++i) {
       const auto start = Clock::now();
       steps_[i]->run(*pool_);

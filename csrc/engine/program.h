@@ -54,6 +54,9 @@ class Program {
   std::vector<double> profile(size_t runs) const;
 
   size_t threads() const { return pool_->size(); }
+  // Runs made on the calling thread alone because the workers were not getting the CPU
+  // (pool.h).
+  size_t runs_alone() const { return pool_->runs_alone(); }
 
   static constexpr size_t kMaxArenaBytes = size_t{1} << 32;
   static constexpr size_t kMaxThreads = 256;

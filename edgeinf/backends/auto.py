@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import statistics
 import time
 from pathlib import Path
@@ -92,7 +93,7 @@ def _read_cached(path: Path) -> tuple[str, str] | None:
 def _write_cached(path: Path, choice: str, why: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # processes loading the same model write their own
         tmp.write_text(json.dumps({"backend": choice, "why": why}))
         tmp.replace(path)
     except OSError as exc:  # a read-only cache costs a probe per load, nothing else

@@ -5,6 +5,7 @@
     [pipeline]
     name = "face_mesh"
     timeout_s = 1.0                 # the frame's deadline (optional)
+    pacing = true                   # admit a frame once it passes every stage unqueued (default)
 
     [[stage]]
     name = "faces"
@@ -39,9 +40,9 @@ _TYPES = {
     "name": (str,), "factory": (str,), "args": (list,), "options": (dict,), "inputs": (list,),
     "for_each": (str,), "timeout_s": _NUMBER, "workers": (int,), "rate_hz": _NUMBER, "process": (bool,),
     "breaker_failures": (int,), "breaker_reset_s": _NUMBER, "frame_bytes": (int,), "output_bytes": (int,),
-    "max_in_flight": (int,), "inline": (bool,),
+    "max_in_flight": (int,), "inline": (bool,), "pacing": (bool,),
 }  # fmt: skip
-_PIPELINE_KEYS = {"name", "timeout_s", "max_in_flight"}
+_PIPELINE_KEYS = {"name", "timeout_s", "max_in_flight", "pacing"}
 _STAGE_KEYS = {
     "name", "factory", "args", "options", "inputs", "for_each", "timeout_s", "workers", "rate_hz", "process",
     "breaker_failures", "breaker_reset_s", "frame_bytes", "output_bytes", "inline",
@@ -73,6 +74,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
         str(settings.get("name", path.stem)),
         timeout_s=settings.get("timeout_s"),
         max_in_flight=settings.get("max_in_flight"),
+        pacing=settings.get("pacing", True),
     )
     for i, stage in enumerate(stages):
         where = f"{path} stage {i + 1}"

@@ -15,6 +15,7 @@ not called) and tried again after ``reset_s``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 import logging
@@ -31,7 +32,7 @@ import numpy as np
 
 from ..errors import EdgeInfError, InputError
 from ..sources import Frame, Source, SourceEnded
-from .breaker import CircuitBreaker
+from .breaker import CLOSED, CircuitBreaker
 from .metrics import PipelineMetrics
 
 if TYPE_CHECKING:
@@ -44,6 +45,14 @@ MIN_RATE_HZ = 1e-3
 
 MAX_STUCK_WORKERS = 4
 """Hung calls a stage may leave behind (each holds a thread) before it gets no new worker."""
+
+PACING_WINDOW = 16
+"""Recent calls per stage whose median predicts the stage's next call (pacing)."""
+
+PACING_MIN_CALLS = 4
+"""Calls every stage must have made before admission is paced (no prediction before)."""
+
+_UNREACHED = object()  # a stage a frame has not reached yet (not in its results)
 
 
 class PipelineError(EdgeInfError, RuntimeError):
@@ -170,6 +179,20 @@ class Stage:
         self.live_workers: list[_Worker] = []
         self.stuck_workers = 0
         self.last_start_s = -float("inf")
+        self.recent_s: collections.deque[float] = collections.deque(maxlen=PACING_WINDOW)  # ok calls' times
+
+    def paced(self) -> bool:
+        """Whether admission paces frames for this stage: not when it may pass frames without a call
+        (a rate limit, an open breaker, no worker), which its recent call times do not predict."""
+        return self.rate_hz is None and self.breaker.state == CLOSED and (self.inline or bool(self.live_workers))
+
+    def predicted_s(self) -> float | None:
+        """The median of the recent calls' times (0 inline); None before `PACING_MIN_CALLS` calls."""
+        if self.inline:
+            return 0.0
+        if len(self.recent_s) < PACING_MIN_CALLS:
+            return None
+        return sorted(self.recent_s)[len(self.recent_s) // 2]
 
     @property
     def fn(self) -> Callable:
@@ -267,6 +290,10 @@ class Pipeline:
         max_in_flight: frames inside the pipeline at once; `submit` waits (or refuses)
             beyond it, so a camera source drops stale frames instead of queueing them.
             Default: one per stage worker (every worker busy, no frame waiting in a queue).
+        pacing: within ``max_in_flight``, admit a frame only once it is predicted to pass
+            every stage without waiting in a queue (from each stage's recent call times):
+            the wait happens before the frame is taken (`run`) or stamped (`submit` of an
+            array), so the frame that goes in is the newest, and the stages stay as busy.
         clock: injected for tests.
 
     >>> pipe = Pipeline("faces", timeout_s=1.0)                       # doctest: +SKIP
@@ -282,6 +309,7 @@ class Pipeline:
         *,
         timeout_s: float | None = None,
         max_in_flight: int | None = None,
+        pacing: bool = True,
         clock: Callable[[], float] = time.monotonic,
     ):
         _check_timeout("the pipeline's timeout_s", timeout_s)
@@ -293,7 +321,9 @@ class Pipeline:
         self.stages: dict[str, Stage] = {}
         self.metrics = PipelineMetrics(name)
         self._max_in_flight = max_in_flight
+        self.pacing = pacing
         self._lock = threading.Lock()
+        self._paced = threading.Condition(self._lock)  # notified when a stage settles: a paced frame may go in
         self._slots: threading.BoundedSemaphore | None = None
         self._ids = itertools.count()
         self._seq = itertools.count()
@@ -493,10 +523,14 @@ class Pipeline:
         self.start()
         if not isinstance(frame, (Frame, np.ndarray)):
             raise InputError(f"expected an edgeinf.sources.Frame or an image array, got {type(frame).__name__}")
+        waited = time.monotonic()
         if not self._room.acquire(blocking=block, timeout=timeout_s if block else None):
             with self._lock:
                 self.metrics.frames_rejected += 1
             raise PipelineError(f"pipeline {self.name!r} is full ({self._max_in_flight or 'default'} frames in flight)")
+        if block:
+            left = None if timeout_s is None else max(0.0, timeout_s - (time.monotonic() - waited))
+            self._wait_for_pace(left)
         if not isinstance(frame, Frame):  # stamped once admitted: its latency starts inside the pipeline
             frame = Frame(frame, format, next(self._seq), self.clock())
         with self._lock:
@@ -537,6 +571,7 @@ class Pipeline:
                 # Wait for room first, then take the newest frame: never one that aged in a queue.
                 self._room.acquire()
                 self._room.release()
+                self._wait_for_pace(None)
                 try:
                     frame = source.read()
                 except SourceEnded:
@@ -581,6 +616,7 @@ class Pipeline:
                     stage.queue.put(None)
                 stage.live_workers = []
             self._timer_wakeup.notify_all()
+            self._paced.notify_all()
         self._deliver()
         for stage in self._order:
             stage.close()
@@ -658,6 +694,7 @@ class Pipeline:
                 stage.breaker.record(status == "ok")
                 if status == "ok":
                     self.metrics.stage_latency[stage.name].observe(latency)
+                    stage.recent_s.append(latency)
                 self._settle(job, stage, StageResult(status, value, error, latency))
                 self._advance(job)
         self._deliver()
@@ -665,6 +702,62 @@ class Pipeline:
     def _settle(self, job: _Job, stage: Stage, result: StageResult) -> None:
         job.results[stage.name] = result
         self.metrics.stage_outcomes[stage.name][result.status] += 1
+        self._paced.notify_all()
+
+    def _wait_for_pace(self, limit_s: float | None) -> None:
+        """Without the lock: wait until a new frame is predicted to pass every stage unqueued.
+
+        The first prediction bounds the wait (a hung call cannot hold admission); a stage
+        that settles earlier than predicted lets the frame in earlier.
+        """
+        if not self.pacing:
+            return
+        with self._lock:
+            now = self.clock()
+            until = self._admission_time(now)
+            if limit_s is not None:
+                until = min(until, now + limit_s)
+            while not self._closed and now < until:
+                if not self._paced.wait(until - now):
+                    return  # the predicted time passed
+                now = self.clock()
+                until = min(until, self._admission_time(now))
+
+    def _admission_time(self, now: float) -> float:
+        """The earliest time a frame entering then waits in no stage's queue, predicted from
+        each stage's median call time and the frames inside; ``now`` before every stage has one.
+        """
+        predicted: dict[str, float] = {}
+        paced = [stage for stage in self._order if stage.paced()]
+        for stage in self._order:
+            seconds = stage.predicted_s() if stage in paced else 0.0
+            if seconds is None:
+                return now
+            predicted[stage.name] = seconds
+        # When each stage's workers are free, once the frames inside went through (in order).
+        free = {stage.name: [now] * max(1, stage.workers) for stage in self._order}
+        for job in self._jobs.values():
+            ends: dict[str, float] = {}
+            for stage in self._order:
+                result = job.results.get(stage.name, _UNREACHED)
+                if result is not None and result is not _UNREACHED:  # settled: holds no worker
+                    ends[stage.name] = now
+                    continue
+                cost, workers = predicted[stage.name], free[stage.name]
+                arrival = max((ends[name] for name in stage.inputs), default=now)
+                running = next((w.current[1] for w in stage.live_workers if w.current and w.current[0] is job), None)
+                if running is not None:  # its call started: it ends as predicted, or soon if overdue
+                    arrival, cost = now, max(0.0, running + cost - now)
+                earliest = workers.index(min(workers))
+                workers[earliest] = ends[stage.name] = max(arrival, workers[earliest]) + cost
+        # A new frame reaches each stage this long after it enters, when nothing waits.
+        offsets: dict[str, float] = {}
+        start = now
+        for stage in self._order:
+            offsets[stage.name] = max((offsets[name] + predicted[name] for name in stage.inputs), default=0.0)
+            if stage in paced:
+                start = max(start, min(free[stage.name]) - offsets[stage.name])
+        return start
 
     def _complete(self, job: _Job) -> None:
         job.done = True

@@ -6,7 +6,7 @@ landmark model's 192x192 input with values in [0, 1]. Landmarks are mapped back 
 the same rotation into frame pixels. For packed frames (BGR, RGB, BGRA, RGBA) and a
 float input, one native pass (``edgeinf._C.warp_affine``: bilinear, black outside the
 frame, as OpenCV's ``warpAffine``) writes the crop straight into the model's input where
-that pass is vectorized (AVX2); other frames and platforms go through OpenCV.
+that pass is vectorized (AVX2, and the VNNI paths built on it); other frames and platforms go through OpenCV.
 
 The stage callables are built by factories so that a process stage builds its own
 models in its own process: ``ProcessStage("edgeinf.pipeline.face:landmark_stage")``.
@@ -86,9 +86,10 @@ def crop_matrix(rect: RotatedRect, size: int) -> tuple[float, ...]:
 # Packed formats the native crop reads: the bytes of R, G and B in a pixel.
 _PACKED_RGB = {"bgr": (2, 1, 0), "rgb": (0, 1, 2), "bgra": (2, 1, 0), "rgba": (0, 1, 2)}
 _NATIVE_MAX_SIDE = 8192  # the native crop's largest frame side (warp_affine.h)
-# Kernel paths with a vectorized crop; elsewhere OpenCV's warpAffine (vectorized on every
-# platform) is faster than the native scalar reference.
-_NATIVE_CROP_ISAS = frozenset({"avx2"})
+# Kernel paths with a vectorized crop: AVX2 and the VNNI paths, which run every kernel
+# without a VNNI variant (the crop among them) on AVX2. Elsewhere OpenCV's warpAffine
+# (vectorized on every platform) is faster than the native scalar reference.
+_NATIVE_CROP_ISAS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
 
 
 def _active_isa() -> str:
@@ -258,7 +259,13 @@ def faces_of(frame: Frame, meshes: list[FaceLandmarks]) -> list[Face]:
     return [mesh.face for mesh in meshes if mesh.face is not None]
 
 
-def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None = None, num_threads: int = 1):
+def face_mesh_pipeline(
+    *,
+    processes: bool | int = False,
+    timeout_s: float | None = None,
+    num_threads: int = 1,
+    max_in_flight: int | None = None,
+):
     """The reference pipeline: ``faces`` (list[Face]) and ``landmarks`` (a `FaceLandmarks` per face).
 
     Args:
@@ -270,6 +277,8 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
             meshes.
         timeout_s: the frame's deadline.
         num_threads: runtime threads per model.
+        max_in_flight: frames inside at once (`Pipeline`); default one per worker: two
+            threads, or one frame per process.
 
     Raises:
         InputError: ``processes`` is neither a bool nor a positive integer.
@@ -281,14 +290,15 @@ def face_mesh_pipeline(*, processes: bool | int = False, timeout_s: float | None
     if processes is True:
         processes = min(default_threads(), 64)
     if processes is False or (type(processes) is int and processes == 0):
-        pipe = Pipeline("face_mesh", timeout_s=timeout_s)
+        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight)
         pipe.add("faces", detection_stage(num_threads=num_threads))
         pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
         return pipe
     if not isinstance(processes, int) or not 1 <= processes <= 64:
         raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
-    # One frame per process in flight: a frame never waits behind another one's chain.
-    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=processes)
+    # By default one frame per process in flight: a frame never waits behind another one's chain.
+    in_flight = processes if max_in_flight is None else max_in_flight
+    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=in_flight)
     chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
     pipe.add("landmarks", chain, workers=processes)
     pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list

@@ -161,6 +161,13 @@ def _outputs_float(model, outputs: dict) -> dict[str, np.ndarray]:
     return result
 
 
+# The runtime both models are measured on. `backend="auto"` may take the int8 engine on one
+# CPU and LiteRT on another, and their int8 results differ (the engine follows TFLite's
+# reference kernels, XNNPACK rounds its own way), so the metrics name theirs: LiteRT, the
+# runtime the quantized model is made for.
+METRIC_BACKEND = "tflite"
+
+
 def detection_metric(float_path: Path, int8_path: Path, task: Task, photos) -> dict:
     """Faces the float and int8 detectors find on ``(name, rgb)`` photos, matched by IoU.
 
@@ -177,10 +184,15 @@ def detection_metric(float_path: Path, int8_path: Path, task: Task, photos) -> d
     detector = task.detector
     if detector is None:
         raise ValueError(f"a {task.kind} task has no detector layout to measure detections with")
-    ref = FaceDetector(str(float_path), config=detector, num_threads=1)
+    from ..model import load
+
+    def detector_of(path: Path, config) -> FaceDetector:
+        return FaceDetector(load(path, backend=METRIC_BACKEND, num_threads=1), config=config)
+
+    ref = detector_of(float_path, detector)
     threshold = detector.min_score
-    lenient = FaceDetector(str(float_path), config=replace(detector, min_score=threshold - BORDERLINE))
-    test = FaceDetector(str(int8_path), config=detector, num_threads=1)
+    lenient = detector_of(float_path, replace(detector, min_score=threshold - BORDERLINE))
+    test = detector_of(int8_path, detector)
     per_face, extra, found_float, found_int8 = [], [], 0, 0
     for name, rgb in photos:
         a, b = ref.detect(rgb), test.detect(rgb)
@@ -231,7 +243,10 @@ def landmark_metric(float_path: Path, int8_path: Path, task: Task, photos) -> di
     from ..model import load
 
     errors, flag_drift, faces = [], [], []
-    with load(float_path, num_threads=1) as ref, load(int8_path, num_threads=1) as test:
+    with (
+        load(float_path, backend=METRIC_BACKEND, num_threads=1) as ref,
+        load(int8_path, backend=METRIC_BACKEND, num_threads=1) as test,
+    ):
         for name, rgb in photos:
             for i, roi in enumerate(face_rois(rgb)):
                 a = _split_mesh(_outputs_float(ref, ref.run_image(rgb, color="rgb", roi=roi, **task.options)))

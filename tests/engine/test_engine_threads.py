@@ -3,11 +3,12 @@ of output rows, elementwise steps by chunks) still equal LiteRT's reference kern
 
 from __future__ import annotations
 
+import os
 import platform
 
 import numpy as np
 import pytest
-from engine_models import Graph, assert_engine_exact, engine, random_q
+from engine_models import Graph, assert_engine_exact, engine, random_inputs, random_q
 
 from edgeinf import _C
 
@@ -190,3 +191,49 @@ def test_profile_times_each_step():
     assert all(t >= 0 for t in times)
     with pytest.raises(ValueError, match="runs"):
         program.profile(0)
+
+
+def _invoke(backend, inputs) -> list[np.ndarray]:
+    for i, x in enumerate(inputs):
+        backend.set_input(i, x)
+    return [o.copy() for o in backend.invoke()]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_runs_go_to_the_caller_alone_while_its_worker_gets_no_cpu():
+    # Pinned to one CPU (threads inherit it), the caller and its worker take turns: the worker
+    # joins few of a run's split steps, so the runs that follow leave it asleep. Every run,
+    # alone or split, gives the outputs of one thread.
+    rng = np.random.default_rng(21)
+    g = Graph(rng)
+    x = g.tensor((1, 48, 48, 16), q=random_q(rng))  # every layer split on two threads
+    a = g.conv(x, 32, 3, out_q=random_q(rng, 0.05, 0.5))
+    b = g.conv(a, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
+    c = g.conv(b, 16, 1, out_q=random_q(rng, 0.05, 0.5))
+    y = g.binary("ADD", x, c, out_q=random_q(rng, 0.05, 0.5))
+    data = g.build([x], [y])
+    one = engine(data, 1)
+    inputs = random_inputs(rng, one)
+    want = _invoke(one, inputs)
+    cpus = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        two = engine(data, 2)
+        for _ in range(40):
+            for got, expected in zip(_invoke(two, inputs), want):
+                np.testing.assert_array_equal(got, expected)
+    finally:
+        os.sched_setaffinity(0, cpus)
+    assert two._program.runs_alone > 0
+
+
+def test_two_threads_on_free_cpus_split_the_steps():
+    rng = np.random.default_rng(22)
+    g = Graph(rng)
+    x = g.tensor((1, 64, 64, 16), q=random_q(rng))
+    y = g.conv(x, 32, 3, out_q=random_q(rng, 0.05, 0.5))
+    backend = engine(g.build([x], [y]), 2)
+    program = backend._program
+    assert program.runs_alone == 0  # nothing judged yet
+    program.profile(3)  # profiling always splits: no run is left to the caller
+    assert program.runs_alone == 0

@@ -89,7 +89,8 @@ def test_extreme_products_do_not_saturate(dot_path):
 
 
 CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
-    (1, 16, 16, 24, 40, 1, 1, 1, 1, "valid"),  # pointwise: the AVX2 direct kernel's case
+    (1, 16, 16, 24, 40, 1, 1, 1, 1, "valid"),  # narrow pointwise: the AVX2 direct kernel, on every path
+    (1, 8, 10, 64, 96, 1, 1, 1, 1, "valid"),  # wider pointwise: the VPDPBUSD GEMM
     (1, 9, 11, 17, 19, 3, 3, 1, 1, "same"),  # odd channels, column tail
     (2, 12, 10, 8, 16, 3, 3, 2, 1, "same"),
     (1, 13, 13, 32, 33, 5, 5, 1, 2, "same"),  # dilation

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
@@ -168,7 +169,8 @@ def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads
         pytest.skip("needs /dev/shm")
     with sources.open(small_clip) as source:
         frames = list(source)
-    before = {p.name for p in shm.glob("edgeinf-*")}
+    ours = f"edgeinf-{os.getpid()}-*"  # segments are named after the pid that made them
+    before = {p.name for p in shm.glob(ours)}
     with face_mesh_pipeline() as threads, face_mesh_pipeline(processes=2, timeout_s=300.0) as processes:
         processes.start()
         stage = processes.stages["landmarks"]
@@ -181,10 +183,17 @@ def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads
             for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
                 np.testing.assert_array_equal(mesh.points, reference.points)
                 assert mesh.face.box == reference.face.box and mesh.rect == reference.rect
-    assert not {p.name for p in shm.glob("edgeinf-*")} - before, "a shared-memory segment outlived the pipeline"
+    assert not {p.name for p in shm.glob(ours)} - before, "a shared-memory segment outlived the pipeline"
 
 
 @pytest.mark.parametrize("processes", [-1, 65, 2.0, 0.0, "2"])
 def test_a_bad_process_count_is_refused_naming_it(processes):
     with pytest.raises(InputError, match="processes must be"):
         face_mesh_pipeline(processes=processes)
+
+
+@pytest.mark.parametrize("processes", [False, 2])
+def test_a_bad_frames_in_flight_limit_is_refused_naming_it(processes):
+    # checked before any process starts or model loads
+    with pytest.raises(InputError, match="max_in_flight must be"):
+        face_mesh_pipeline(processes=processes, max_in_flight=0)

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="needs /dev/shm")
 
 
 def segments() -> set[str]:
-    return {p.name for p in SHM.glob("edgeinf-*")}
+    """This process's segments (named after the pid that made them): other test processes
+    may be making and removing their own at the same time."""
+    return {p.name for p in SHM.glob(f"edgeinf-{os.getpid()}-*")}
 
 
 def test_frames_and_arrays_cross_through_shared_memory(rng):

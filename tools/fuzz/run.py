@@ -8,14 +8,18 @@ and fails the run; the input that did it is copied to `--artifacts` to become a 
 
     python tools/fuzz/run.py --seconds 60            # every target, 60 s each
     python tools/fuzz/run.py --seconds 10 tflite     # one target
+
+Targets run side by side, one per core (`--jobs`): each fuzzer process is single-threaded.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,8 +48,10 @@ def run_target(name: str, seconds: int, artifacts: Path) -> bool:
     tail = result.stdout.strip().splitlines()[-40:]
     ok = result.returncode == 0
     if not ok:
-        print("\n".join(tail))
-        print(f"== fuzz {name}: FAILED (exit {result.returncode}); inputs in {artifacts}", flush=True)
+        # one print: targets running side by side must not interleave their reports
+        print(
+            "\n".join([*tail, f"== fuzz {name}: FAILED (exit {result.returncode}); inputs in {artifacts}"]), flush=True
+        )
     else:
         stats = [line for line in tail if line.startswith(("#", "stat::number_of_executed_units"))]
         print(f"== fuzz {name}: ok ({stats[-1] if stats else 'done'})", flush=True)
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("targets", nargs="*", help=f"targets to run (default: all of {', '.join(targets())})")
     parser.add_argument("--seconds", type=int, default=60, help="time per target (default 60)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="targets at a time (default: cores)")
     parser.add_argument("--artifacts", type=Path, default=Path("fuzz-artifacts"), help="where failing inputs go")
     args = parser.parse_args(argv)
     names = args.targets or targets()
@@ -63,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown target(s) {unknown}; known: {targets()}")
     args.artifacts.mkdir(parents=True, exist_ok=True)
-    failed = [name for name in names if not run_target(name, args.seconds, args.artifacts.resolve())]
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        passed = list(pool.map(lambda name: run_target(name, args.seconds, args.artifacts.resolve()), names))
+    failed = [name for name, ok in zip(names, passed) if not ok]
     return 1 if failed else 0
 
 
