@@ -25,7 +25,8 @@ weights are in a model; the rest are "warm", as a kernel in a loop.
 About --runs warm calls each; a contender that would take more than --budget seconds so
 runs fewer rounds of 2 calls (at least 3).
 GOPS counts a multiply-add as 2 operations; "peak" is the CPU's measured int8
-multiply-add peak (VPMADDUBSW + VPMADDWD chains, native_probes.py, built on first use).
+multiply-add peak on the active path (VPDPBUSD zmm chains on avx512vnni, else VPMADDUBSW +
+VPMADDWD chains; native_probes.py, built on first use).
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are removed from this process before numpy loads.
 """
 
@@ -429,11 +430,19 @@ def measure(case: Case, runs: int, budget: float, evict: Evictor) -> dict[str, T
     return {name: Timings(np.array(warm[name]), np.array(cold[name])) for name in calls}
 
 
+def peak_probe():
+    """The peak probe of the active path and its name: VPDPBUSD zmm on avx512vnni, else AVX2's."""
+    probes = native_probes.load()
+    if isa.active_isa() == "avx512vnni" and probes.int8_vnni_peak_probe(1000) is not None:
+        return probes.int8_vnni_peak_probe, "VPDPBUSD zmm probe"
+    return probes.int8_peak_probe, "VPMADDUBSW+VPMADDWD probe"
+
+
 def peak_gops() -> float | None:
     # Short bursts, best one: a long single run on a shared machine averages in the
     # time other processes hold the core.
     iters = 50_000
-    probe = native_probes.load().int8_peak_probe
+    probe, _ = peak_probe()
     if probe(1000) is None:
         return None
     rates = []
@@ -485,12 +494,13 @@ def main(argv=None) -> int:
     info = versions()
     peak = peak_gops()
     info["int8_peak_gops"] = peak
+    info["int8_peak_probe"] = peak_probe()[1]
     print(f"edgeinf int8 benchmark, {info['date']}, {info['cpu']}, path {info['kernel_path']}, {THREADS} thread")
     print(
         f"versions: ai-edge-litert {info['ai_edge_litert']}, onnxruntime {info['onnxruntime']}, numpy {info['numpy']}"
     )
     print(f"numpy BLAS: {info['blas']}")
-    print(f"int8 peak (VPMADDUBSW+VPMADDWD probe): {peak:.1f} GOPS" if peak else "int8 peak: n/a (no AVX2)")
+    print(f"int8 peak ({info['int8_peak_probe']}): {peak:.1f} GOPS" if peak else "int8 peak: n/a (no AVX2)")
     results = []
     evict = Evictor()
     for case in build_cases(args):

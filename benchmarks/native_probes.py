@@ -10,6 +10,7 @@ A later call, or a later run, reuses the built module.
 
     probes = load()
     probes.int8_peak_probe(10)  # operations done; None where the CPU has no AVX2
+    probes.int8_vnni_peak_probe(10)  # the same with VPDPBUSD zmm; None without AVX-512 VNNI
 """
 
 from __future__ import annotations
@@ -32,14 +33,19 @@ HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "probes"
 CSRC = HERE.parent / "csrc"  # the bindings' array checks (csrc/bindings/quant_arrays.h)
 FLAGS = ["-O3", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-Wall"]
-AVX2_FLAGS = ["-mavx2", "-mfma"]
+ISA_FLAGS = {"avx2": ["-mavx2", "-mfma"], "avx512vnni": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vnni"]}
+
+
+def _isa(src: Path) -> str | None:
+    return next((isa for isa in ISA_FLAGS if src.stem.endswith("__" + isa)), None)
+
 
 _module: ModuleType | None = None
 
 
 def _sources() -> list[Path]:
     x86 = platform.machine().lower() in ("x86_64", "amd64")
-    return [p for p in sorted(SOURCES.glob("*.cc")) if x86 or not p.stem.endswith("__avx2")]
+    return [p for p in sorted(SOURCES.glob("*.cc")) if x86 or _isa(p) is None]
 
 
 def _fingerprint(sources: list[Path], compiler: list[str]) -> str:
@@ -57,13 +63,13 @@ def build(target_dir: Path) -> Path:
     compiler = shlex.split(os.environ.get("CXX") or sysconfig.get_config_var("CXX") or "c++")
     sources = _sources()
     includes = [f"-I{d}" for d in (SOURCES, CSRC, pybind11.get_include(), sysconfig.get_paths()["include"])]
-    defines = ["-DEDGEINF_BUILD_AVX2=1"] if any(p.stem.endswith("__avx2") for p in sources) else []
+    defines = [f"-DEDGEINF_BUILD_{isa.upper()}=1" for isa in ISA_FLAGS if any(_isa(p) == isa for p in sources)]
     target = target_dir / f"_bench_probes{sysconfig.get_config_var('EXT_SUFFIX')}"
     with tempfile.TemporaryDirectory() as tmp:
         objects = []
         for src in sources:
             obj = Path(tmp) / f"{src.stem}.o"
-            isa = AVX2_FLAGS if src.stem.endswith("__avx2") else []
+            isa = ISA_FLAGS.get(_isa(src) or "", [])
             subprocess.run([*compiler, *FLAGS, *isa, *defines, *includes, "-c", str(src), "-o", str(obj)], check=True)
             objects.append(str(obj))
         partial = target.with_suffix(".partial")

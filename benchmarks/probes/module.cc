@@ -24,6 +24,16 @@ bool cpu_has_avx2() {
 #endif
 }
 
+bool cpu_has_avx512_vnni() {
+#if defined(EDGEINF_BUILD_AVX512VNNI)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_bench_probes, m) {
@@ -67,4 +77,24 @@ PYBIND11_MODULE(_bench_probes, m) {
 #endif
       },
       py::arg("iterations"), "int8 multiply-add throughput probe (AVX2); returns the operations done, or None.");
+
+  m.def(
+      "int8_vnni_peak_probe",
+      [](size_t iterations) -> py::object {
+#if defined(EDGEINF_BUILD_AVX512VNNI)
+        if (!cpu_has_avx512_vnni()) return py::none();
+        uint64_t ops = 0;
+        {
+          py::gil_scoped_release release;
+          ops = edgeinf::bench_probes::int8_peak__avx512vnni(iterations);
+        }
+        return py::int_(ops);
+#else
+        (void)iterations;
+        (void)cpu_has_avx512_vnni;
+        return py::none();
+#endif
+      },
+      py::arg("iterations"),
+      "int8 multiply-add throughput probe (VPDPBUSD zmm); returns the operations done, or None without AVX-512 VNNI.");
 }

@@ -17,4 +17,8 @@ uint64_t read_rows(const uint8_t* plane, size_t row_stride, size_t row_bytes, co
 // Call only when the CPU has AVX2 (int8_peak__avx2.cc is built for x86-64 only).
 uint64_t int8_peak__avx2(size_t iterations);
 
+// The same of VPDPBUSD on zmm registers (AVX-512 VNNI), 64 multiply-adds per instruction.
+// Call only when the CPU has AVX-512 VNNI (built for x86-64 only).
+uint64_t int8_peak__avx512vnni(size_t iterations);
+
 }  // namespace edgeinf::bench_probes

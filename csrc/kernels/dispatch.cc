@@ -84,22 +84,22 @@ void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, 
 
 // The weights were prepared for one of three algorithms (ConvWeights): a direct kernel,
 // the AVX2 direct kernel only, or the GEMM, which then dispatches to its own variant.
-// The VPDPBUSD paths keep the AVX2 direct kernel for few input channels (a 3-channel stem
-// fills a quad of K poorly) and for narrow pointwise layers (vnni_avx2_direct), and run
-// every other convolution on their GEMM.
+// The VPDPBUSD paths run few input channels (a 3-channel stem) on their tiles over whole
+// copied windows (K in quads across the taps), every other convolution on their GEMM.
 void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
   if (w.direct()) {
+    const VnniVariants<Fn> vnni_direct{EDGEINF_AVX2VNNI(qs8_conv2d_direct__avx2vnni),
+                                       EDGEINF_AVX512VNNI(qs8_conv2d_direct__avx512vnni),
+                                       EDGEINF_AVX2(qs8_conv2d_direct__avx2_emulated_vnni)};
     select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), EDGEINF_NEON(qs8_conv2d_direct__neon),
-               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot))(w, g, in, out);
+               EDGEINF_NEONDOT(qs8_conv2d_direct__neondot), vnni_direct)(w, g, in, out);
     return;
   }
   const Fn simd = &conv2d_gemm;
   const VnniVariants<Fn> vnni{simd, simd, simd};
   if (w.avx2_direct()) {
-    const Fn direct = EDGEINF_AVX2(qs8_conv2d_direct__avx2);
-    const VnniVariants<Fn> direct_vnni{direct, direct, direct};
-    select<Fn>(&qs8_conv2d__scalar, direct, simd, simd, w.vnni_avx2_direct() ? direct_vnni : vnni)(w, g, in, out);
+    select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd, vnni)(w, g, in, out);
     return;
   }
   select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd, vnni)(w, g, in, out);

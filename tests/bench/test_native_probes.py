@@ -38,7 +38,7 @@ def monkeypatch_module():
 
 
 def test_the_shipped_extension_carries_no_probe():
-    assert not [name for name in dir(_C) if name in ("read_rows_probe", "int8_peak_probe")]
+    assert not [name for name in dir(_C) if name in ("read_rows_probe", "int8_peak_probe", "int8_vnni_peak_probe")]
 
 
 @pytest.mark.slow  # builds the probes: tens of seconds of C++ compiling
@@ -62,5 +62,14 @@ def test_int8_peak_probe_counts_its_operations_where_the_cpu_has_avx2(probes):
     ops = probes.int8_peak_probe(1000)
     if platform.machine().lower() in ("x86_64", "amd64") and _C.cpu_features()["avx2"]:
         assert ops == 1000 * 6 * 64
+    else:
+        assert ops is None
+
+
+@pytest.mark.slow  # builds the probes: tens of seconds of C++ compiling
+def test_vnni_peak_probe_counts_its_operations_where_the_cpu_has_avx512_vnni(probes):
+    ops = probes.int8_vnni_peak_probe(1000)
+    if platform.machine().lower() in ("x86_64", "amd64") and _C.cpu_features().get("avx512_vnni"):
+        assert ops == 1000 * 12 * 128
     else:
         assert ops is None

@@ -116,6 +116,27 @@ def test_conv2d_equals_the_reference(dot_path, case):
     assert_same(got, want, f"conv {case} on {dot_path}")
 
 
+@pytest.mark.parametrize("kernel", [1, 3])
+def test_conv2d_fixed_point_epilogue_equals_the_reference(dot_path, kernel):
+    # Biases of 2^22 leave too many unsaturated accumulators for the float form's fit, so
+    # the tiles requantize with TFLite's fixed-point arithmetic; the output scale spreads
+    # the results over the whole int8 range, both saturations included.
+    rng = np.random.default_rng(kernel)
+    c, o = 24, 40
+    weights = rng.integers(-128, 128, (o, kernel, kernel, c), dtype=np.int8)
+    bias = rng.integers(-(2**22), 2**22, o).astype(np.int32)
+    ws = np.array([random_scale(rng, 1e-3, 0.05) for _ in range(o)], np.float32)
+    in_scale = random_scale(rng)
+    out_scale = float(np.float32(in_scale * float(np.min(ws)) * 2.0**21 / 127.0))
+    conv = quant.Conv2D(weights, bias, padding="same", input_scale=in_scale, input_zero_point=random_zero_point(rng),
+                        weight_scale=ws, output_scale=out_scale, output_zero_point=0)  # fmt: skip
+    assert not conv._op._float_requantization
+    x = rng.integers(-128, 128, (1, 12, 12, c), dtype=np.int8)
+    got, want = _scalar_and(dot_path, conv, x)
+    assert want.min() == -128 and want.max() == 127 and len(np.unique(want)) > 50
+    assert_same(got, want, f"fixed-point conv {kernel}x{kernel} on {dot_path}")
+
+
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
 # rounding operands, and VPDPBUSD in either encoding.
 _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")

@@ -5,10 +5,12 @@
 //    AVX2 also 1x1 filters of up to kAvx2DirectPointwiseChannels: a direct kernel. Each output pixel's window is copied
 //    once into a row of K = k_h * k_w * in_c values (OHWI order, padded taps as the input zero point), and tiles of
 //    rows are multiplied with weights packed at construction (ConvWeights), then requantized. Through the GEMM, the
-//    3-value segments of such a convolution cost more to gather than to multiply.
+//    3-value segments of such a convolution cost more to gather than to multiply. The
+//    VPDPBUSD paths copy the windows the same way for their GEMM tiles (qs8_conv2d_dot).
 //  - otherwise an indirection buffer (one pointer per output pixel and filter tap,
 //    padded taps pointing at a row of zero points) run by the int8 GEMM of qs8_gemm, so
-//    every ISA variant of the GEMM serves convolution as well. On AVX2, with several
+//    every ISA variant of the GEMM serves convolution as well (a pointwise convolution
+//    without stride or padding points each row at its own pixel). On AVX2, with several
 //    taps and an even channel count, the indirection points into input rows converted
 //    once to int16 (qs8_conv2d_gemm__avx2).
 #pragma once
@@ -35,12 +37,6 @@ inline constexpr size_t kSmallInputChannels = 4;
 // such layers (each window a pixel's values, K = in_c) it measured 1.1-2.5x faster than
 // the GEMM route on Zen 3 (the face detectors' 1x1 layers of 8 to 128 input channels).
 inline constexpr size_t kAvx2DirectPointwiseChannels = 128;
-// The VPDPBUSD paths also run a pointwise layer on the AVX2 direct kernel when it has at
-// most this many output channels and out_c * in_c is at most kVnniDirectPointwiseWork:
-// measured on Zen 5, such layers (the face models' 1x1 layers of 8 to 64 channels) ran
-// 1.1-3x faster there than on the VPDPBUSD GEMM, whose gain needs more output channels.
-inline constexpr size_t kVnniDirectPointwiseOutChannels = 64;
-inline constexpr size_t kVnniDirectPointwiseWork = 3072;
 
 // conv2d weights: the GEMM's [out_c][k_h * k_w * in_c] (TFLite's OHWI filter flattened)
 // and, for few input channels, the direct kernel's panels.
@@ -57,11 +53,6 @@ class ConvWeights {
   int32_t input_zero_point() const { return gemm_.input_zero_point(); }
   bool direct() const { return direct_; }            // the few-input-channel kernel applies
   bool avx2_direct() const { return avx2_direct_; }  // ... and on AVX2 (also pointwise layers)
-  // A pointwise layer the VPDPBUSD paths also run on the AVX2 direct kernel.
-  bool vnni_avx2_direct() const {
-    return avx2_direct_ && !direct_ && out_c() <= kVnniDirectPointwiseOutChannels &&
-           out_c() * in_c_ <= kVnniDirectPointwiseWork;
-  }
   // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
   int avx2_rq_flags() const { return avx2_rq_flags_; }
 

@@ -15,22 +15,35 @@ void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t*
   // Pixels per GEMM call: bounds the indirection buffer to about 256 KB.
   const size_t chunk = std::max<size_t>(60, (32768 / taps) / 60 * 60);
   std::vector<const int8_t*> ptrs(std::min(chunk, pixels) * taps);
+  const bool pointwise = taps == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 && g.pad_left == 0 &&
+                         g.out_h == g.in_h && g.out_w == g.in_w;
   for (size_t p0 = 0; p0 < pixels; p0 += chunk) {
     const size_t count = std::min(chunk, pixels - p0);
+    if (pointwise) {  // each output pixel's row is its input pixel's values
+      for (size_t i = 0; i < count; ++i) ptrs[i] = in + (p0 + i) * g.in_c;
+      qs8_gemm(w, GemmRows{ptrs.data(), count, 1, g.in_c}, out + p0 * g.out_c, g.out_c);
+      continue;
+    }
+    // The output pixel's coordinates advance with it (no division per pixel).
+    size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
     for (size_t i = 0; i < count; ++i) {
-      const size_t p = p0 + i;
-      const size_t ox = p % g.out_w, oy = (p / g.out_w) % g.out_h, b = p / (g.out_w * g.out_h);
       const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
       const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
+      const int8_t* image = in + b * g.in_h * g.in_w * g.in_c;
       const int8_t** row = ptrs.data() + i * taps;
       for (size_t ky = 0; ky < g.k_h; ++ky) {
         const ptrdiff_t iy = iy0 + static_cast<ptrdiff_t>(ky * g.dilation_h);
+        const bool row_inside = iy >= 0 && iy < static_cast<ptrdiff_t>(g.in_h);
+        const int8_t* line = image + (row_inside ? static_cast<size_t>(iy) : 0) * g.in_w * g.in_c;
         for (size_t kx = 0; kx < g.k_w; ++kx) {
           const ptrdiff_t ix = ix0 + static_cast<ptrdiff_t>(kx * g.dilation_w);
-          const bool inside =
-              iy >= 0 && ix >= 0 && iy < static_cast<ptrdiff_t>(g.in_h) && ix < static_cast<ptrdiff_t>(g.in_w);
-          row[ky * g.k_w + kx] = inside ? in + ((b * g.in_h + iy) * g.in_w + ix) * g.in_c : padding.data();
+          const bool inside = row_inside && ix >= 0 && ix < static_cast<ptrdiff_t>(g.in_w);
+          row[ky * g.k_w + kx] = inside ? line + static_cast<size_t>(ix) * g.in_c : padding.data();
         }
+      }
+      if (++ox == g.out_w) {
+        ox = 0;
+        if (++oy == g.out_h) oy = 0, ++b;
       }
     }
     const GemmRows rows{ptrs.data(), count, taps, g.in_c};

@@ -19,21 +19,51 @@ namespace edgeinf::qs8 {
 
 class GemmWeights;
 struct GemmRows;
+class ConvWeights;
+struct ConvGeometry;
 
-// acc[r][0, 16) = start[0, 16) + sum over kquads quads of K of row r of a (uint8, rows
-// a_stride apart) times the 16 columns of a panel ([kquads][16 columns][4] int8).
-using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, const int32_t* start,
-                         int32_t* acc);
+// Where a tile requantizes its accumulators itself, exactly as the AVX2 epilogue does:
+// with rq_params.h's float form (scale, offset, offset_neg) or else TFLite's fixed-point
+// arithmetic (multiplier, left and right shifts, zero point), the parameters from the
+// tile's first column; the output clamp; and the tile's first output row (rows
+// out_stride apart) with ncols valid columns.
+struct DotOutput {
+  const float *scale, *offset, *offset_neg;
+  bool split;
+  const int32_t *multiplier, *left_shift, *right_shift;
+  int32_t zero_point;
+  int32_t act_min, act_max;
+  int8_t* out;
+  size_t out_stride, ncols;
+};
 
-inline constexpr size_t kDotMaxRows = 8;
+// acc[j * acc_stride + 16 * r + i] = start[16 * j + i] + sum over kquads quads of K of row r
+// of a (uint8, rows a_stride apart) times column i of panel j ([kquads][16 columns][4]
+// int8, panels panel_bytes apart): a tile of rows by panels of 16 columns. With `fused`
+// (only where DotTiles::requantizes), the tile stores the requantized outputs there instead.
+using DotTile = void (*)(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* panel, size_t panel_bytes,
+                         const int32_t* start, int32_t* acc, size_t acc_stride, const DotOutput* fused);
 
-// tile[r] multiplies r rows, for 1 <= r <= mr (mr <= kDotMaxRows).
-struct DotTiles {
-  size_t mr;
+inline constexpr size_t kDotMaxRows = 12;
+inline constexpr size_t kDotMaxPanels = 4;
+
+// tile[r] multiplies r rows, for 1 <= r <= mr.
+struct DotTileRow {
   DotTile tile[kDotMaxRows + 1];
 };
 
+// panels[c].tile[r]: r rows by c panels, for 1 <= r <= mr, 1 <= c <= nc. `requantizes`: the
+// tiles take a DotOutput.
+struct DotTiles {
+  size_t mr, nc;
+  DotTileRow panels[kDotMaxPanels + 1];
+  bool requantizes;
+};
+
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+// A convolution of few input channels (ConvWeights::direct()): each output pixel's window
+// copied whole (conv_window_rows), so that K is read in quads across the filter taps.
+void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 // The AVX2 GEMM's epilogue (avx2.cc): requantizes rows of 16 int32 accumulators ([rows][16],
 // columns col0 onwards) and stores ncols values per row.
@@ -43,5 +73,8 @@ void qs8_gemm_requantize_rows__avx2(const GemmWeights& w, size_t col0, size_t nc
 void qs8_gemm__avx2vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+void qs8_conv2d_direct__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 }  // namespace edgeinf::qs8

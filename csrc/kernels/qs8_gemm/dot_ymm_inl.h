@@ -31,12 +31,14 @@ struct YmmDot {
     return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32))};
   }
-  static Acc dot(Acc acc, const uint8_t* quad, Panel w) {
+  static constexpr bool kRequantizes = false;  // the driver's AVX2 epilogue does
+  using Quad = __m256i;
+  static Quad broadcast(const uint8_t* quad) {
     int32_t v;
     std::memcpy(&v, quad, sizeof(v));
-    const __m256i a = _mm256_set1_epi32(v);
-    return {Dpbusd(acc.lo, a, w.lo), Dpbusd(acc.hi, a, w.hi)};
+    return _mm256_set1_epi32(v);
   }
+  static Acc dot(Acc acc, Quad a, Panel w) { return {Dpbusd(acc.lo, a, w.lo), Dpbusd(acc.hi, a, w.hi)}; }
 };
 
 }  // namespace

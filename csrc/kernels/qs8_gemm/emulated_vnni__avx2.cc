@@ -21,12 +21,16 @@ inline __m256i emulated_dpbusd(__m256i acc, __m256i a, __m256i w) {
   return _mm256_add_epi32(acc, _mm256_add_epi32(even, odd));
 }
 
-constexpr DotTiles kTiles = dot_tiles<YmmDot<&emulated_dpbusd>, 6>();
+constexpr DotTiles kTiles = dot_tiles<YmmDot<&emulated_dpbusd>, 6, 1>();
 
 }  // namespace
 
 void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   qs8_gemm_dot(kTiles, w, a, out, out_stride);
+}
+
+void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  qs8_conv2d_dot(kTiles, w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8
