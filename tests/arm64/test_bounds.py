@@ -45,6 +45,15 @@ def test_the_a53_pays_two_passes_for_each_128_bit_widening():
     assert f["route_cycles"] == pytest.approx(9 + 20 + 20)
 
 
+def test_a_depthwise_sdot_pads_the_filter_rows_to_four_and_interleaves_each_input_column_once():
+    dw = bounds.Work("dw", 16, 9, k_h=3, stride=2)  # one pixel of 16 channels
+    # 3 filter columns x 1 group of 4 rows x 4 SDOTs, 2 new columns x 8 ZIPs, 20 to requantize,
+    # on the A76's two vector pipes
+    f = bounds.floors(dw, "cortex-a76", dot=True)
+    assert f["route"] == "SDOT of interleaved rows" and f["route_cycles"] == pytest.approx((12 + 16 + 20) / 2)
+    assert f["multiply_cycles"] == pytest.approx(12 / 2)
+
+
 def row(contender, cpu, case, cycles, isa=None, mca=None, **extra):
     return {"contender": contender, "cpu": cpu, "case": case, "title": case, "isa": isa,
             "throughput_cycles": cycles, "mca_cycles": mca, **extra}  # fmt: skip

@@ -5,12 +5,12 @@ and costed by estimate.throughput_cycles (the same issue limits per core as the 
 
 * multiplies: the multiply (or dot-product) instructions alone, for the cheapest way to
   multiply the case's int8 products on that core (SMULL/SMLAL of eight int8 lanes, or
-  SMLAL/SMLAL2 of four int16 lanes, or SDOT of sixteen int8 pairs where the core has it).
-  No exact kernel can issue less.
+  SMLAL/SMLAL2 of four int16 lanes, or SDOT of sixteen int8 pairs where the core has it,
+  k or a depthwise filter's rows padded to fours). No kernel of these routes can issue less.
 * route: a whole exact route, the cheapest of those listed in ROUTES_OF: the multiplies, the
   widening of their int16 (or int8) products into int32 accumulators, the reduction of
-  accumulators that hold one output in several lanes, and the requantization of every
-  output as edgeinf does it (the float form: SCVTF, FMLA, FCVTNS, saturating narrows and an
+  accumulators that hold one output in several lanes, the interleaving a depthwise SDOT needs
+  (each input column once), and the requantization of every output as edgeinf does it (the float form: SCVTF, FMLA, FCVTNS, saturating narrows and an
   int8 clamp). Loads, stores and loop control are left out, so it is a floor, not a target.
 
 The ceiling of a case is XNNPACK's estimated cycles over the floor: the speedup edgeinf would
@@ -34,6 +34,8 @@ class Work:
     kind: str  # "gemm": k runs over input channels (and taps); "dw": k taps of one channel
     outputs: int
     k: int
+    k_h: int = 0  # a depthwise filter's rows, and its horizontal stride
+    stride: int = 1
 
     @property
     def macs(self) -> int:
@@ -48,8 +50,8 @@ KERNEL_WORK = {
     "conv1x1_14": Work("gemm", 14 * 14 * 512, 512),
     "conv3x3_28": Work("gemm", 28 * 28 * 64, 9 * 64),
     "stem": Work("gemm", 112 * 112 * 32, 27),
-    "dw56": Work("dw", 56 * 56 * 128, 9),
-    "dw28s2": Work("dw", 14 * 14 * 256, 9),
+    "dw56": Work("dw", 56 * 56 * 128, 9, k_h=3),
+    "dw28s2": Work("dw", 14 * 14 * 256, 9, k_h=3, stride=2),
 }
 
 # The requantization of 16 outputs as edgeinf's NEON kernels do it (rq_neon_inl.h).
@@ -116,13 +118,29 @@ def _dw_int16(w: Work) -> list[tuple[float, str]]:
     ]
 
 
+def _dw_sdot(w: Work) -> list[tuple[float, str]]:
+    """Per 16 channels: SDOT of four filter rows of one filter column (rows padded to 4), the
+    inputs interleaved so (two rounds of ZIP, 8 per 16 channels of four rows), each input
+    column once: stride columns per output pixel."""
+    units, groups = w.outputs / 16, -(-w.k_h // 4)
+    return [
+        (units * (w.k // w.k_h) * groups * 4, "sdot v0.4s, v1.16b, v2.16b"),
+        (units * w.stride * groups * 4, "zip1 v0.16b, v1.16b, v2.16b"),
+        (units * w.stride * groups * 4, "zip1 v0.8h, v1.8h, v2.8h"),
+    ]
+
+
 ROUTES_OF = {
     "gemm": {
         "int8 pairs + SADALP": (_gemm_int8_pairs, False),
         "int16 SMLAL by lane": (_gemm_int16_lanes, False),
         "SDOT by lane": (_gemm_sdot, True),
     },
-    "dw": {"int8 pairs + SADDW": (_dw_int8_pairs, False), "int16 SMLAL": (_dw_int16, False)},
+    "dw": {
+        "int8 pairs + SADDW": (_dw_int8_pairs, False),
+        "int16 SMLAL": (_dw_int16, False),
+        "SDOT of interleaved rows": (_dw_sdot, True),
+    },
 }
 
 
