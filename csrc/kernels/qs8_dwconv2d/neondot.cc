@@ -52,9 +52,9 @@ struct Window {
 
 // P adjacent output pixels (sharing each weight load) of the 16 channels from c0: cols is
 // the first pixel's window, w its block's panel, start its accumulators' start values.
-template <int P, int KW, int G>
+template <int P, int KW, int G, neon_rq::Form F>
 inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w, const int32x4_t (&start)[4],
-                   const neon_rq::Requantize16& rq, int8_t* o, size_t o_step) {
+                   const neon_rq::Requantize16Of<F>& rq, int8_t* o, size_t o_step) {
   int32x4_t acc[P][4];
   for (int j = 0; j < 4; ++j) {
     for (int p = 0; p < P; ++p) acc[p][j] = start[j];
@@ -71,10 +71,11 @@ inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w
   for (int p = 0; p < P; ++p) vst1q_s8(o + p * o_step, rq(acc[p]));
 }
 
-template <int KW, int G>
-void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+// The requantization's form F fixed at compile time: with the float form's branch and its
+// unused parameters left out, a pixel pair's accumulators and the parameters stay in registers.
+template <int KW, int G, neon_rq::Form F>
+void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q) {
   const size_t oc = g.in_c * g.depth_multiplier;
-  const Output q(w.requantization(), w.neon_float_requantization());
   const int8_t zp = static_cast<int8_t>(w.input_zero_point());
   const size_t groups = w.neondot_row_groups(), column = groups * kGroupBytes;
   // columns read by an output row: from the first pixel's first tap to the last one's last
@@ -109,13 +110,26 @@ void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out)
         const int8_t* panel = w.neondot_panel() + blk * g.k_w * column;
         int32x4_t s[4];
         for (int j = 0; j < 4; ++j) s[j] = vld1q_s32(start + c0 + 4 * j);
-        const neon_rq::Requantize16 rq(q, c0);  // in registers across the row
+        const neon_rq::Requantize16Of<F> rq(q, c0);  // in registers across the row
         size_t ox = 0;
         for (; ox + 2 <= g.out_w; ox += 2)
           pixels<2>(win, cols.data() + ox * win.pixel_step, panel, s, rq, o + ox * oc + c0, oc);
         if (ox < g.out_w) pixels<1>(win, cols.data() + ox * win.pixel_step, panel, s, rq, o + ox * oc + c0, oc);
       }
     }
+  }
+}
+
+template <int KW, int G>
+void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  const Output q(w.requantization(), w.neon_float_requantization());
+  switch (neon_rq::form_of(q)) {
+    case neon_rq::Form::kFloat:
+      return run_form<KW, G, neon_rq::Form::kFloat>(w, g, in, out, q);
+    case neon_rq::Form::kFloatSplit:
+      return run_form<KW, G, neon_rq::Form::kFloatSplit>(w, g, in, out, q);
+    default:
+      return run_form<KW, G, neon_rq::Form::kFixedPoint>(w, g, in, out, q);
   }
 }
 
