@@ -1,5 +1,5 @@
 // NEON depthwise conv2d with the dot-product extension (Cortex-A76 and later), for 16
-// channels or more at a horizontal stride of 1 (others run the plain NEON kernel).
+// channels or more at a horizontal stride of 1 or 2 (others run the plain NEON kernel).
 //
 // SDOT sums four int8 products into each int32 lane, and a depthwise lane is one channel:
 // its four bytes must be four filter taps of that channel. They are the taps of one filter
@@ -137,10 +137,11 @@ void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out)
 
 void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
   if (g.batch == 0 || g.out_h == 0 || g.out_w == 0) return;
-  // Fewer than 16 channels, or a horizontal stride above 1, where each interleaved column
-  // serves at most two pixels of 3x3 filters and the interleaving costs more than it saves
-  // (estimated on the Cortex-A76): the plain NEON kernel.
-  if (w.neondot_blocks() == 0 || g.stride_w > 1) return qs8_dwconv2d__neon(w, g, in, out);
+  // Fewer than 16 channels, or a horizontal stride above 2, where each interleaved column
+  // serves at most one pixel of a 3x3 filter and the interleaving costs more than it saves:
+  // the plain NEON kernel. At stride 2 a column serves one or two pixels, which the SDOTs
+  // still repay (estimated on the Cortex-A76).
+  if (w.neondot_blocks() == 0 || g.stride_w > 2) return qs8_dwconv2d__neon(w, g, in, out);
   // the filters of the face models, unrolled; any other as given
   if (g.k_w == 3 && g.k_h <= 4) return run<3, 1>(w, g, in, out);
   if (g.k_w == 5 && g.k_h > 4 && g.k_h <= 8) return run<5, 2>(w, g, in, out);
