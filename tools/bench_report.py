@@ -5,6 +5,7 @@ The contract a benchmark keeps (benchmarks/bench_<area>.py):
     ``benchmark`` (short name), ``title`` (one line), ``date``, ``machine``, ``versions``
     (`edgeinf.bench.environment()` gives the last three) and ``rows``: a list of flat
     objects, one per line of the table, all with the same keys (the columns, in order);
+  * ``tables`` (optional): further tables under the first, each ``{"title", "rows"}``;
   * ``--quick`` (optional) makes a smoke run whose figures are not for the report.
 
     python tools/bench_report.py                 # run them all (slow), write the README
@@ -192,6 +193,9 @@ def render(docs: list[dict]) -> str:
             lines.append("")
         lines += table(rows)
         lines.append("")
+        for extra in doc.get("tables") or []:  # further tables a benchmark adds (a title and rows)
+            if extra.get("rows"):
+                lines += [f"{extra.get('title', '')}:", "", *table(extra["rows"]), ""]
     return "\n".join(lines)
 
 

@@ -131,7 +131,9 @@ void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddP
 
 void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add) {
   using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const AddLinear&);
-  const Fn linear = add.linear ? select<Fn>(nullptr, EDGEINF_AVX2(qs8_add_linear__avx2), nullptr, nullptr) : nullptr;
+  const Fn linear = add.linear ? select<Fn>(nullptr, EDGEINF_AVX2(qs8_add_linear__avx2),
+                                            EDGEINF_NEON(qs8_add_linear__neon), EDGEINF_NEON(qs8_add_linear__neon))
+                               : nullptr;
   if (linear) {
     linear(a, b, out, n, *add.linear);
   } else {

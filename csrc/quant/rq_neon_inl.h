@@ -78,29 +78,41 @@ static inline int8x8_t requantize8(int32x4_t a0, int32x4_t a1, const Output& q, 
   return neon::pack8(v0, v1);
 }
 
+// Which requantization an Output holds, where a kernel fixes it at compile time (kAny: read
+// at each call). A fixed form leaves the float form's branch and unused parameters out of a
+// loop whose accumulators need the registers.
+enum class Form { kAny, kFixedPoint, kFloat, kFloatSplit };
+
+static inline Form form_of(const Output& q) {
+  return !q.scale ? Form::kFixedPoint : q.split ? Form::kFloatSplit : Form::kFloat;
+}
+
 // The requantization of 16 channels c .. c + 15, its float form's parameters held in
 // registers: built once before a loop over pixels, whose int8 stores would otherwise make
 // the compiler reload them (an int8 store may alias anything). The float form is narrowed
 // with saturation and clamped as int8, two operations for 16 lanes where the int32 clamp
 // takes eight: saturation is monotonic and the activation range lies within int8, so the
-// result equals requantize8's.
-struct Requantize16 {
+// result equals requantize8's. F: the Output's form (form_of), or kAny.
+template <Form F>
+struct Requantize16Of {
   const Output& q;
   size_t c;
   float32x4_t scale[4], offset[4], offset_neg[4];
   int8x16_t lo, hi;
-  Requantize16(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8) {
-    if (!q.scale) return;
+  bool floating() const { return F == Form::kAny ? q.scale != nullptr : F != Form::kFixedPoint; }
+  bool split() const { return F == Form::kAny ? q.split : F == Form::kFloatSplit; }
+  Requantize16Of(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8) {
+    if (!floating()) return;
     for (int i = 0; i < 4; ++i) {
       scale[i] = vld1q_f32(q.scale + c + 4 * i), offset[i] = vld1q_f32(q.offset + c + 4 * i);
-      offset_neg[i] = q.split ? vld1q_f32(q.offset_neg + c + 4 * i) : offset[i];
+      offset_neg[i] = split() ? vld1q_f32(q.offset_neg + c + 4 * i) : offset[i];
     }
   }
   // a[i]: channels c + 4i .. c + 4i + 3
   int8x16_t operator()(const int32x4_t (&a)[4]) const {
-    if (!q.scale) return vcombine_s8(requantize8(a[0], a[1], q, c), requantize8(a[2], a[3], q, c + 8));
+    if (!floating()) return vcombine_s8(requantize8(a[0], a[1], q, c), requantize8(a[2], a[3], q, c + 8));
     int32x4_t v[4];
-    if (q.split) {
+    if (split()) {
       for (int i = 0; i < 4; ++i) v[i] = float_form_split(a[i], scale[i], offset[i], offset_neg[i]);
     } else {
       for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], offset[i]);
@@ -109,6 +121,7 @@ struct Requantize16 {
     return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(h0), h1), lo), hi);
   }
 };
+using Requantize16 = Requantize16Of<Form::kAny>;
 
 static inline int8x16_t requantize16(const int32x4_t (&a)[4], const Output& q, size_t c) {
   return Requantize16(q, c)(a);

@@ -70,7 +70,8 @@ def test_report_renders_tables_errors_and_quick_marks(tmp_path, monkeypatch):
         "import json, sys\n"
         "i = sys.argv.index('--json')\n"
         "doc = {'benchmark': 'good', 'title': 'A | B', 'date': 'D', 'machine': {'cpu': 'C', 'arch': 'x', 'isa': 'i',"
-        " 'cores_usable': 2}, 'versions': {'numpy': '2'}, 'rows': [{'case': 'a', 'ratio': 1.23456, 'met': False}]}\n"
+        " 'cores_usable': 2}, 'versions': {'numpy': '2'}, 'rows': [{'case': 'a', 'ratio': 1.23456, 'met': False}],"
+        " 'tables': [{'title': 'Bounds', 'rows': [{'case': 'a', 'ceiling': 2}]}, {'title': 'Empty', 'rows': []}]}\n"
         "open(sys.argv[i + 1], 'w').write(json.dumps(doc))\n"
     )
     (bench_dir / "bench_broken.py").write_text("raise SystemExit('cannot measure here')\n")
@@ -82,6 +83,7 @@ def test_report_renders_tables_errors_and_quick_marks(tmp_path, monkeypatch):
     assert "## good: A | B" in text
     assert "| case | ratio | met |" in text and "| a | 1.235 | **no** |" in text
     assert "Measured D on C (x, i, 2 usable cores); numpy 2." in text
+    assert "Bounds:\n\n| case | ceiling |\n|---|---|\n| a | 2 |" in text and "Empty" not in text
     assert "## broken" in text and "No figures: exit status 1: cannot measure here" in text
     assert json.loads((bench_dir / "results" / "good.json").read_text())["rows"][0]["case"] == "a"
     # A partial run keeps the last figures of the benchmarks it did not run.

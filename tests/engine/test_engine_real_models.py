@@ -163,7 +163,7 @@ def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_d
 
 
 def test_every_add_of_the_face_models_runs_its_linear_form(face_landmark_int8, face_detection_int8):
-    # The engine's equal-shape ADD takes its fast AVX2 form only where a linear form exact on
+    # The engine's equal-shape ADD takes its fast AVX2 or NEON form only where a linear form exact on
     # all 65536 input pairs exists: every ADD of the calibrated face models must have one.
     from edgeinf import _C
     from edgeinf.engine.plan import plan_model

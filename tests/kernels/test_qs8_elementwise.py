@@ -176,7 +176,7 @@ def add_params(qa, qb, qo, activation: str) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("case", range(12))
 def test_add_through_its_linear_form_equals_the_reference_on_every_pair(case):
-    # The engine's ADD runs, on AVX2, a linear form fit at load to all 65536 input pairs;
+    # The engine's ADD runs, on AVX2 and NEON, a linear form fit at load to all 65536 input pairs;
     # it must give the reference result on each pair for any scales, zero points and
     # activation, and exist for such ordinary parameters (else the fast path is lost).
     rng = np.random.default_rng(9100 + case)

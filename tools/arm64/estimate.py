@@ -429,11 +429,16 @@ def run_profile(emulator, stage: Path, plugin: Path, profile: str, spec: dict, w
 
 
 def estimate_profile(manifest: dict, counts: str, profile: str, mca: McaEstimator, so: Path) -> list[dict]:
+    import bounds  # noqa: PLC0415 (both import this module)
+    import by_function  # noqa: PLC0415
+
     cpu = CPU_OF[profile]
     phases = parse_counts(counts)
     decode(phases, mca.llvm_mc)
     mappings = [Mapping(**m) for m in manifest["mappings"]]
-    symbols = {m.path: function_symbols(so) for m in mappings if m.library == so.name}
+    so_symbols = function_symbols(so)
+    symbols = {m.path: so_symbols for m in mappings if m.library == so.name}
+    libraries = {m.library for m in mappings if m.library != so.name}
     rows = []
     for phase in manifest["phases"]:
         insns = phases.get(phase["id"], [])
@@ -463,6 +468,9 @@ def estimate_profile(manifest: dict, counts: str, profile: str, mca: McaEstimato
         if phase["macs"] and mult:
             row["mac_instructions_per_kmac"] = round(1000 * mult / phase["macs"], 3)
             row["multiplies_per_kmac"] = round(1000 * (classes["dot"] + classes["mul"]) / phase["macs"], 3)
+        if phase["contender"] == "edgeinf" and phase["case"].endswith(" int8"):  # a whole model
+            parts = by_function.by_function(insns, mappings, so.name, so_symbols, cpu)
+            row["by_group"] = {k: round(v) for k, v in bounds.group_cycles(parts, libraries).items()}
         rows.append(row)
     return rows
 
@@ -580,6 +588,11 @@ def table(result: dict) -> str:
         fmt = lambda v: f"{v:.2f}x" if v else "-"  # noqa: E731
         for case, r in result["sanity"].items():
             lines.append(f"| {case} | {fmt(r.get('xnnpack_multiplies'))} | {fmt(r.get('edgeinf_mac_instructions'))} |")
+    for extra in result.get("tables", []):
+        if extra["rows"]:
+            columns = list(extra["rows"][0])
+            lines += ["", f"{extra['title']}:", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+            lines += ["| " + " | ".join(str(r[c]) for c in columns) + " |" for r in extra["rows"]]
     return "\n".join(lines) + "\n"
 
 
@@ -611,6 +624,8 @@ def estimate(
     reason = plugin_support() or emulated.Emulator(home).missing()
     if reason:
         raise emulated.EmulationUnavailable(reason)
+    import bounds  # noqa: PLC0415 (it imports this module)
+
     emulator = emulated.Emulator(home)
     started = time.monotonic()
     so, _ = emulated.cross_build(emulator)
@@ -649,6 +664,7 @@ def estimate(
         "sanity": sanity(rows),
     }
     result["rows"] = report_rows(result)
+    result["tables"] = bounds.tables(rows)
     return result
 
 

@@ -65,17 +65,18 @@ std::optional<AddLinear> fit_add_linear(const AddParams& p);
 struct PreparedAdd {
   AddParams params;
   std::optional<AddLinear> linear;
-#if defined(EDGEINF_BUILD_AVX2)
+#if defined(EDGEINF_BUILD_AVX2) || defined(EDGEINF_BUILD_NEON)
   explicit PreparedAdd(const AddParams& p) : params(p), linear(fit_add_linear(p)) {}
 #else
-  // Only the AVX2 kernel runs the form: a build without it skips the fit at load.
+  // Only the AVX2 and NEON kernels run the form: a build without them skips the fit at load.
   explicit PreparedAdd(const AddParams& p) : params(p) {}
 #endif
 };
 
 void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
-// The linear form on the AVX2 path, the reference arithmetic of `params` on every other
-// path (the results are the same).
+void qs8_add_linear__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
+// The linear form on the AVX2 and NEON paths, the reference arithmetic of `params` on the
+// scalar path (the results are the same).
 void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add);
 
 void qs8_mul__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);

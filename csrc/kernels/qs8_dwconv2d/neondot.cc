@@ -1,5 +1,5 @@
 // NEON depthwise conv2d with the dot-product extension (Cortex-A76 and later), for 16
-// channels or more at a horizontal stride of 1 (others run the plain NEON kernel).
+// channels or more at a horizontal stride of 1 or 2 (others run the plain NEON kernel).
 //
 // SDOT sums four int8 products into each int32 lane, and a depthwise lane is one channel:
 // its four bytes must be four filter taps of that channel. They are the taps of one filter
@@ -52,9 +52,9 @@ struct Window {
 
 // P adjacent output pixels (sharing each weight load) of the 16 channels from c0: cols is
 // the first pixel's window, w its block's panel, start its accumulators' start values.
-template <int P, int KW, int G>
+template <int P, int KW, int G, neon_rq::Form F>
 inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w, const int32x4_t (&start)[4],
-                   const neon_rq::Requantize16& rq, int8_t* o, size_t o_step) {
+                   const neon_rq::Requantize16Of<F>& rq, int8_t* o, size_t o_step) {
   int32x4_t acc[P][4];
   for (int j = 0; j < 4; ++j) {
     for (int p = 0; p < P; ++p) acc[p][j] = start[j];
@@ -71,10 +71,11 @@ inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w
   for (int p = 0; p < P; ++p) vst1q_s8(o + p * o_step, rq(acc[p]));
 }
 
-template <int KW, int G>
-void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+// The requantization's form F fixed at compile time: with the float form's branch and its
+// unused parameters left out, a pixel pair's accumulators and the parameters stay in registers.
+template <int KW, int G, neon_rq::Form F>
+void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q) {
   const size_t oc = g.in_c * g.depth_multiplier;
-  const Output q(w.requantization(), w.neon_float_requantization());
   const int8_t zp = static_cast<int8_t>(w.input_zero_point());
   const size_t groups = w.neondot_row_groups(), column = groups * kGroupBytes;
   // columns read by an output row: from the first pixel's first tap to the last one's last
@@ -109,7 +110,7 @@ void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out)
         const int8_t* panel = w.neondot_panel() + blk * g.k_w * column;
         int32x4_t s[4];
         for (int j = 0; j < 4; ++j) s[j] = vld1q_s32(start + c0 + 4 * j);
-        const neon_rq::Requantize16 rq(q, c0);  // in registers across the row
+        const neon_rq::Requantize16Of<F> rq(q, c0);  // in registers across the row
         size_t ox = 0;
         for (; ox + 2 <= g.out_w; ox += 2)
           pixels<2>(win, cols.data() + ox * win.pixel_step, panel, s, rq, o + ox * oc + c0, oc);
@@ -119,14 +120,28 @@ void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out)
   }
 }
 
+template <int KW, int G>
+void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  const Output q(w.requantization(), w.neon_float_requantization());
+  switch (neon_rq::form_of(q)) {
+    case neon_rq::Form::kFloat:
+      return run_form<KW, G, neon_rq::Form::kFloat>(w, g, in, out, q);
+    case neon_rq::Form::kFloatSplit:
+      return run_form<KW, G, neon_rq::Form::kFloatSplit>(w, g, in, out, q);
+    default:
+      return run_form<KW, G, neon_rq::Form::kFixedPoint>(w, g, in, out, q);
+  }
+}
+
 }  // namespace
 
 void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
   if (g.batch == 0 || g.out_h == 0 || g.out_w == 0) return;
-  // Fewer than 16 channels, or a horizontal stride above 1, where each interleaved column
-  // serves at most two pixels of 3x3 filters and the interleaving costs more than it saves
-  // (estimated on the Cortex-A76): the plain NEON kernel.
-  if (w.neondot_blocks() == 0 || g.stride_w > 1) return qs8_dwconv2d__neon(w, g, in, out);
+  // Fewer than 16 channels, or a horizontal stride above 2, where each interleaved column
+  // serves at most one pixel of a 3x3 filter and the interleaving costs more than it saves:
+  // the plain NEON kernel. At stride 2 a column serves one or two pixels, which the SDOTs
+  // still repay (estimated on the Cortex-A76).
+  if (w.neondot_blocks() == 0 || g.stride_w > 2) return qs8_dwconv2d__neon(w, g, in, out);
   // the filters of the face models, unrolled; any other as given
   if (g.k_w == 3 && g.k_h <= 4) return run<3, 1>(w, g, in, out);
   if (g.k_w == 5 && g.k_h > 4 && g.k_h <= 8) return run<5, 2>(w, g, in, out);

@@ -1,0 +1,99 @@
+"""tools/arm64/bounds.py: the least work an exact int8 kernel must issue on each Pi core,
+costed by estimate.py's issue limits, and the ceilings it puts on a speedup over XNNPACK."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from pathlib import Path
+
+import pytest
+
+if platform.machine() != "x86_64":  # a host-side tool, as estimate.py
+    pytest.skip(f"reads an x86_64 host's estimate; this is {platform.machine()}", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "arm64"))
+estimate = pytest.importorskip("estimate")
+bounds = pytest.importorskip("bounds")
+by_function = pytest.importorskip("by_function")
+
+GEMM = bounds.Work("gemm", 256 * 256, 256)
+
+
+def test_the_a72_multiplies_eight_int8_products_a_cycle_on_its_one_multiply_pipe():
+    f = bounds.floors(GEMM, "cortex-a72", dot=False)
+    assert f["multiply_cycles"] == pytest.approx(GEMM.macs / 8)
+    # the route adds accumulates and requantization on the two vector pipes: still multiply-bound
+    assert f["route_cycles"] == pytest.approx(GEMM.macs / 8) and f["route_bound"] == "multiply"
+
+
+def test_the_a76_dot_products_run_32_products_a_cycle_and_need_k_in_fours():
+    f = bounds.floors(GEMM, "cortex-a76", dot=True)
+    assert f["multiply_cycles"] == pytest.approx(GEMM.macs / 32) and f["route"] == "SDOT by lane"
+    stem = bounds.Work("gemm", 100, 27)  # k = 27 runs as 28
+    assert bounds.floors(stem, "cortex-a76", dot=True)["multiply_cycles"] == pytest.approx(100 * 28 / 32)
+    # without dot products the A76 is the A72's single multiply pipe
+    assert bounds.floors(GEMM, "cortex-a76", dot=False)["multiply_cycles"] == pytest.approx(GEMM.macs / 8)
+
+
+def test_the_a53_pays_two_passes_for_each_128_bit_widening():
+    dw = bounds.Work("dw", 8, 9)  # one pixel of 8 channels
+    f = bounds.floors(dw, "cortex-a53", dot=False)
+    # int8 pairs: 9 multiplies of 64-bit halves (1 each), 5 SADDW + 5 SADDW2 (2 each), and
+    # half of a 16-channel requantization (20 128-bit operations, 2 each)
+    assert f["route"] == "int8 pairs + SADDW"
+    assert f["route_cycles"] == pytest.approx(9 + 20 + 20)
+
+
+def test_a_depthwise_sdot_pads_the_filter_rows_to_four_and_interleaves_each_input_column_once():
+    dw = bounds.Work("dw", 16, 9, k_h=3, stride=2)  # one pixel of 16 channels
+    # 3 filter columns x 1 group of 4 rows x 4 SDOTs, 2 new columns x 8 ZIPs, 20 to requantize,
+    # on the A76's two vector pipes
+    f = bounds.floors(dw, "cortex-a76", dot=True)
+    assert f["route"] == "SDOT of interleaved rows" and f["route_cycles"] == pytest.approx((12 + 16 + 20) / 2)
+    assert f["multiply_cycles"] == pytest.approx(12 / 2)
+
+
+def row(contender, cpu, case, cycles, isa=None, mca=None, **extra):
+    return {"contender": contender, "cpu": cpu, "case": case, "title": case, "isa": isa,
+            "throughput_cycles": cycles, "mca_cycles": mca, **extra}  # fmt: skip
+
+
+def test_a_kernel_ceiling_is_xnnpacks_cycles_over_the_floor():
+    work = bounds.KERNEL_WORK["gemm256"]
+    rows = [
+        row("XNNPACK", "cortex-a72", "gemm256", work.macs / 8, mca=100),
+        row("edgeinf", "cortex-a72", "gemm256", work.macs / 4, isa="neon", mca=200),
+        row("edgeinf", "cortex-a76", "gemm256", 1, isa="neon"),  # a Pi 5 runs neondot: left out
+    ]
+    (found,) = bounds.kernel_bounds(rows)
+    assert found["now_issue_limits"] == 0.5 and found["now_llvm_mca"] == 0.5
+    assert found["ceiling_multiplies"] == 1.0 and found["ceiling_route"] == 1.0 and found["goal"] == 1.0
+
+
+def test_model_cycles_are_grouped_by_kind_of_work_as_shares_of_xnnpacks_model():
+    so = "_C.cpython-311-aarch64-linux-gnu.so"
+    parts = [
+        by_function.Part(
+            "void edgeinf::qs8::(anonymous namespace)::run<true, 9ul>(edgeinf::qs8::DwWeights", 1, 40, "x"
+        ),
+        by_function.Part("void edgeinf::qs8::neon::(anonymous namespace)::tile<PairKernel>", 1, 30, "x"),
+        by_function.Part("edgeinf::qs8::qs8_add__neon(signed char const*)", 1, 20, "x"),
+        by_function.Part("edgeinf::engine::PadStep::run(edgeinf::engine::ThreadPool&) const", 1, 5, "x"),
+        by_function.Part("libc.so.6", 1, 5, "x"),
+    ]
+    groups = bounds.group_cycles(parts, {"libc.so.6", "python3.11"})
+    assert groups == {"depthwise": 40, "conv/FC GEMM": 30, "ADD": 20, "other steps": 5, "outside edgeinf": 5}
+    rows = [
+        row("XNNPACK", "cortex-a76", "m int8", 80),
+        row("edgeinf", "cortex-a76", "m int8", 100, isa="neondot", by_group=groups),
+    ]
+    (found,) = bounds.model_gaps(rows)
+    assert found["now_issue_limits"] == 0.8 and found["needed_share"] == 0.83
+    # the groups' 100 cycles scaled to the model's 100, over XNNPACK's 80
+    assert found["depthwise share"] == 0.5 and found["ADD share"] == 0.25
+    rows[1]["throughput_cycles"] = 50  # the parts overlap: their own bounds add up to twice the whole
+    (found,) = bounds.model_gaps(rows)
+    assert found["depthwise share"] == 0.25 and found["ADD share"] == 0.125
+    assert so  # the extension's own name never counts as outside
+    assert bounds.group_of(so, {"libc.so.6"}) == "other steps"

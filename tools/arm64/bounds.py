@@ -1,0 +1,287 @@
+"""How fast the estimated kernels could get: the floors under tools/arm64/estimate.py's model.
+
+For each kernel case the least work an exact int8 kernel must issue, written as instructions
+and costed by estimate.throughput_cycles (the same issue limits per core as the estimate):
+
+* multiplies: the multiply (or dot-product) instructions alone, for the cheapest way to
+  multiply the case's int8 products on that core (SMULL/SMLAL of eight int8 lanes, or
+  SMLAL/SMLAL2 of four int16 lanes, or SDOT of sixteen int8 pairs where the core has it,
+  k or a depthwise filter's rows padded to fours). No kernel of these routes can issue less.
+* route: a whole exact route, the cheapest of those listed in ROUTES_OF: the multiplies, the
+  widening of their int16 (or int8) products into int32 accumulators, the reduction of
+  accumulators that hold one output in several lanes, the interleaving a depthwise SDOT needs
+  (each input column once), and the requantization of every output as edgeinf does it (the float form: SCVTF, FMLA, FCVTNS, saturating narrows and an
+  int8 clamp). Loads, stores and loop control are left out, so it is a floor, not a target.
+
+The ceiling of a case is XNNPACK's estimated cycles over the floor: the speedup edgeinf would
+reach if it issued nothing but the floor's instructions. A ceiling under the goal shows that
+the goal is out of reach under the model by any kernel of that route family.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import estimate
+
+GOALS = {"cortex-a53": 1.0, "cortex-a72": 1.0, "cortex-a76": 1.2}
+
+
+@dataclass(frozen=True)
+class Work:
+    """A kernel case's work: outputs (int8 values written), each the sum of k products."""
+
+    kind: str  # "gemm": k runs over input channels (and taps); "dw": k taps of one channel
+    outputs: int
+    k: int
+    k_h: int = 0  # a depthwise filter's rows, and its horizontal stride
+    stride: int = 1
+
+    @property
+    def macs(self) -> int:
+        return self.outputs * self.k
+
+
+# bench_int8's shapes, as estimate_guest builds them
+KERNEL_WORK = {
+    "gemm256": Work("gemm", 256 * 256, 256),
+    "fc1024": Work("gemm", 1000, 1024),
+    "conv1x1_28": Work("gemm", 28 * 28 * 128, 128),
+    "conv1x1_14": Work("gemm", 14 * 14 * 512, 512),
+    "conv3x3_28": Work("gemm", 28 * 28 * 64, 9 * 64),
+    "stem": Work("gemm", 112 * 112 * 32, 27),
+    "dw56": Work("dw", 56 * 56 * 128, 9, k_h=3),
+    "dw28s2": Work("dw", 14 * 14 * 256, 9, k_h=3, stride=2),
+}
+
+# The requantization of 16 outputs as edgeinf's NEON kernels do it (rq_neon_inl.h).
+REQUANTIZE_16 = [
+    (4, "scvtf v0.4s, v0.4s"),
+    (4, "fmla v0.4s, v1.4s, v2.4s"),
+    (4, "fcvtns v0.4s, v0.4s"),
+    (2, "sqxtn v0.4h, v1.4s"),
+    (2, "sqxtn2 v0.8h, v1.4s"),
+    (1, "sqxtn v0.8b, v1.8h"),
+    (1, "sqxtn2 v0.16b, v1.8h"),
+    (1, "smax v0.16b, v0.16b, v1.16b"),
+    (1, "smin v0.16b, v0.16b, v1.16b"),
+]
+
+
+def _ceil_to(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def _gemm_int8_pairs(w: Work) -> list[tuple[float, str]]:
+    """Eight int8 products along k per SMULL/SMLAL, two summed in int16 (weights in
+    [-127, 127]), SADALP into int32; each output's four lanes reduced by ADDP (3 per 4 outputs)."""
+    per_output = _ceil_to(w.k, 16) / 16
+    return [
+        (w.outputs * per_output, "smull v0.8h, v1.8b, v2.8b"),
+        (w.outputs * per_output, "smlal v0.8h, v1.8b, v2.8b"),
+        (w.outputs * per_output, "sadalp v0.4s, v1.8h"),
+        (w.outputs * 3 / 4, "addp v0.4s, v1.4s, v2.4s"),
+    ]
+
+
+def _gemm_int16_lanes(w: Work) -> list[tuple[float, str]]:
+    """Outputs in the lanes (no reduction), int16 operands, SMLAL/SMLAL2 by element: 4 products each."""
+    return [
+        (w.macs / 8, "smlal v0.4s, v1.4h, v2.h[0]"),
+        (w.macs / 8, "smlal2 v0.4s, v1.8h, v2.h[0]"),
+    ]
+
+
+def _gemm_sdot(w: Work) -> list[tuple[float, str]]:
+    """Outputs in the lanes, SDOT by element: four products of four k each, k padded to 4."""
+    return [(w.outputs * _ceil_to(w.k, 4) / 16, "sdot v0.4s, v1.16b, v2.4b[0]")]
+
+
+def _dw_int8_pairs(w: Work) -> list[tuple[float, str]]:
+    """Per 8 channels: SMULL of one tap, SMLAL of a second into int16, SADDW/SADDW2 into int32."""
+    units, pairs = w.outputs / 8, -(-w.k // 2)
+    return [
+        (units * pairs, "smull v0.8h, v1.8b, v2.8b"),
+        (units * (w.k - pairs), "smlal v0.8h, v1.8b, v2.8b"),
+        (units * pairs, "saddw v0.4s, v0.4s, v1.4h"),
+        (units * pairs, "saddw2 v0.4s, v0.4s, v1.8h"),
+    ]
+
+
+def _dw_int16(w: Work) -> list[tuple[float, str]]:
+    """Per 8 channels and tap: inputs widened to int16 (SXTL), SMLAL/SMLAL2 into int32."""
+    units = w.outputs / 8 * w.k
+    return [
+        (units, "sxtl v0.8h, v1.8b"),
+        (units, "smlal v0.4s, v1.4h, v2.4h"),
+        (units, "smlal2 v0.4s, v1.8h, v2.8h"),
+    ]
+
+
+def _dw_sdot(w: Work) -> list[tuple[float, str]]:
+    """Per 16 channels: SDOT of four filter rows of one filter column (rows padded to 4), the
+    inputs interleaved so (two rounds of ZIP, 8 per 16 channels of four rows), each input
+    column once: stride columns per output pixel."""
+    units, groups = w.outputs / 16, -(-w.k_h // 4)
+    return [
+        (units * (w.k // w.k_h) * groups * 4, "sdot v0.4s, v1.16b, v2.16b"),
+        (units * w.stride * groups * 4, "zip1 v0.16b, v1.16b, v2.16b"),
+        (units * w.stride * groups * 4, "zip1 v0.8h, v1.8h, v2.8h"),
+    ]
+
+
+ROUTES_OF = {
+    "gemm": {
+        "int8 pairs + SADALP": (_gemm_int8_pairs, False),
+        "int16 SMLAL by lane": (_gemm_int16_lanes, False),
+        "SDOT by lane": (_gemm_sdot, True),
+    },
+    "dw": {
+        "int8 pairs + SADDW": (_dw_int8_pairs, False),
+        "int16 SMLAL": (_dw_int16, False),
+        "SDOT of interleaved rows": (_dw_sdot, True),
+    },
+}
+
+
+def _cycles(parts: list[tuple[float, str]], cpu: str) -> tuple[float, str]:
+    insns = [estimate.Insn(0, count, 0, text) for count, text in parts if count]  # type: ignore[arg-type]
+    return estimate.throughput_cycles(insns, cpu)
+
+
+def _is_multiply(text: str) -> bool:
+    return estimate.classify(text) in ("dot", "mul")
+
+
+def floors(work: Work, cpu: str, dot: bool) -> dict:
+    """The multiply floor and the cheapest route's floor (cycles, binding resource, route name)."""
+    requantize = [(work.outputs / 16 * n, text) for n, text in REQUANTIZE_16]
+    best_mul, best_route = None, None
+    for name, (route, needs_dot) in ROUTES_OF[work.kind].items():
+        if needs_dot and not dot:
+            continue
+        parts = route(work)
+        mul = _cycles([p for p in parts if _is_multiply(p[1])], cpu)
+        whole = _cycles(parts + requantize, cpu)
+        if best_mul is None or mul[0] < best_mul[0]:
+            best_mul = mul
+        if best_route is None or whole[0] < best_route[0]:
+            best_route = (*whole, name)
+    assert best_mul and best_route
+    return {"multiply_cycles": best_mul[0], "route_cycles": best_route[0], "route_bound": best_route[1],
+            "route": best_route[2]}  # fmt: skip
+
+
+def _not_dispatched(row: dict) -> bool:
+    """A path the board does not run: a Pi 5 runs the dot-product one."""
+    return row["cpu"] == "cortex-a76" and row["isa"] != "neondot"
+
+
+def kernel_bounds(rows: list[dict]) -> list[dict]:
+    """Per kernel case, CPU and edgeinf path: the speedup now and its ceilings (issue limits)."""
+    out = []
+    for mine in rows:
+        work = KERNEL_WORK.get(mine["case"])
+        if mine["contender"] != "edgeinf" or work is None or _not_dispatched(mine):
+            continue
+        theirs = next(
+            (r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == (mine["cpu"], mine["case"])),
+            None,
+        )
+        if theirs is None or not mine["throughput_cycles"]:
+            continue
+        f = floors(work, mine["cpu"], dot=mine["isa"] == "neondot")
+        xnn = theirs["throughput_cycles"]
+        mca_now = (
+            round(theirs["mca_cycles"] / mine["mca_cycles"], 2) if theirs["mca_cycles"] and mine["mca_cycles"] else None
+        )
+        out.append({
+            "case": mine["title"], "cpu": mine["cpu"], "edgeinf_path": f"edgeinf {mine['isa']}",
+            "goal": GOALS[mine["cpu"]],
+            "now_issue_limits": round(xnn / mine["throughput_cycles"], 2), "now_llvm_mca": mca_now,
+            "ceiling_multiplies": round(xnn / f["multiply_cycles"], 2),
+            "ceiling_route": round(xnn / f["route_cycles"], 2),
+            "route": f"{f['route']} ({f['route_bound']}-bound)",
+        })  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------ whole models
+
+# The engine's work by kind, from the function that holds each instruction (first match).
+GROUPS = [
+    ("depthwise", ("DwWeights", "dwconv", "Depthwise")),
+    ("conv/FC GEMM", ("PairKernel", "DotKernel", "gemm", "gather_rows", "FullyConnected")),
+    ("direct conv", ("conv2d_direct", "conv_window_rows")),
+    ("ADD", ("qs8_add", "AddStep")),
+]
+OTHER_STEPS = "other steps"
+OUTSIDE = "outside edgeinf"  # libc, Python, numpy: the call's way in and out
+
+
+def group_of(owner: str, libraries: set[str]) -> str:
+    """The kind of work of a by_function owner: a function of the extension, or a library
+    (or "(unmapped)") outside it."""
+    if owner in libraries or owner == "(unmapped)":
+        return OUTSIDE
+    for name, needles in GROUPS:
+        if any(n in owner for n in needles):
+            return name
+    return OTHER_STEPS
+
+
+def group_cycles(parts, libraries: set[str]) -> dict[str, float]:
+    """Issue-limit cycles per kind of work, from by_function's parts (each bound on its own).
+    libraries: the names of the libraries mapped beside the extension."""
+    out: dict[str, float] = {}
+    for part in parts:
+        key = group_of(part.name, libraries)
+        out[key] = out.get(key, 0.0) + part.cycles
+    return out
+
+
+def model_gaps(rows: list[dict]) -> list[dict]:
+    """Per model, CPU and the path the board dispatches: edgeinf's cycles by kind of work as a
+    share of XNNPACK's whole model (they add up to 1 / speedup; the goal needs 1 / goal)."""
+    out = []
+    for mine in rows:
+        if mine["contender"] != "edgeinf" or "by_group" not in mine:
+            continue
+        if _not_dispatched(mine):
+            continue
+        theirs = next(
+            (r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == (mine["cpu"], mine["case"])),
+            None,
+        )
+        if theirs is None or not mine["throughput_cycles"]:
+            continue
+        xnn, groups = theirs["throughput_cycles"], mine["by_group"]
+        # each group is bound by its own busiest resource, so their cycles add up to more than
+        # the model's: scale them to add up to it
+        scale = mine["throughput_cycles"] / (sum(groups.values()) or 1)
+        row = {
+            "model": mine["case"], "cpu": mine["cpu"], "edgeinf_path": f"edgeinf {mine['isa']}",
+            "now_issue_limits": round(xnn / mine["throughput_cycles"], 2), "needed_share": round(1 / GOALS[mine["cpu"]], 2),
+        }  # fmt: skip
+        for name in [g for g, _ in GROUPS] + [OTHER_STEPS, OUTSIDE]:
+            row[f"{name} share"] = round(groups.get(name, 0.0) * scale / xnn, 3)
+        out.append(row)
+    return out
+
+
+KERNEL_TITLE = (
+    "Ceilings of the kernel cases (issue limits): XNNPACK's cycles over the least an exact kernel must issue "
+    "(tools/arm64/bounds.py); a ceiling under the goal is out of reach for that route family"
+)
+MODEL_TITLE = (
+    "Where the whole models' cycles go: edgeinf's issue-limit cycles by kind of work, as a share of XNNPACK's "
+    "whole model (each kind's own cycles, scaled to add up to the model's: 1 / speedup; the goal needs them to add up to needed_share)"
+)
+
+
+def tables(rows: list[dict]) -> list[dict]:
+    """The bound tables of an estimate, as benchmarks/README.md renders them."""
+    return [
+        {"title": KERNEL_TITLE, "rows": kernel_bounds(rows)},
+        {"title": MODEL_TITLE, "rows": model_gaps(rows)},
+    ]
