@@ -171,8 +171,9 @@ def test_only_the_vnni_micro_kernels_hold_instructions_beyond_avx2():
     found = _functions_beyond_avx2(Path(_C.__file__))
     outside = {f: lines[:2] for f, lines in found.items() if not _VNNI_KERNEL.search(f)}
     assert not outside, f"instructions beyond AVX2 outside the VNNI micro-kernels: {outside}"
-    # and the VNNI files were compiled with their flags: their kernels use VPDPBUSD
+    # and the VNNI files were compiled with their flags: their kernels use VPDPBUSD (in some
+    # function of theirs: a less optimized build, as the sanitizers', keeps helpers out of line)
     dot = {"avx2vnni": "avx_vnni_dpbusd", "avx512vnni": "ZmmDot"}
     for path in built:
         kernels = [lines for f, lines in found.items() if dot[path] in f]
-        assert kernels and all(any("vpdpbusd" in i for i in lines) for lines in kernels), path
+        assert any(any("vpdpbusd" in i for i in lines) for lines in kernels), path
