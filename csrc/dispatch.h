@@ -13,11 +13,12 @@
 
 namespace edgeinf {
 
-// kAvx2Vnni and kAvx512Vnni run the int8 GEMM with VPDPBUSD (VEX ymm and EVEX zmm forms)
-// and every other kernel on AVX2. kAvx2EmulatedVnni is a test path: the same GEMM with
-// VPDPBUSD emulated exactly by AVX2 instructions, so that everything around the one
-// instruction is tested on CPUs without it. It is never picked on its own (best_isa) nor
-// listed (kPublicIsas); set_active_isa() takes it by name.
+// kAvx2Vnni and kAvx512Vnni run the int8 GEMM with VPDPBUSD (VEX ymm and EVEX zmm forms),
+// kAvx512Vnni the depthwise convolution on zmm too, and every other kernel on AVX2.
+// kAvx2EmulatedVnni is a test path: the same GEMM with VPDPBUSD emulated exactly by AVX2
+// instructions, so that everything around the one instruction is tested on CPUs without it.
+// It is never picked on its own (best_isa) nor listed (kPublicIsas); set_active_isa() takes
+// it by name.
 enum class Isa : int {
   kScalar = 0,
   kAvx2 = 1,

@@ -28,8 +28,8 @@ def active_isa() -> str:
     ``neondot``.
 
     ``avx2vnni`` (AVX-VNNI) and ``avx512vnni`` (AVX-512 VNNI) run the int8 GEMM, fully
-    connected and convolution with the VPDPBUSD dot-product instruction and every other
-    kernel on AVX2.
+    connected and convolution with the VPDPBUSD dot-product instruction; ``avx512vnni`` also
+    runs the depthwise convolution on zmm; every other kernel runs on AVX2.
     """
     return _C.active_isa()
 

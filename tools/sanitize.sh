@@ -34,7 +34,7 @@ mkdir -p "$WORK/tree"
 # of the extension is still checked.
 SAN_FLAGS="-O1 -g0 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 UNOPTIMIZED_FLAGS="-O0 -g0 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
-UNOPTIMIZED="csrc/kernels/qs8_dwconv2d/avx2.cc"
+UNOPTIMIZED="csrc/kernels/qs8_dwconv2d/avx2.cc csrc/kernels/qs8_dwconv2d/avx512vnni.cc"
 cat >"$WORK/cxx" <<WRAP
 #!/bin/sh
 for arg in "\$@"; do

@@ -108,7 +108,8 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
   using Fn = void (*)(const DwWeights&, const DwGeometry&, const int8_t*, int8_t*);
   select<Fn>(&qs8_dwconv2d__scalar, EDGEINF_AVX2(qs8_dwconv2d__avx2), EDGEINF_NEON(qs8_dwconv2d__neon),
-             EDGEINF_NEONDOT(qs8_dwconv2d__neondot))(w, g, in, out);
+             EDGEINF_NEONDOT(qs8_dwconv2d__neondot),
+             {nullptr, EDGEINF_AVX512VNNI(qs8_dwconv2d__avx512vnni), nullptr})(w, g, in, out);
 }
 
 void qs8_maxpool(const PoolGeometry& g, const int8_t* in, int8_t* out) {

@@ -269,6 +269,13 @@ DW_SHAPES = [
     (7, 9, 40, 1, (3, 3), (2, 2), (1, 1), "same"),
     (6, 11, 17, 1, (3, 3), (2, 2), (1, 1), "valid"),
     (6, 7, 18, 1, (2, 2), (2, 1), (1, 1), "same"),
+    # pairs of 16-channel blocks (avx512vnni): an overlapping last pair, an odd block count
+    # (run by the AVX2 kernel), 5x5 and dilated filters on the pixel-by-pixel schedule
+    (7, 10, 56, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (8, 9, 80, 1, (3, 3), (2, 2), (1, 1), "same"),
+    (6, 7, 29, 2, (5, 5), (1, 1), (1, 1), "same"),
+    (5, 9, 64, 1, (3, 3), (1, 1), (2, 2), "valid"),
+    (6, 8, 96, 1, (3, 3), (1, 1), (1, 1), "valid"),
 ]
 
 

@@ -140,7 +140,11 @@ def test_conv2d_fixed_point_epilogue_equals_the_reference(dot_path, kernel):
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
 # rounding operands, and VPDPBUSD in either encoding.
 _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
-_VNNI_KERNEL = re.compile(r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)")
+# The VNNI GEMM micro-kernels, and the AVX-512 depthwise kernel of the avx512vnni path
+# (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step.
+_VNNI_KERNEL = re.compile(
+    r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
+)
 
 
 def _functions_beyond_avx2(library: Path) -> dict[str, list[str]]:
@@ -177,3 +181,6 @@ def test_only_the_vnni_micro_kernels_hold_instructions_beyond_avx2():
     for path in built:
         kernels = [lines for f, lines in found.items() if dot[path] in f]
         assert any(any("vpdpbusd" in i for i in lines) for lines in kernels), path
+    if "avx512vnni" in built:
+        depthwise = [lines for f, lines in found.items() if "dwconv_zmm::" in f]
+        assert depthwise and any(any("%zmm" in i for i in lines) for lines in depthwise)
