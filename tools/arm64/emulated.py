@@ -89,9 +89,9 @@ CI_SHARDS = {
         ("tests/runtime",),
     ),
 }
-# Seconds each CI run takes under qemu on 2 cores (estimated from a loaded run on an AMD Zen 5
-# host): the runs start longest first, so the short ones fill in beside the long ones.
-CI_SECONDS = {"pi5.1": 1100, "pi5.3": 660, "pi3": 450, "pi5.2": 300, "pi4": 170}
+# Seconds each CI run took under qemu on 2 cores (AMD Zen 5 host, quiet): the runs start
+# longest first, so the short ones fill in beside the long ones and the stage ends sooner.
+CI_SECONDS = {"pi5.1": 310, "pi3": 205, "pi5.3": 201, "pi5.2": 127, "pi4": 36}
 
 
 class EmulationUnavailable(RuntimeError):
