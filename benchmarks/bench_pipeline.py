@@ -8,8 +8,9 @@ manifest's real photo, 1280x720 BGR):
   time on one thread, as an app writes it (OpenCV keeps its default thread pool).
 - pipeline, 1 process: `edgeinf.pipeline.face.face_mesh_pipeline()`: the detector and the
   mesh on their own threads, frames overlapping (the runtimes release the GIL, the Python
-  around them does not); a frame goes in once it is predicted to pass both stages without
-  queueing (pacing; ``--profile`` adds the same pipeline without it).
+  around them does not); a frame goes in as soon as there is room (``--profile`` adds the
+  same pipeline with pacing: a frame goes in once it is predicted to pass both stages
+  without queueing).
 - pipeline, 2 processes: `face_mesh_pipeline(processes=2)`: two child processes, each
   running detection and mesh for whole frames, one frame each in flight; frames cross
   through shared memory.
@@ -24,7 +25,7 @@ is frames per second of wall time, latency is per frame from the moment the cont
 it to its answer (p50 / p99). Both sides drop each answer once read (the pipeline's are
 read as they come, as `Pipeline.run` does), so neither carries the other's garbage.
 
-``--profile`` adds three contenders: the 1-process pipeline without pacing, the 2-process
+``--profile`` adds three contenders: the 1-process pipeline with pacing, the 2-process
 one with two frames per process in flight (paced: the next frame waits in the queue as a
 process is predicted to free up), and the stages split over two processes; and where the
 time goes: each step of the plain loop and of edgeinf's two
@@ -322,14 +323,11 @@ def main() -> None:
         "pipeline, 1 process": face_mesh_pipeline(processes=False).start(),
         "pipeline, 2 processes": face_mesh_pipeline(processes=2).start(),
     }
-    if args.profile:  # admission without pacing: each frame goes in as soon as a slot frees
-        unpaced = Pipeline("face_mesh_unpaced", pacing=False)
-        unpaced.add("faces", detection_stage())
-        unpaced.add("landmarks", landmark_stage(), inputs=["faces"], for_each="faces")
-        pipes["1 process, unpaced"] = unpaced.start()
+    if args.profile:  # paced admission: a frame goes in once predicted to pass both stages unqueued
+        pipes["1 process, paced"] = face_mesh_pipeline(processes=False, pacing=True).start()
         # two frames per process in flight, paced: the next frame waits in the queue as a process
         # is predicted to free up, instead of a hop through the submitting thread after it did
-        pipes["2 processes, 4 in flight"] = face_mesh_pipeline(processes=2, max_in_flight=4).start()
+        pipes["2 processes, 4 in flight"] = face_mesh_pipeline(processes=2, max_in_flight=4, pacing=True).start()
     if args.profile:  # the other way to use two processes: detection here, the mesh in a child
         split = Pipeline("face_mesh_split")
         split.add("faces", detection_stage())

@@ -5,7 +5,7 @@
     [pipeline]
     name = "face_mesh"
     timeout_s = 1.0                 # the frame's deadline (optional)
-    pacing = true                   # admit a frame once it passes every stage unqueued (default)
+    pacing = true                   # admit a frame once it passes every stage unqueued (default false)
 
     [[stage]]
     name = "faces"
@@ -74,7 +74,7 @@ def load_pipeline(path: str | Path) -> Pipeline:
         str(settings.get("name", path.stem)),
         timeout_s=settings.get("timeout_s"),
         max_in_flight=settings.get("max_in_flight"),
-        pacing=settings.get("pacing", True),
+        pacing=settings.get("pacing", False),
     )
     for i, stage in enumerate(stages):
         where = f"{path} stage {i + 1}"

@@ -293,7 +293,9 @@ class Pipeline:
         pacing: within ``max_in_flight``, admit a frame only once it is predicted to pass
             every stage without waiting in a queue (from each stage's recent call times):
             the wait happens before the frame is taken (`run`) or stamped (`submit` of an
-            array), so the frame that goes in is the newest, and the stages stay as busy.
+            array), so the frame that goes in is the newest. Off by default: it lowers the
+            median latency where other processes share the cores, and costs throughput on
+            cores the pipeline has to itself (docs/pipeline.md).
         clock: injected for tests.
 
     >>> pipe = Pipeline("faces", timeout_s=1.0)                       # doctest: +SKIP
@@ -309,7 +311,7 @@ class Pipeline:
         *,
         timeout_s: float | None = None,
         max_in_flight: int | None = None,
-        pacing: bool = True,
+        pacing: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ):
         _check_timeout("the pipeline's timeout_s", timeout_s)

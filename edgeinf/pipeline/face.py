@@ -265,6 +265,7 @@ def face_mesh_pipeline(
     timeout_s: float | None = None,
     num_threads: int = 1,
     max_in_flight: int | None = None,
+    pacing: bool = False,
 ):
     """The reference pipeline: ``faces`` (list[Face]) and ``landmarks`` (a `FaceLandmarks` per face).
 
@@ -279,6 +280,7 @@ def face_mesh_pipeline(
         num_threads: runtime threads per model.
         max_in_flight: frames inside at once (`Pipeline`); default one per worker: two
             threads, or one frame per process.
+        pacing: admit a frame only once it is predicted to pass every stage unqueued (`Pipeline`).
 
     Raises:
         InputError: ``processes`` is neither a bool nor a positive integer.
@@ -290,7 +292,7 @@ def face_mesh_pipeline(
     if processes is True:
         processes = min(default_threads(), 64)
     if processes is False or (type(processes) is int and processes == 0):
-        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight)
+        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight, pacing=pacing)
         pipe.add("faces", detection_stage(num_threads=num_threads))
         pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
         return pipe
@@ -298,7 +300,7 @@ def face_mesh_pipeline(
         raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
     # By default one frame per process in flight: a frame never waits behind another one's chain.
     in_flight = processes if max_in_flight is None else max_in_flight
-    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=in_flight)
+    pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=in_flight, pacing=pacing)
     chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
     pipe.add("landmarks", chain, workers=processes)
     pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list

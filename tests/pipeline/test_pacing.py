@@ -141,12 +141,12 @@ def test_pacing_predicts_from_the_median_of_each_stages_recent_calls():
         assert stages.held_future.result(WAIT_S).ok
 
 
-def test_a_pipeline_file_turns_pacing_off(tmp_path):
+def test_a_pipeline_file_turns_pacing_on(tmp_path):
     from edgeinf.errors import InputError
     from edgeinf.pipeline.config import load_pipeline
 
     stage = '[[stage]]\nname = "stats"\nfactory = "stage_helpers:frame_stats"\n'
-    for setting, paced in (("", True), ("pacing = false\n", False)):
+    for setting, paced in (("", False), ("pacing = true\n", True)):
         path = tmp_path / "paced.toml"
         path.write_text(f"[pipeline]\n{setting}{stage}")
         with load_pipeline(path) as pipe:
