@@ -22,6 +22,10 @@ from . import _C
 
 _switch_lock = threading.Lock()
 
+# The x86 paths built on AVX2: a kernel without a variant of their own runs AVX2's (the
+# VNNI paths add the GEMM and, on avx512vnni, a depthwise kernel with AVX2's channel tail).
+AVX2_PATHS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
+
 
 def active_isa() -> str:
     """The kernel path in use: ``scalar``, ``avx2``, ``avx2vnni``, ``avx512vnni``, ``neon`` or

@@ -29,6 +29,7 @@ import numpy as np
 from .. import _C
 from ..errors import ModelFileError, UnsupportedOperatorError
 from ..formats.tflite import Operator, Tensor, TfliteModel
+from ..isa import AVX2_PATHS
 from ..quant import conv_output_size
 from . import quantization as qz
 from .float_islands import FloatIsland, find_islands, island_tables
@@ -102,10 +103,6 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
         step.args[slots[0]], step.args[slots[1]] = lo, hi
 
 
-# The paths whose depthwise kernel is AVX2's (the VNNI paths have only a GEMM of their own).
-_AVX2_DEPTHWISE_PATHS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
-
-
 def _pads_depthwise(c: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
     of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
@@ -113,7 +110,7 @@ def _pads_depthwise(c: int) -> bool:
     then 8 channels per step) would take a scalar tail."""
     if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
         return False
-    return c < _DW_BLOCK or _C.active_isa() not in _AVX2_DEPTHWISE_PATHS
+    return c < _DW_BLOCK or _C.active_isa() not in AVX2_PATHS
 
 
 def _align(n: int) -> int:

@@ -704,7 +704,8 @@ class Pipeline:
     def _settle(self, job: _Job, stage: Stage, result: StageResult) -> None:
         job.results[stage.name] = result
         self.metrics.stage_outcomes[stage.name][result.status] += 1
-        self._paced.notify_all()
+        if self.pacing:  # a paced admission may be waiting for this stage
+            self._paced.notify_all()
 
     def _wait_for_pace(self, limit_s: float | None) -> None:
         """Without the lock: wait until a new frame is predicted to pass every stage unqueued.

@@ -86,16 +86,15 @@ def crop_matrix(rect: RotatedRect, size: int) -> tuple[float, ...]:
 # Packed formats the native crop reads: the bytes of R, G and B in a pixel.
 _PACKED_RGB = {"bgr": (2, 1, 0), "rgb": (0, 1, 2), "bgra": (2, 1, 0), "rgba": (0, 1, 2)}
 _NATIVE_MAX_SIDE = 8192  # the native crop's largest frame side (warp_affine.h)
-# Kernel paths with a vectorized crop: AVX2 and the VNNI paths, which run every kernel
-# without a VNNI variant (the crop among them) on AVX2. Elsewhere OpenCV's warpAffine
-# (vectorized on every platform) is faster than the native scalar reference.
-_NATIVE_CROP_ISAS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
 
 
-def _active_isa() -> str:
-    from ..isa import active_isa  # the native module, imported on the first crop, not with this module
+def _native_crop_vectorized() -> bool:
+    """Whether the native crop runs vectorized: on AVX2 and the paths built on it (edgeinf.isa).
+    Elsewhere OpenCV's warpAffine (vectorized on every platform) is faster than the native
+    scalar reference."""
+    from ..isa import AVX2_PATHS, active_isa  # the native module, imported on the first crop, not with this module
 
-    return active_isa()
+    return active_isa() in AVX2_PATHS
 
 
 def frame_bgr(frame: Frame) -> np.ndarray:
@@ -177,7 +176,7 @@ class FaceLandmarker:
             self._native
             and frame.format in _PACKED_RGB
             and max(data.shape[:2]) <= _NATIVE_MAX_SIDE
-            and _active_isa() in _NATIVE_CROP_ISAS
+            and _native_crop_vectorized()
         ):
             outputs = self._run_on_native_crop(data, _PACKED_RGB[frame.format], rect)
         else:

@@ -177,6 +177,12 @@ def _not_dispatched(row: dict) -> bool:
     return row["cpu"] == "cortex-a76" and row["isa"] != "neondot"
 
 
+def _xnnpack_row(rows: list[dict], mine: dict) -> dict | None:
+    """XNNPACK's row for the CPU and case of edgeinf's row ``mine``."""
+    key = (mine["cpu"], mine["case"])
+    return next((r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == key), None)
+
+
 def kernel_bounds(rows: list[dict]) -> list[dict]:
     """Per kernel case, CPU and edgeinf path: the speedup now and its ceilings (issue limits)."""
     out = []
@@ -184,10 +190,7 @@ def kernel_bounds(rows: list[dict]) -> list[dict]:
         work = KERNEL_WORK.get(mine["case"])
         if mine["contender"] != "edgeinf" or work is None or _not_dispatched(mine):
             continue
-        theirs = next(
-            (r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == (mine["cpu"], mine["case"])),
-            None,
-        )
+        theirs = _xnnpack_row(rows, mine)
         if theirs is None or not mine["throughput_cycles"]:
             continue
         f = floors(work, mine["cpu"], dot=mine["isa"] == "neondot")
@@ -249,10 +252,7 @@ def model_gaps(rows: list[dict]) -> list[dict]:
             continue
         if _not_dispatched(mine):
             continue
-        theirs = next(
-            (r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == (mine["cpu"], mine["case"])),
-            None,
-        )
+        theirs = _xnnpack_row(rows, mine)
         if theirs is None or not mine["throughput_cycles"]:
             continue
         xnn, groups = theirs["throughput_cycles"], mine["by_group"]
