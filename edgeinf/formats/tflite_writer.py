@@ -304,11 +304,24 @@ def pack(model) -> bytes:
 
 
 def unpack(data: bytes):
-    """A .tflite file's bytes as a mutable schema ``ModelT`` (verify with read_tflite first)."""
+    """A .tflite file's bytes as a mutable schema ``ModelT``, verified first (the Object API
+    trusts offsets). Buffers stored after the flatbuffer (``offset``/``size``, as
+    ai-edge-quantizer writes them) are read back into the model, so that it packs again."""
+    from ..errors import ModelFileError
     from .tflite import read_tflite
 
-    read_tflite(data)  # the Object API trusts offsets: verify before unpacking
-    return schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
+    read_tflite(data)
+    model = schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
+    for i, buf in enumerate(model.buffers or []):
+        if getattr(buf, "offset", 0) > 1:
+            end = buf.offset + buf.size
+            if end > len(data):
+                raise ModelFileError(
+                    f"buffer {i} lies at bytes {buf.offset}..{end}, past the end of the file ({len(data)})"
+                )
+            buf.data = np.frombuffer(data[buf.offset : end], np.uint8)
+            buf.offset = buf.size = 0
+    return model
 
 
 # ---- edits of real models, for the proof tests ------------------------------------------------

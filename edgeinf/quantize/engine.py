@@ -18,7 +18,8 @@ import numpy as np
 
 from ..errors import BackendUnavailableError, EdgeInfError, InputError, UnsupportedOperatorError
 from ..formats.tflite_schema import schema
-from .prepare import SIGNATURE_KEY, opcode_name, unpack_inline
+from ..formats.tflite_writer import unpack
+from .prepare import SIGNATURE_KEY, opcode_name
 
 log = logging.getLogger(__name__)
 REQUIREMENT = "ai-edge-quantizer==0.10.0"
@@ -99,7 +100,7 @@ _SAME_VALUES = {"RESHAPE", "CONCATENATION", "SQUEEZE", "TRANSPOSE", "GATHER", "S
 
 def range_path(data: bytes, output: str) -> list[str]:
     """Names of the tensor ``output`` and of the tensors that reach it only through rearranging ops."""
-    model = unpack_inline(data)
+    model = unpack(data)
     sg = model.subgraphs[0]
     names = [_str(t.name) for t in sg.tensors]
     writer = {int(o): op for op in sg.operators for o in op.outputs}
@@ -121,7 +122,7 @@ def _str(raw) -> str:
 
 def float_operators(data: bytes) -> list[str]:
     """Operators of a quantized model that still compute in float, as ``"NAME (node N, output 'x')"``."""
-    model = unpack_inline(data)
+    model = unpack(data)
     sg = model.subgraphs[0]
     float32 = schema().TensorType.FLOAT32
     found = []
@@ -138,7 +139,7 @@ def float_operators(data: bytes) -> list[str]:
 
 def is_quantized(data: bytes) -> bool:
     """Whether a model already computes in int8/uint8/int16: a non-constant quantized tensor feeds an operator."""
-    model = unpack_inline(data)
+    model = unpack(data)
     types = schema().TensorType
     quantized = {types.INT8, types.UINT8, types.INT16}
     for sg in model.subgraphs:

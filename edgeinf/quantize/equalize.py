@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..formats.tflite_schema import schema
-from ..formats.tflite_writer import pack
-from .prepare import opcode_name, unpack_inline
+from ..formats.tflite_writer import pack, unpack
+from .prepare import opcode_name
 
 TYPICAL_PERCENTILE = 90  # channels are brought down to the 90th percentile of their tensor's channel ranges
 MIN_GAIN = 4.0  # pairs whose widest channel is less than this over the typical range are left alone
@@ -64,7 +64,7 @@ def linear_pairs(model) -> list[tuple[int, int]]:
 
 def candidate_tensors(data: bytes) -> list[str]:
     """Names of the tensors between rescalable pairs: their per-channel ranges are needed."""
-    model = unpack_inline(data)
+    model = unpack(data)
     sg = model.subgraphs[0]
     return [_name(sg.tensors[int(sg.operators[p].outputs[0])].name) for p, _ in linear_pairs(model)]
 
@@ -95,7 +95,7 @@ def equalize(data: bytes, channel_max_abs: dict[str, np.ndarray]) -> tuple[bytes
     Returns:
         The rewritten model and, per rescaled tensor, how much narrower its widest channel became.
     """
-    model = unpack_inline(data)
+    model = unpack(data)
     sg = model.subgraphs[0]
     changed = {}
     for p, c in linear_pairs(model):

@@ -13,8 +13,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..formats.tflite_schema import schema
-from ..formats.tflite_writer import pack
-from .prepare import unpack_inline
+from ..formats.tflite_writer import pack, unpack
 
 IO_TYPES = ("int8", "uint8", "float")
 
@@ -81,7 +80,7 @@ def set_io_type(data: bytes, io: str) -> bytes:
         raise InputError(f"io must be one of {', '.join(IO_TYPES)}, got {io!r}")
     if io == "int8":
         return data
-    model = unpack_inline(data)
+    model = unpack(data)
     sg = model.subgraphs[0]
     into = _opcode(model, "QUANTIZE", 2)
     out_op = _opcode(model, "DEQUANTIZE", 2) if io == "float" else into

@@ -36,22 +36,6 @@ def _name(raw) -> str:
     return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
-def unpack_inline(data: bytes):
-    """`unpack`, with buffers stored after the flatbuffer (``offset``/``size``, as
-    ai-edge-quantizer writes them) read back into the model so that it can be packed again."""
-    model = unpack(data)
-    for i, buf in enumerate(model.buffers or []):
-        if getattr(buf, "offset", 0) > 1:
-            end = buf.offset + buf.size
-            if end > len(data):
-                raise ModelFileError(
-                    f"buffer {i} lies at bytes {buf.offset}..{end}, past the end of the file ({len(data)})"
-                )
-            buf.data = np.frombuffer(data[buf.offset : end], np.uint8)
-            buf.offset = buf.size = 0
-    return model
-
-
 def opcode_name(model, opcode_index: int) -> str:
     """Builtin name (or custom code) of an operator code of a schema ``ModelT``."""
     oc = model.operatorCodes[opcode_index]
@@ -213,7 +197,7 @@ def drop_unused_opcodes(model) -> int:
 
 def prepare(data: bytes) -> tuple[bytes, dict[str, int]]:
     """The model's bytes with the fix-ups and the RELU fusion applied, and what each changed."""
-    model = unpack_inline(data)
+    model = unpack(data)
     changes = {
         "opcodes_fixed": fix_opcodes(model),
         "signature_added": int(add_signature(model)),

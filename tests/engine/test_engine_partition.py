@@ -126,3 +126,35 @@ def test_a_cut_model_holds_only_its_own_weights():
     cut = cut_model(data, middle)
     assert len(cut) < len(data) // 4  # the two convolutions' weights are gone
     assert [op.opcode.name for op in read_tflite(cut).main.operators] == ["SPACE_TO_DEPTH"]
+
+
+def test_a_model_with_its_weights_after_the_flatbuffer_splits_exactly(tmp_path):
+    """`edgeinf quantize` writes weights after the flatbuffer (as ai-edge-quantizer does): the
+    LiteRT segments cut from such a model carry them, and the split runs as the whole does."""
+    from dataclasses import replace
+
+    from edgeinf.backends.partitioned import PartitionedBackend
+    from edgeinf.formats.tflite_writer import unpack
+
+    quantize = pytest.importorskip("edgeinf.quantize", reason="edgeinf quantize builds the int8 face models")
+    path = quantize.int8_path("face_detection_short_range")
+    data = path.read_bytes()
+    stored = schema().ModelT.InitFromPackedBuf(bytearray(data), 0).buffers
+    assert any(getattr(b, "offset", 0) > 1 for b in stored)  # weights after the flatbuffer
+    assert all(getattr(b, "offset", 0) <= 1 for b in unpack(data).buffers)  # read back in
+    parsed = read_tflite(data)
+    support = node_support(parsed)
+    pool = next(n.index for n in support if n.op == "MAX_POOL_2D")
+    support[pool] = replace(support[pool], native=False, reason="taken off the engine by the test")
+    segments = partition(parsed, support)
+    assert [s.native for s in segments] == [True, False, True]
+    backend = PartitionedBackend(path, data, parsed, support, segments, num_threads=2, reference=True)
+    try:
+        rng = np.random.default_rng(3)
+        for _ in range(2):
+            x = rng.integers(-128, 128, backend.inputs[0].shape, dtype=np.int8)
+            backend.set_input(0, x)
+            for got, want in zip(backend.invoke(), reference_outputs(data, [x])):
+                assert not first_mismatch(got, want)
+    finally:
+        backend.close()
