@@ -1,7 +1,7 @@
 """Whole int8 models, side by side: edgeinf's engine vs LiteRT with XNNPACK vs LiteRT built-in.
 
     python benchmarks/bench_engine.py [--runs 40] [--rounds 8] [--json benchmarks/results/engine.json]
-    python benchmarks/bench_engine.py --profile [--threads 1]   # the engine's time per step
+    python benchmarks/bench_engine.py --profile [--threads 1]   # time per step, beside XNNPACK's per operator
 
 The models are the manifest's face models quantized to int8 two ways: by TFLite's own
 post-training calibrator (in the LiteRT wheel), calibrated on crops of the Grace Hopper photo
@@ -159,8 +159,42 @@ def _step_shape(step) -> tuple[str, int]:
     return (f"{args['n']} values", 0) if "n" in args else ("", 0)
 
 
+def xnnpack_op_times(data: bytes, threads: int, runs: int) -> list[tuple[str, float]]:
+    """(operator, median seconds) of each operator of the main graph cut as a model of its
+    own (`edgeinf.engine.cut_model`) and run on LiteRT+XNNPACK: what XNNPACK spends on it,
+    plus one invoke's overhead (printed as the smallest time)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from edgeinf.engine import Segment, cut_model
+    from edgeinf.formats.tflite import read_tflite
+
+    sg = read_tflite(data).main
+    produced = {t for op in sg.operators for t in op.outputs} | set(sg.inputs)
+    rng = np.random.default_rng(0)
+    times = []
+    for i, op in enumerate(sg.operators):
+        inputs = tuple(dict.fromkeys(t for t in op.inputs if t in produced))
+        cut = cut_model(data, Segment(False, (i,), inputs, tuple(t for t in op.outputs if t >= 0)))
+        interp = Interpreter(model_content=cut, num_threads=threads)
+        interp.allocate_tensors()
+        for d in interp.get_input_details():
+            info = np.iinfo(d["dtype"]) if np.issubdtype(d["dtype"], np.integer) else None
+            value = rng.integers(info.min, info.max, d["shape"]) if info else rng.standard_normal(d["shape"])
+            interp.set_tensor(d["index"], value.astype(d["dtype"]))
+        for _ in range(5):
+            interp.invoke()
+        calls = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            interp.invoke()
+            calls.append(time.perf_counter() - t0)
+        times.append((op.opcode.name, statistics.median(calls)))
+    return times
+
+
 def profile(models: dict, threads: int, runs: int) -> None:
-    """Print the engine's median time per step of each model, and the totals per operator."""
+    """Print the engine's median time per step of each model and, where a step is one
+    operator, XNNPACK's time for that operator cut as its own model; then totals per operator."""
     from collections import defaultdict
 
     from edgeinf.engine import build_program, plan_model
@@ -173,15 +207,36 @@ def profile(models: dict, threads: int, runs: int) -> None:
             print(f"{name}: not on the engine ({exc})")
             continue
         times = build_program(plan, threads).profile(runs)
-        print(f"\n{name}: {len(times)} steps, {sum(times) * 1e3:.2f} ms (sum of per-step medians, {threads} thr)")
+        theirs = xnnpack_op_times(path.read_bytes(), threads, runs)
+        # The engine's steps of one operator kind run that kind's operators in graph order;
+        # kinds the plan folds into others (PAD into a conv, float chains) are compared in total.
+        queues: dict[str, list[float]] = defaultdict(list)
+        for op, t in theirs:
+            queues[op].append(t)
+        kinds: dict[str, int] = defaultdict(int)
+        for step in plan.steps:
+            kinds[step.op] += 1
+        one_to_one = {op for op, n in kinds.items() if n == len(queues.get(op, ()))}
+        print(
+            f"\n{name}: {len(times)} steps, {sum(times) * 1e3:.2f} ms (sum of per-step medians, {threads} thr); "
+            f"XNNPACK {sum(t for _, t in theirs) * 1e3:.2f} ms over {len(theirs)} operators cut one by one "
+            f"(fastest {min(t for _, t in theirs) * 1e6:.1f} us)"
+        )
         by_op: dict[str, float] = defaultdict(float)
         for step, t in zip(plan.steps, times):
             shape, macs = _step_shape(step)
             rate = f"{macs / t / 1e9:6.1f} GMAC/s" if macs and t > 0 else ""
-            print(f"  {t * 1e6:8.1f} us  {step.op:18s} {shape:32s} {rate}")
+            beside = ""
+            if step.op in one_to_one:
+                x = queues[step.op].pop(0)
+                beside = f"xnnpack {x * 1e6:7.1f} us ({x / t:4.2f}x)" if t > 0 else ""
+            print(f"  {t * 1e6:8.1f} us  {step.op:18s} {shape:32s} {rate:14s} {beside}")
             by_op[step.op] += t
-        for op, t in sorted(by_op.items(), key=lambda kv: -kv[1]):
-            print(f"  {t * 1e3:7.3f} ms  {op}")
+        their_by_op: dict[str, float] = defaultdict(float)
+        for op, t in theirs:
+            their_by_op[op] += t
+        for op in sorted(set(by_op) | set(their_by_op), key=lambda k: -max(by_op[k], their_by_op[k])):
+            print(f"  {by_op[op] * 1e3:7.3f} ms  {op:24s} xnnpack {their_by_op[op] * 1e3:7.3f} ms")
 
 
 def flat_row(row: dict) -> dict:
@@ -209,7 +264,9 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=40, help="calls per block")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of blocks")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
-    parser.add_argument("--profile", action="store_true", help="print the engine's time per step instead")
+    parser.add_argument(
+        "--profile", action="store_true", help="print the engine's time per step, and XNNPACK's per operator, instead"
+    )
     parser.add_argument("--threads", type=int, default=1, help="threads of --profile")
     args = parser.parse_args(argv)
     rows = []
