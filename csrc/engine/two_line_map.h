@@ -71,6 +71,7 @@ class TwoLineMap {
 // with it); the SIMD ones give its results bit for bit.
 void two_line_map__scalar(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 void two_line_map__avx2(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
+void two_line_map__avx512(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 
 // The SIMD variant of the active path, or null where there is none (the scalar arithmetic
 // is slower than a table lookup, so callers keep their table there).

@@ -252,24 +252,27 @@ def test_the_native_table_step_refuses_bad_arguments(n, tables, message):
         program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables, split=split)
 
 
-def run_channel_tables(tables: np.ndarray, split: int, rng) -> tuple[str, dict]:
+def run_channel_tables(tables: np.ndarray, split: int, rng, extra_pixels: int = 0) -> tuple[str, dict]:
     """A one-step program of ``tables`` ([channels, 256]) on every input byte of each
-    channel: the step's name and, per kernel path, the first output that differs from
+    channel (then ``extra_pixels`` random pixels, so that vector loops end in their
+    tails): the step's name and, per kernel path, the first output that differs from
     the tables' own entries (empty when none does)."""
     from edgeinf import _C
 
     channels = len(tables)
-    n = 256 * channels
+    pixels = 256 + extra_pixels
+    n = pixels * channels
     program = _C.EngineProgram(2 * n, 1)
     program.channel_lut(op="T", in_offset=0, out_offset=n, n=n, tables=tables, split=split)
     x = every_byte((1, 16, 16, channels), "int8", rng).reshape(256, channels)
-    program.view(0, (256, channels), np.dtype(np.int8))[...] = x
+    x = np.concatenate([x, rng.integers(-128, 128, (extra_pixels, channels), dtype=np.int8)])
+    program.view(0, (pixels, channels), np.dtype(np.int8))[...] = x
     want = tables[np.arange(channels), x.view(np.uint8)]
     mismatches = {}
     for isa in kernels.supported_isas():
         with kernels.use_isa(isa):
             program.run()
-        mismatches[isa] = first_mismatch(program.view(n, (256, channels), np.dtype(np.int8)).copy(), want)
+        mismatches[isa] = first_mismatch(program.view(n, (pixels, channels), np.dtype(np.int8)).copy(), want)
     return program.step_names()[0], mismatches
 
 
@@ -282,13 +285,14 @@ def lines_tables(m: np.ndarray, b: np.ndarray, split: int) -> np.ndarray:
     return np.ascontiguousarray(np.clip(y, -128, 127).astype(np.int8))
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_tables_drawn_from_two_lines_are_found_to_be_lines(seed):
+# Channel counts and pixel counts around the SIMD variants' 16-, 32- and 64-value steps.
+@pytest.mark.parametrize("seed, channels, extra_pixels", [(0, 24, 0), (1, 24, 3), (2, 5, 7), (3, 72, 1), (4, 16, 5)])
+def test_tables_drawn_from_two_lines_are_found_to_be_lines(seed, channels, extra_pixels):
     rng = np.random.default_rng(seed)
-    channels, split = 24, int(rng.integers(-128, 129))
+    split = int(rng.integers(-128, 129))
     m = rng.integers(-(1 << 22), 1 << 22, (2, channels), dtype=np.int64) >> rng.integers(0, 8, (2, channels))
     b = rng.integers(-(1 << 27), 1 << 27, (2, channels), dtype=np.int64)
-    name, mismatches = run_channel_tables(lines_tables(m, b, split), split, rng)
+    name, mismatches = run_channel_tables(lines_tables(m, b, split), split, rng, extra_pixels)
     assert name == "T (two lines)"
     assert not any(mismatches.values()), mismatches
 

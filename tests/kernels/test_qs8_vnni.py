@@ -140,10 +140,13 @@ def test_conv2d_fixed_point_epilogue_equals_the_reference(dot_path, kernel):
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
 # rounding operands, and VPDPBUSD in either encoding.
 _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
-# The VNNI GEMM micro-kernels, and the AVX-512 depthwise kernel of the avx512vnni path
-# (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step.
+# The VNNI GEMM micro-kernels, the AVX-512 depthwise kernel of the avx512vnni path
+# (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step, and
+# the other kernels that path runs on AVX-512, each named for it (ADD's linear form, the
+# two-line map).
 _VNNI_KERNEL = re.compile(
     r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
+    r"|^edgeinf::(?:qs8|engine)::\w+__avx512\("
 )
 
 
