@@ -139,4 +139,10 @@ TwoLineMapKernel two_line_map_simd() {
   return select<TwoLineMapKernel>(nullptr, EDGEINF_AVX2(two_line_map__avx2), nullptr, nullptr, avx512);
 }
 
+AddTwoLinesKernel add_two_lines_simd() {
+  VnniVariants<AddTwoLinesKernel> avx512;
+  avx512.avx512vnni = EDGEINF_AVX512VNNI(add_two_lines__avx512);
+  return select<AddTwoLinesKernel>(nullptr, nullptr, nullptr, nullptr, avx512);
+}
+
 }  // namespace edgeinf::engine

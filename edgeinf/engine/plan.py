@@ -213,6 +213,7 @@ class _Planner:
                 raise UnsupportedOperatorError(f"{where(op)} is not an operator the engine runs")
             handler(op)
         self.fuse_relus()
+        self.fuse_add_tables()
         return self.layout()
 
     def check_tensors(self, indices) -> None:
@@ -897,6 +898,44 @@ class _Planner:
             prev.nodes += step.nodes
             prev.fused += (step.op,)
         self.steps = kept
+
+    def fuse_add_tables(self) -> None:
+        """Fold a per-channel table step of int8 values (a float PRELU's, say) into the ADD
+        before it, when the ADD's operands and sum have one shape and nothing else reads the
+        sum: one native step then maps the sums before they leave the cache."""
+        readers = Counter(t for s in self.steps for t in s.reads)
+        outputs = set(self.outputs)
+        producer = {w: s for s in self.steps for w in s.writes}
+        kept: list[Step] = []
+        for step in self.steps:
+            prev = producer.get(step.reads[0]) if step.method == "channel_lut" and "split" in step.args else None
+            if (
+                prev is None
+                or prev.method != "add"
+                or prev.args["subtract"]
+                or not self._same_shape_operands(prev)
+                or readers[step.reads[0]] != 1
+                or step.reads[0] in outputs
+            ):
+                kept.append(step)
+                continue
+            add = prev.args
+            prev.method = "add_channel_lut"
+            prev.args = dict(
+                op="+".join((prev.op, *prev.fused, step.op, *step.fused)), x_offset=add["x_offset"],
+                y_offset=add["y_offset"], out_offset=step.args["out_offset"], n=step.args["n"], params=add["params"],
+                tables=step.args["tables"], split=step.args["split"],
+            )  # fmt: skip
+            prev.writes = step.writes
+            prev.nodes += step.nodes
+            prev.fused += (step.op, *step.fused)
+        self.steps = kept
+
+    @staticmethod
+    def _same_shape_operands(step: Step) -> bool:
+        shape = step.args["shape"]
+        contiguous = tuple(int(np.prod(shape[d + 1 :])) for d in range(4))
+        return tuple(step.args["x_strides"]) == tuple(step.args["y_strides"]) == contiguous
 
     def _same_quantization(self, a: int, b: int) -> bool:
         qa, qb = self.tensors[a].quantization, self.tensors[b].quantization
