@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import Graph, engine, first_mismatch, random_q, reference_outputs
+from engine_models import Graph, assert_engine_exact, engine, first_mismatch, random_q, reference_outputs
 
 from edgeinf import kernels
 from edgeinf.engine import node_support
@@ -353,19 +353,10 @@ def residual_prelu_model(rng, shape, *, activation="none", sum_read_twice=False,
     return g.build([x, y], [out, total] if sum_read_twice else [out])
 
 
-def assert_two_inputs_exact(data: bytes, rng, threads: int = 1) -> list[str]:
-    backend = engine(data, threads)
-    xs = [rng.integers(-128, 128, spec.shape, dtype=np.int8) for spec in backend.inputs]
-    want = reference_outputs(data, xs)
-    for isa in kernels.supported_isas():
-        with kernels.use_isa(isa):
-            for i, x in enumerate(xs):
-                backend.set_input(i, x)
-            got = backend.invoke()
-        for k, (g_, w) in enumerate(zip(got, want)):
-            msg = first_mismatch(g_, w)
-            assert not msg, f"output {k} on {isa}: {msg}"
-    return backend._program.step_names()
+def exact_steps(data: bytes, rng, threads: int = 1) -> list[str]:
+    """The engine's steps of ``data``, once its outputs are asserted exact on every path."""
+    assert_engine_exact(data, rng, threads=threads)
+    return engine(data, threads)._program.step_names()
 
 
 # Shapes around the fused kernel's 64- and 16-value steps and the chunks of the unfused
@@ -377,7 +368,7 @@ def assert_two_inputs_exact(data: bytes, rng, threads: int = 1) -> list[str]:
 )  # fmt: skip
 def test_an_add_and_the_prelu_after_it_run_as_one_step(seed, shape, threads, activation):
     rng = np.random.default_rng(seed)
-    steps = assert_two_inputs_exact(residual_prelu_model(rng, shape, activation=activation), rng, threads)
+    steps = exact_steps(residual_prelu_model(rng, shape, activation=activation), rng, threads)
     assert steps == ["ADD+DEQUANTIZE+PRELU+QUANTIZE (two lines)"]
 
 
@@ -387,4 +378,4 @@ def test_an_add_stays_a_step_of_its_own_where_the_prelu_is_not_its_only_reader(c
     data = residual_prelu_model(
         rng, (1, 8, 8, 16), sum_read_twice=case == "sum read twice", broadcast=case == "broadcast"
     )
-    assert assert_two_inputs_exact(data, rng) == ["ADD", "DEQUANTIZE+PRELU+QUANTIZE (two lines)"]
+    assert exact_steps(data, rng) == ["ADD", "DEQUANTIZE+PRELU+QUANTIZE (two lines)"]
