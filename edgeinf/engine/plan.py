@@ -103,14 +103,19 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
         step.args[slots[0]], step.args[slots[1]] = lo, hi
 
 
-def _pads_depthwise(c: int) -> bool:
+def _pads_depthwise(c: int, stride_w: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
     of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
     the one before, so only fewer channels need the padding there; the NEON kernels (16,
-    then 8 channels per step) would take a scalar tail."""
+    then 8 channels per step) would take a scalar tail. The avx512vnni kernel runs fewer
+    than 16 channels at a horizontal stride of 1 as one run of values per output row
+    (its flat schedule, any channel count), so those layers keep their channels."""
     if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
         return False
-    return c < _DW_BLOCK or _C.active_isa() not in AVX2_PATHS
+    isa = _C.active_isa()
+    if c < _DW_BLOCK and stride_w == 1 and isa == "avx512vnni":
+        return False
+    return c < _DW_BLOCK or isa not in AVX2_PATHS
 
 
 def _align(n: int) -> int:
@@ -285,7 +290,7 @@ class _Planner:
                 f"{where(op)}: filter of shape {list(args['weights'].shape)} does not fit {c} input channels"
             )
         args["depth_multiplier"] = o // c
-        if o == c and _pads_depthwise(c):
+        if o == c and _pads_depthwise(c, stride_w=args["geometry"][7]):
             self.pad_depthwise_channels(args, c)
         self.add(op, args.pop("method", "depthwise_conv2d"), args, [x.index], [y.index])
 
