@@ -89,6 +89,9 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
   // their accumulators.
   const bool float_form = fl != nullptr && avx2_rq::rounds_to_nearest();
   const bool fused = tiles.requantizes && (float_form || !w.requantizes_in_double());
+  // Else the guarded float form where the weights have one (tiles of that form: it rounds
+  // explicitly, whatever MXCSR says).
+  const FloatRequantization* guarded = float_form ? nullptr : w.guarded_float_requantization();
   const Requantization& rq = w.requantization();
   for (size_t j = 0; j < blocks; j += nc) {
     const size_t panels = std::min(nc, blocks - j);
@@ -101,6 +104,9 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
       if (float_form) {
         o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
         o.offset_neg = fl->offset_neg.data() + col0;
+      } else if (guarded != nullptr) {
+        o.scale = guarded->scale.data() + col0, o.offset = guarded->offset.data() + col0;
+        o.offset_neg = guarded->offset_neg.data() + col0;
       }
       o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
       o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
