@@ -145,16 +145,31 @@ struct ZmmDot {
   };
 };
 
-constexpr DotTiles kFloatTiles = dot_tiles<ZmmDot<Form::kFloat>, 8, 2>();
-constexpr DotTiles kGuardedTiles = dot_tiles<ZmmDot<Form::kGuarded>, 8, 2>();
-constexpr DotTiles kFixedTiles = dot_tiles<ZmmDot<Form::kFixed>, 8, 2>();
+// Tiles of 8 rows by up to two panels (16 chains of VPDPBUSD) and, in the float form, for
+// layers of one panel (up to 16 output channels), of 12 rows by one: 12 chains instead of
+// 8 (measured on Zen 5: 4-7% less time on the face models' 1x1 layers to 8 and 16
+// channels; no gain in the other forms, whose epilogue dominates).
+template <Form F>
+struct FormTiles {
+  static constexpr DotTiles kWide = dot_tiles<ZmmDot<F>, 8, 2>();
+  static const DotTiles& of(const GemmWeights& w) {
+    if constexpr (F == Form::kFloat) {
+      static constexpr DotTiles kNarrow = dot_tiles<ZmmDot<F>, 12, 1>();
+      if (w.n() <= 16) return kNarrow;
+    }
+    return kWide;
+  }
+};
 
 // The tiles of the form the driver will pass them (dot_driver__avx2.cc's choice): the
 // float form where it is exact and MXCSR rounds to nearest, else the guarded one where the
 // weights have it, else the fixed-point steps.
 const DotTiles& tiles_for(const GemmWeights& w) {
-  if (w.float_requantization() != nullptr && (_mm_getcsr() & _MM_ROUND_MASK) == _MM_ROUND_NEAREST) return kFloatTiles;
-  return w.guarded_float_requantization() != nullptr ? kGuardedTiles : kFixedTiles;
+  if (w.float_requantization() != nullptr && (_mm_getcsr() & _MM_ROUND_MASK) == _MM_ROUND_NEAREST) {
+    return FormTiles<Form::kFloat>::of(w);
+  }
+  return w.guarded_float_requantization() != nullptr ? FormTiles<Form::kGuarded>::of(w)
+                                                     : FormTiles<Form::kFixed>::of(w);
 }
 
 }  // namespace
