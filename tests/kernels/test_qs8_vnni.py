@@ -95,6 +95,10 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (2, 12, 10, 8, 16, 3, 3, 2, 1, "same"),
     (1, 13, 13, 32, 33, 5, 5, 1, 2, "same"),  # dilation
     (1, 20, 20, 3, 16, 3, 3, 2, 1, "same"),  # few channels: the direct kernel, on AVX2
+    (2, 11, 13, 3, 24, 3, 3, 1, 1, "same"),  # few channels: windows padded on every side, two images
+    (1, 17, 15, 4, 8, 5, 5, 2, 1, "same"),
+    (1, 9, 9, 2, 16, 3, 3, 1, 2, "valid"),  # few channels, dilated: windows copied value by value
+    (1, 4, 3, 3, 16, 5, 5, 1, 1, "same"),  # an image smaller than the filter
     (1, 24, 24, 64, 24, 3, 3, 1, 1, "valid"),  # several row blocks of the GEMM
 ]
 
