@@ -276,6 +276,12 @@ DW_SHAPES = [
     (6, 7, 29, 2, (5, 5), (1, 1), (1, 1), "same"),
     (5, 9, 64, 1, (3, 3), (1, 1), (2, 2), "valid"),
     (6, 8, 96, 1, (3, 3), (1, 1), (1, 1), "valid"),
+    # NEON's last block ending at the last channel: 8 overlapping a 16-block, two 8-blocks
+    # of 9 to 15 channels, 16 overlapping, at strides 1 and 2
+    (6, 7, 20, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (6, 9, 12, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (5, 10, 42, 1, (3, 3), (1, 1), (1, 1), "valid"),
+    (7, 8, 28, 1, (3, 3), (2, 2), (1, 1), "same"),
 ]
 
 
