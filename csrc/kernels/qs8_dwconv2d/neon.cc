@@ -11,11 +11,12 @@
 // takes the first tap alone). A depth multiplier above 1 reads rows with repeated channels
 // (DwRows), so it runs the same code.
 //
-// A block walks one output row with its requantization's parameters held in registers;
-// pixels whose window lies within the row go in pairs that share each weight load, their
-// taps' input pointers kept in registers and advanced together. When 8 does not divide the
-// channel count, the last block overlaps the one before it (the overlapping channels are
-// computed twice, to equal values), so every channel runs in SIMD from 8 channels up.
+// A block of channels walks one output row: pixels whose window lies within the row go in
+// pairs that share each weight load (a 3x3 filter at stride 1 or 2 also shares the input
+// columns the two windows have in common), the others read the zero row for taps off the
+// row. When 8 does not divide the channel count, the last block overlaps the one before it
+// (the overlapping channels are computed twice, to equal values), so every channel runs in
+// SIMD from 8 channels up.
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -26,6 +27,8 @@
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
+// (named so that per-function profiles, tools/arm64/bounds.py, file these under depthwise)
+namespace dwconv_neon {
 namespace {
 
 using neon_rq::Form;
@@ -38,8 +41,8 @@ constexpr size_t kTapBytes = 16;  // a block panel's weights of one tap (8 used 
 
 // The requantization of a block of 8H channels from c: as Requantize16Of (rq_neon_inl.h),
 // saturating narrows and then the activation clamp on int8 lanes. The float form's
-// parameters are loaded at each use (four vectors a load) rather than held: FMLA
-// overwrites its offset operand, and a load is cheaper than the register copy.
+// parameters are loaded at each use rather than held in registers: FMLA overwrites its
+// offset operand, and a load costs less than a register copy.
 template <int H, Form F>
 struct BlockRq {
   const Output& q;
@@ -296,14 +299,15 @@ struct Block {
   const int8_t* panel;
 };
 
+// Channels [from, oc), from a multiple of 16.
 template <bool kPairs, size_t kTaps, Form F>
-void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q) {
+void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q, size_t from) {
   const size_t oc = g.in_c * g.depth_multiplier, taps = g.k_h * g.k_w;
   // The blocks: 16 channels from the panels of DwWeights, then the rest as one block of 16
   // or 8 ending at the last channel, its weights gathered here when it is not a panel's.
   std::vector<Block> blocks;
   std::vector<int8_t> tail(taps * kTapBytes, 0);
-  size_t c0 = 0;
+  size_t c0 = from;
   for (; c0 + 16 <= oc; c0 += 16) blocks.push_back({c0, 2, w.neon_panel() + c0 * taps});
   if (c0 < oc && oc - c0 > 8 && oc < 16) {  // 9 to 15 channels: 8, then 8 ending at the last
     blocks.push_back({0, 1, w.neon_panel()});
@@ -346,21 +350,34 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
 }
 
 template <bool kPairs, size_t kTaps>
-void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, size_t from = 0) {
   const Output q(w.requantization(), w.neon_float_requantization());
   switch (neon_rq::form_of(q)) {
     case Form::kFloat:
-      return run_form<kPairs, kTaps, Form::kFloat>(w, g, in, out, q);
+      return run_form<kPairs, kTaps, Form::kFloat>(w, g, in, out, q, from);
     case Form::kFloatSplit:
-      return run_form<kPairs, kTaps, Form::kFloatSplit>(w, g, in, out, q);
+      return run_form<kPairs, kTaps, Form::kFloatSplit>(w, g, in, out, q, from);
     default:
-      return run_form<kPairs, kTaps, Form::kFixedPoint>(w, g, in, out, q);
+      return run_form<kPairs, kTaps, Form::kFixedPoint>(w, g, in, out, q, from);
   }
 }
 
 }  // namespace
+}  // namespace dwconv_neon
+
+bool qs8_dwconv2d__neon_runs_3x3(const DwWeights& w, const DwGeometry& g) {
+  return w.weights_above_min() && g.k_h == 3 && g.k_w == 3 && g.dilation_w == 1 && g.stride_w <= 2;
+}
+
+void qs8_dwconv2d__neon_from(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, size_t from) {
+  if (g.batch == 0 || g.out_h == 0 || g.out_w == 0 || from >= g.in_c * g.depth_multiplier) return;
+  if (qs8_dwconv2d__neon_runs_3x3(w, g)) return dwconv_neon::run<true, 9>(w, g, in, out, from);
+  if (w.weights_above_min()) return dwconv_neon::run<true, 0>(w, g, in, out, from);
+  dwconv_neon::run<false, 0>(w, g, in, out, from);
+}
 
 void qs8_dwconv2d__neon(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  using namespace dwconv_neon;
   if (g.batch == 0 || g.out_h == 0 || g.out_w == 0) return;
   const size_t oc = g.in_c * g.depth_multiplier;
   if (oc < 8) {  // narrower than one block: the reference
