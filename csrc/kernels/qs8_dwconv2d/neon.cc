@@ -159,7 +159,8 @@ EDGEINF_DW_INLINE void accumulate3x3(const int8_t* wt, Input x, const int32_t* s
   for (int h = 0; h < H; ++h) {
     const int32x4_t s_lo = vld1q_s32(start_values + 8 * h), s_hi = vld1q_s32(start_values + 8 * h + 4);
     const int8x8_t f0 = f(0, h);
-    for (int j = 0; j < P; ++j) widen_add<true>(acc[j][2 * h], acc[j][2 * h + 1], s_lo, s_hi, vmull_s8(in(0, j, h), f0));
+    for (int j = 0; j < P; ++j)
+      widen_add<true>(acc[j][2 * h], acc[j][2 * h + 1], s_lo, s_hi, vmull_s8(in(0, j, h), f0));
     for (int t = 1; t < 9; t += 2) {
       const int8x8_t fa = f(t, h), fb = f(t + 1, h);
       for (int j = 0; j < P; ++j) {
@@ -214,7 +215,8 @@ void row_3x3(const RowBlock& r, const int32_t* start_values, const Output& q) {
       src[t] = ix >= 0 && ix < in_w ? rows[t / 3] + ix * static_cast<ptrdiff_t>(oc) : zero;
     }
     int32x4_t acc[1][2 * H];
-    accumulate3x3<1, H>(panel, [&](int t, int) { return src[t]; }, start, acc);
+    accumulate3x3<1, H>(
+        panel, [&](int t, int) { return src[t]; }, start, acc);
     rq.store(acc[0], o + ox * oc);
   };
   // pixels [lo, hi) have their whole window within the row

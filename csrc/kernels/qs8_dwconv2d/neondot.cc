@@ -74,8 +74,7 @@ inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w
 // The requantization's form F fixed at compile time: with the float form's branch and its
 // unused parameters left out, a pixel pair's accumulators and the parameters stay in registers.
 template <int KW, int G, neon_rq::Form F>
-void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q,
-              size_t blocks) {
+void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, const Output& q, size_t blocks) {
   const size_t oc = g.in_c * g.depth_multiplier;
   const int8_t zp = static_cast<int8_t>(w.input_zero_point());
   const size_t groups = w.neondot_row_groups(), column = groups * kGroupBytes;
