@@ -105,17 +105,17 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
 
 def _pads_depthwise(c: int, stride_w: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
-    of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
-    the one before, so only fewer channels need the padding there; the NEON kernels (16,
-    then 8 channels per step) would take a scalar tail. The avx512vnni kernel runs fewer
-    than 16 channels at a horizontal stride of 1 as one run of values per output row
-    (its flat schedule, any channel count), so those layers keep their channels."""
-    if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
+    of 16: on the AVX2 paths, for 8 to 15 channels, which its kernel (blocks of 16, the last
+    one overlapping the one before) would take in a scalar tail, except where the avx512vnni
+    kernel runs them at a horizontal stride of 1 as one run of values per output row (its
+    flat schedule, any channel count). The NEON kernels end any count from 8 up with a block
+    of 16 or 8 overlapping the one before, and the scalar one gains nothing from padding."""
+    if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2 or c > _DW_BLOCK:
         return False
     isa = _C.active_isa()
-    if c < _DW_BLOCK and stride_w == 1 and isa == "avx512vnni":
+    if stride_w == 1 and isa == "avx512vnni":
         return False
-    return c < _DW_BLOCK or isa not in AVX2_PATHS
+    return isa in AVX2_PATHS
 
 
 def _align(n: int) -> int:

@@ -169,15 +169,16 @@ def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():
         x = g.tensor((1, 9, 9, channels), q=random_q(rng))
         d = g.conv(x, None, 3, depthwise=True, out_q=random_q(rng, 0.05, 0.5))
         methods[channels] = plan_model(read_tflite(g.build([x], [d]))).steps[0].method
-    padded = "depthwise_conv2d_padded"
-    assert methods[16] == methods[48] == "depthwise_conv2d"
-    # the avx512vnni kernel runs fewer than 16 channels at a stride of 1 as they are
-    narrow = "depthwise_conv2d" if _C.active_isa() == "avx512vnni" else padded
-    assert methods[8] == methods[12] == narrow
-    # every x86 path but scalar runs AVX2's depthwise kernel, which overlaps its last block
+    direct = "depthwise_conv2d"
+    assert methods[16] == methods[48] == direct
+    # every x86 path but scalar runs AVX2's depthwise kernel, blocks of 16 (the last one
+    # overlapping the one before): 8 to 15 channels would leave it a scalar tail, except on
+    # avx512vnni, which runs them at a stride of 1 as they are; the NEON kernels end any
+    # count from 8 up with a block of 16 or 8 overlapping the one before
     x86_simd = platform.machine() in ("x86_64", "AMD64") and _C.active_isa() != "scalar"
-    tail = "depthwise_conv2d" if x86_simd else padded
-    assert methods[24] == methods[28] == tail
+    padded = x86_simd and _C.active_isa() != "avx512vnni"
+    assert methods[8] == methods[12] == ("depthwise_conv2d_padded" if padded else direct)
+    assert methods[24] == methods[28] == direct
 
 
 def test_profile_times_each_step():

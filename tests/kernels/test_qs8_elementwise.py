@@ -197,6 +197,26 @@ def test_add_through_its_linear_form_equals_the_reference_on_every_pair(case):
         assert_same(got, want[:n], f"ADD's linear form on {n} values, params={params} on {isa}")
 
 
+@pytest.mark.parametrize("gain", [0.5, 8.0, 20.0, 40.0, 100.0])
+def test_add_linear_form_of_every_shift_equals_the_reference(gain):
+    # The larger the inputs' scales against the output's, the coarser the linear form's
+    # shift (22, 19, 17, 16 and 15 here): the NEON kernel takes the bias and the shift by 16
+    # in one high-half add from 17 up, and the general shift below.
+    rng = np.random.default_rng(int(gain * 10))
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    sa = random_scale(rng)
+    qa, qb = (sa, random_zero_point(rng)), (float(np.float32(sa * 0.7)), random_zero_point(rng))
+    qo = (float(np.float32(sa / gain)), random_zero_point(rng))
+    params = add_params(qa, qb, qo, "none")
+    form = _C.add_linear_form(params)
+    assert form is not None, f"no linear form for ADD {params}"
+    with use_isa("scalar"):
+        want = _C.add(a, b, params)
+    for isa, got in run_each_isa(lambda: _C.add_prepared(a, b, params)).items():
+        assert_same(got, want, f"ADD's linear form {form}, params={params} on {isa}")
+
+
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
 @pytest.mark.parametrize("c", [24, 28, 42, 88])
 def test_pooling_channels_past_a_simd_block(op, c):

@@ -291,6 +291,12 @@ DW_SHAPES = [
     (6, 13, 6, 1, (3, 1), (1, 1), (1, 1), "same"),
     (5, 17, 10, 1, (3, 3), (1, 1), (1, 3), "valid"),
     (6, 9, 8, 1, (3, 3), (1, 2), (1, 1), "same"),
+    # NEON's last block ending at the last channel: 8 overlapping a 16-block, two 8-blocks
+    # of 9 to 15 channels, 16 overlapping, at strides 1 and 2
+    (6, 7, 20, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (6, 9, 12, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (5, 10, 42, 1, (3, 3), (1, 1), (1, 1), "valid"),
+    (7, 8, 28, 1, (3, 3), (2, 2), (1, 1), "same"),
 ]
 
 

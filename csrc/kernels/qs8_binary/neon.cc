@@ -157,32 +157,66 @@ void qs8_add__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, cons
   binary16(a, b, out, n, output, values, [&p](int8_t x, int8_t y) { return add_one(x, y, p); });
 }
 
+namespace {
+
 // The linear form (binary.h's AddLinear), 16 values per step: each input widened to int32
-// lanes, its coefficient's products summed onto the bias by MUL and MLA, the floor shift as
-// SSHL by the negated shift, then saturating narrows (within int8 they change nothing the
-// clamp would not) and the clamp on bytes. About two thirds of the short form's operations.
-void qs8_add_linear__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
+// lanes, its coefficient's products summed by MUL and MLA. Where the shift is 17 to 24, the
+// bias and the floor shift by 16 are one ADDHN (bias plus the sum, its high half: exact,
+// as every sum with the bias lies within int32), and the remaining shift a saturating
+// narrow to int8 by an immediate (SQSHRN, also a floor); any other shift takes SSHL by the
+// negated shift and saturating narrows. Narrowing with saturation changes nothing the
+// clamp, on bytes, would not.
+template <int kHighShift>  // shift - 16, in [1, 8]; 0: any shift
+void add_linear(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
   const int32x4_t cx = vdupq_n_s32(f.x_coefficient), cy = vdupq_n_s32(f.y_coefficient);
   const int32x4_t bias = vdupq_n_s32(f.bias), neg_shift = vdupq_n_s32(-f.shift);
   const int8x16_t lo = vdupq_n_s8(static_cast<int8_t>(f.act_min)), hi = vdupq_n_s8(static_cast<int8_t>(f.act_max));
-  auto four = [&](int16x4_t x, int16x4_t y) {
-    const int32x4_t sum = vmlaq_s32(vaddq_s32(vmulq_s32(vmovl_s16(x), cx), bias), vmovl_s16(y), cy);
-    return vqmovn_s32(vshlq_s32(sum, neg_shift));
+  auto sum = [&](int16x4_t x, int16x4_t y) { return vmlaq_s32(vmulq_s32(vmovl_s16(x), cx), vmovl_s16(y), cy); };
+  // 8 results from int16 lanes of x and y, before the clamp
+  auto eight = [&](int16x8_t x, int16x8_t y) -> int8x8_t {
+    const int32x4_t l = sum(vget_low_s16(x), vget_low_s16(y)), h = sum(vget_high_s16(x), vget_high_s16(y));
+    if constexpr (kHighShift > 0) {
+      return vqshrn_n_s16(vaddhn_high_s32(vaddhn_s32(l, bias), h, bias), kHighShift);
+    } else {
+      const int32x4_t sl = vshlq_s32(vaddq_s32(l, bias), neg_shift), sh = vshlq_s32(vaddq_s32(h, bias), neg_shift);
+      return vqmovn_s16(vqmovn_high_s32(vqmovn_s32(sl), sh));
+    }
   };
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const int8x16_t x = vld1q_s8(a + i), y = vld1q_s8(b + i);
-    const int16x8_t xl = vmovl_s8(vget_low_s8(x)), xh = vmovl_high_s8(x);
-    const int16x8_t yl = vmovl_s8(vget_low_s8(y)), yh = vmovl_high_s8(y);
-    const int16x8_t l =
-        vcombine_s16(four(vget_low_s16(xl), vget_low_s16(yl)), four(vget_high_s16(xl), vget_high_s16(yl)));
-    const int16x8_t h =
-        vcombine_s16(four(vget_low_s16(xh), vget_low_s16(yh)), four(vget_high_s16(xh), vget_high_s16(yh)));
-    vst1q_s8(out + i, vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(l), h), lo), hi));
+    const int8x8_t l = eight(vmovl_s8(vget_low_s8(x)), vmovl_s8(vget_low_s8(y)));
+    const int8x8_t h = eight(vmovl_high_s8(x), vmovl_high_s8(y));
+    vst1q_s8(out + i, vminq_s8(vmaxq_s8(vcombine_s8(l, h), lo), hi));
   }
   for (; i < n; ++i) {
     const int32_t v = (f.x_coefficient * a[i] + f.y_coefficient * b[i] + f.bias) >> f.shift;
     out[i] = static_cast<int8_t>(std::min(f.act_max, std::max(f.act_min, v)));
+  }
+}
+
+}  // namespace
+
+void qs8_add_linear__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
+  switch (f.shift) {
+    case 17:
+      return add_linear<1>(a, b, out, n, f);
+    case 18:
+      return add_linear<2>(a, b, out, n, f);
+    case 19:
+      return add_linear<3>(a, b, out, n, f);
+    case 20:
+      return add_linear<4>(a, b, out, n, f);
+    case 21:
+      return add_linear<5>(a, b, out, n, f);
+    case 22:
+      return add_linear<6>(a, b, out, n, f);
+    case 23:
+      return add_linear<7>(a, b, out, n, f);
+    case 24:
+      return add_linear<8>(a, b, out, n, f);
+    default:
+      return add_linear<0>(a, b, out, n, f);
   }
 }
 

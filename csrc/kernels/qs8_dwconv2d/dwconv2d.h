@@ -128,6 +128,14 @@ void qs8_dwconv2d__neon(const DwWeights& w, const DwGeometry& g, const int8_t* i
 void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out);
 
+// The NEON kernel on output channels [from, out_c) only (from a multiple of 16, the
+// channels below it written by another kernel), and whether it takes its 3x3 pixel-pair
+// loops for these weights and geometry (a 3x3 filter, no weight of -128, dilation 1 and a
+// stride of at most 2 across): the dot-product kernel's 8 channels or fewer past its last
+// whole block of 16.
+void qs8_dwconv2d__neon_from(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, size_t from);
+bool qs8_dwconv2d__neon_runs_3x3(const DwWeights& w, const DwGeometry& g);
+
 // Scalar outputs [c0, c1) of one pixel (any depth multiplier): the SIMD variants' tail.
 void dwconv_pixel_channels(const DwWeights& w, const DwGeometry& g, const int8_t* in, size_t b, size_t oy, size_t ox,
                            size_t c0, size_t c1, int8_t* out);
