@@ -96,6 +96,12 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (1, 13, 13, 32, 33, 5, 5, 1, 2, "same"),  # dilation
     (1, 20, 20, 3, 16, 3, 3, 2, 1, "same"),  # few channels: the direct kernel, on AVX2
     (1, 24, 24, 64, 24, 3, 3, 1, 1, "valid"),  # several row blocks of the GEMM
+    # the indirect tiles (several taps, channels a multiple of 4):
+    (1, 9, 11, 12, 20, 3, 3, 1, 1, "same"),  # an odd count of quads per tap, a partial panel
+    (1, 7, 9, 16, 16, 3, 3, 1, 1, "same"),  # one panel of channels, a tail of pixels
+    (2, 6, 7, 8, 72, 3, 2, 2, 1, "same"),  # batch, stride, a wide and a partial group of panels
+    (1, 8, 8, 24, 40, 2, 2, 1, 1, "same"),  # padding only below and right
+    (1, 3, 3, 32, 70, 3, 3, 3, 1, "valid"),  # one output pixel: the few-chain tile
 ]
 
 
@@ -143,7 +149,7 @@ _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{
 # The VNNI GEMM micro-kernels, and the AVX-512 depthwise kernel of the avx512vnni path
 # (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step.
 _VNNI_KERNEL = re.compile(
-    r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
+    r"dot_(?:indirect_)?tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
 )
 
 

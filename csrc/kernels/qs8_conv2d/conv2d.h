@@ -12,7 +12,10 @@
 //    every ISA variant of the GEMM serves convolution as well (a pointwise convolution
 //    without stride or padding points each row at its own pixel). On AVX2, with several
 //    taps and an even channel count, the indirection points into input rows converted
-//    once to int16 (qs8_conv2d_gemm__avx2).
+//    once to int16 (qs8_conv2d_gemm__avx2). The VPDPBUSD paths run several taps of a
+//    channel count that is a multiple of 4 on tiles that read a padded uint8 copy of the
+//    input in place, window by window, without an indirection buffer
+//    (qs8_conv2d_indirect_dot, qs8_gemm/dot_gemm.h).
 #pragma once
 
 #include <algorithm>

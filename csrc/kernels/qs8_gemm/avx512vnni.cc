@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "dot_gemm.h"
+#include "dot_indirect_tile_inl.h"
 #include "dot_tile_inl.h"
 
 namespace edgeinf::qs8 {
@@ -96,6 +97,10 @@ struct ZmmDot {
 };
 
 constexpr DotTiles kTiles = dot_tiles<ZmmDot, 8, 2>();
+// Indirect convolution: 6 pixels x 64 channels (24 chains, each pixel's quad broadcast once
+// for four panels); one panel of channels in 8 x 16.
+constexpr DotIndirectTiles kIndirectTiles = dot_indirect_tiles<ZmmDot, 6, 4>();
+constexpr DotIndirectTiles kNarrowIndirectTiles = dot_indirect_tiles<ZmmDot, 8, 1>();
 
 }  // namespace
 
@@ -105,6 +110,10 @@ void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, 
 
 void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   qs8_conv2d_dot(kTiles, w, g, in, out);
+}
+
+void qs8_conv2d_indirect__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  qs8_conv2d_indirect_dot(kIndirectTiles, kNarrowIndirectTiles, w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8
