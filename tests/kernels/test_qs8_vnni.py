@@ -102,6 +102,8 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (2, 6, 7, 8, 72, 3, 2, 2, 1, "same"),  # batch, stride, a wide and a partial group of panels
     (1, 8, 8, 24, 40, 2, 2, 1, 1, "same"),  # padding only below and right
     (1, 3, 3, 32, 70, 3, 3, 3, 1, "valid"),  # one output pixel: the few-chain tile
+    (1, 2, 3, 8, 24, 5, 5, 1, 1, "same"),  # an image smaller than the filter: most taps left out
+    (1, 10, 10, 8, 16, 9, 9, 1, 1, "same"),  # more sets of taps inside than are kept apart
 ]
 
 

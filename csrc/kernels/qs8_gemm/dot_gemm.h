@@ -60,13 +60,21 @@ struct DotTiles {
   bool requantizes;
 };
 
+// One filter tap of an indirect convolution: its input values' offset from a window's
+// origin, its weights' byte offset in a panel.
+struct DotTap {
+  ptrdiff_t input;
+  size_t weights;
+};
+
 // An indirect convolution's tile (dot_indirect_tile_inl.h): as DotTile, but row r's K is
-// `taps` segments of kquads quads each, segment t read at origins[r] + tap_offsets[t], and
-// panel j's quads in the same order (tap-major: kDotLayout when the input channels are a
-// multiple of 4).
-using DotIndirectTile = void (*)(const uint8_t* const* origins, const ptrdiff_t* tap_offsets, size_t taps,
-                                 size_t kquads, const int8_t* panel, size_t panel_bytes, const int32_t* start,
-                                 int32_t* acc, size_t acc_stride, const DotOutput* fused);
+// the segments of kquads quads at origins[r] + taps[t].input, t < tap_count, multiplied
+// with the panel's quads from taps[t].weights on (tap-major: kDotLayout when the input
+// channels are a multiple of 4), and a fused tile stores row r at out_rows[r] (the rows
+// need not be evenly spaced; fused->out and out_stride are not read).
+using DotIndirectTile = void (*)(const uint8_t* const* origins, const DotTap* taps, size_t tap_count, size_t kquads,
+                                 const int8_t* panel, size_t panel_bytes, const int32_t* start, int32_t* acc,
+                                 size_t acc_stride, const DotOutput* fused, int8_t* const* out_rows);
 
 struct DotIndirectTileRow {
   DotIndirectTile tile[kDotMaxRows + 1];
@@ -85,7 +93,8 @@ void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& w, const ConvGeome
 
 // A convolution of several filter taps and input channels a multiple of 4 on indirect
 // tiles: the input copied once to uint8 with its padding around it (zero points), each
-// tile's rows read in place at their windows. `narrow` serves 16 output channels or
+// tile's rows read in place at their windows, tiles made of pixels that share which taps
+// fall in the padding, and those taps left out. `narrow` serves 16 output channels or
 // fewer (one panel: taller tiles keep enough chains), `wide` the rest. Other convolutions
 // go to qs8_conv2d__gemm.
 void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTiles& narrow, const ConvWeights& w,

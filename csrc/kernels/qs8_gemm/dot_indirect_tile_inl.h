@@ -1,8 +1,8 @@
 // The VPDPBUSD micro-kernel of an indirect convolution (dot_gemm.h's DotIndirectTile), over
 // the same ops struct D as dot_tile_inl.h: a tile of R output pixels by C panels of 16
-// output channels whose K runs over the filter taps, each tap's kquads quads of input
-// channels read in place at the pixel's window origin plus the tap's offset (no window is
-// copied).
+// output channels whose K runs over the filter taps given, each tap's kquads quads of
+// input channels read in place at the pixel's window origin plus the tap's offset (no
+// window is copied), its weights at the tap's offset in each panel.
 // Per quad, C panel loads and R broadcasts feed R * C independent VPDPBUSD chains, as in
 // dot_tile.
 //
@@ -20,9 +20,9 @@ namespace edgeinf::qs8 {
 namespace {
 
 template <class D, int R, int C>
-void dot_indirect_tile(const uint8_t* const* origins, const ptrdiff_t* tap_offsets, size_t taps, size_t kquads,
+void dot_indirect_tile(const uint8_t* const* origins, const DotTap* taps, size_t tap_count, size_t kquads,
                        const int8_t* panel, size_t panel_bytes, const int32_t* start, int32_t* acc, size_t acc_stride,
-                       const DotOutput* fused) {
+                       const DotOutput* fused, int8_t* const* out_rows) {
   using Acc = typename D::Acc;
   using Panel = typename D::Panel;
   Acc c[R][C];
@@ -40,8 +40,10 @@ void dot_indirect_tile(const uint8_t* const* origins, const ptrdiff_t* tap_offse
       for (int j = 0; j < C; ++j) d[r][j] = D::zero();
     }
   }
-  for (size_t t = 0; t < taps; ++t, panel += 64 * kquads) {
-    const ptrdiff_t offset = tap_offsets[t];
+  const int8_t* const panels = panel;
+  for (size_t t = 0; t < tap_count; ++t) {
+    const ptrdiff_t offset = taps[t].input;
+    panel = panels + taps[t].weights;
     const uint8_t* a[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) a[r] = origins[r] + offset;
@@ -93,7 +95,7 @@ void dot_indirect_tile(const uint8_t* const* origins, const ptrdiff_t* tap_offse
       for (int j = 0; j < C; ++j) {
         const typename D::Requantizer rq(*fused, j);
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) rq.store(c[r][j], fused->out + r * fused->out_stride + 16 * j);
+        for (int r = 0; r < R; ++r) rq.store(c[r][j], out_rows[r] + 16 * j);
       }
       return;
     }
