@@ -156,8 +156,9 @@ void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTile
     }
     if (rect_count == kMaxRects) return rects[0];
     DotTap* t = tap_store + rect_count * taps;
+    const bool every_tap = ky0 == 0 && ky1 == g.k_h && kx0 == 0 && kx1 == g.k_w;
     int32_t* st = start_store + rect_count * padded_n;
-    std::copy(w.bias_minus_u8_zero_point_terms(), w.bias_minus_u8_zero_point_terms() + padded_n, st);
+    if (!every_tap) std::copy(w.bias_minus_u8_zero_point_terms(), w.bias_minus_u8_zero_point_terms() + padded_n, st);
     size_t count = 0;
     for (size_t ky = 0; ky < g.k_h; ++ky) {
       for (size_t kx = 0; kx < g.k_w; ++kx) {
@@ -174,7 +175,7 @@ void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTile
         }
       }
     }
-    rects[rect_count] = TapRect{ky0, ky1, kx0, kx1, t, count, st};
+    rects[rect_count] = TapRect{ky0, ky1, kx0, kx1, t, count, every_tap ? w.bias_minus_u8_zero_point_terms() : st};
     return rects[rect_count++];
   };
   rect_of(0, g.k_h, 0, g.k_w);
