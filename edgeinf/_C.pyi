@@ -169,6 +169,17 @@ class EngineProgram:
         params: Sequence[_Int],
         subtract: bool = False,
     ) -> None: ...
+    def add_channel_lut(
+        self,
+        op: str,
+        x_offset: _Int,
+        y_offset: _Int,
+        out_offset: _Int,
+        n: _Int,
+        params: Sequence[_Int],
+        tables: _Array,
+        split: _Int,
+    ) -> None: ...
     def channel_lut(
         self, op: str, in_offset: _Int, out_offset: _Int, n: _Int, tables: _Array, split: _Int = -128
     ) -> None: ...

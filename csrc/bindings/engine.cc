@@ -272,11 +272,7 @@ class PyProgram {
     return b;
   }
 
-  void add(size_t x_offset, size_t y_offset, size_t out_offset, const Size4& shape, const Size4& x_strides,
-           const Size4& y_strides, const std::array<int32_t, 12>& q, bool subtract) {
-    const int8_t *x, *y;
-    const engine::Broadcast4 b = broadcast(shape, x_strides, y_strides, x_offset, y_offset, &x, &y);
-    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, b.size(), "add output"));
+  static qs8::AddParams checked_add_params(const std::array<int32_t, 12>& q) {
     const qs8::AddParams p{q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], q[8], q[9], q[10], q[11]};
     check_int8_zero_point(-p.input1_offset, "input 1");
     check_int8_zero_point(-p.input2_offset, "input 2");
@@ -286,7 +282,41 @@ class PyProgram {
       if (sh < -31 || sh > 0) throw std::invalid_argument("add: shifts must be in [-31, 0], got " + std::to_string(sh));
     }
     check_activation_range(p.act_min, p.act_max);
-    program_.add(std::make_unique<engine::AddStep>(p, b, x, y, out, subtract));
+    return p;
+  }
+
+  // The channel count of per-channel tables [channels, 256] over n values.
+  static size_t checked_channel_tables(const py::array& tables, size_t n, int split) {
+    checked_data<int8_t>(tables, "tables");
+    check_ndim(tables, "tables", 2);
+    const auto channels = static_cast<size_t>(tables.shape(0));
+    check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
+    if (channels == 0 || n % channels != 0)
+      throw std::invalid_argument("channel_lut: channels do not divide the values");
+    if (split < -128 || split > 128) throw std::invalid_argument("channel_lut: split outside [-128, 128]");
+    return channels;
+  }
+
+  void add(size_t x_offset, size_t y_offset, size_t out_offset, const Size4& shape, const Size4& x_strides,
+           const Size4& y_strides, const std::array<int32_t, 12>& q, bool subtract) {
+    const int8_t *x, *y;
+    const engine::Broadcast4 b = broadcast(shape, x_strides, y_strides, x_offset, y_offset, &x, &y);
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, b.size(), "add output"));
+    program_.add(std::make_unique<engine::AddStep>(checked_add_params(q), b, x, y, out, subtract));
+  }
+
+  // An ADD of two tensors of n values each whose sum only a per-channel table reads (tables,
+  // split: as channel_lut's), as one step.
+  void add_channel_lut(const std::string& op, size_t x_offset, size_t y_offset, size_t out_offset, size_t n,
+                       const std::array<int32_t, 12>& q, const py::array& tables, int split) {
+    const qs8::AddParams p = checked_add_params(q);
+    const size_t channels = checked_channel_tables(tables, n, split);
+    const int8_t* t = checked_data<int8_t>(tables, "tables");
+    const auto* x = reinterpret_cast<const int8_t*>(program_.span(x_offset, n, "add input 1"));
+    const auto* y = reinterpret_cast<const int8_t*>(program_.span(y_offset, n, "add input 2"));
+    int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "add_channel_lut output"));
+    program_.add(std::make_unique<engine::AddTableStep>(op, p, std::vector<int8_t>(t, t + channels * 256), channels, n,
+                                                        x, y, out, split));
   }
 
   void mul(size_t x_offset, size_t y_offset, size_t out_offset, const Size4& shape, const Size4& x_strides,
@@ -354,13 +384,8 @@ class PyProgram {
 
   void channel_lut(const std::string& op, size_t in_offset, size_t out_offset, size_t n, const py::array& tables,
                    int split) {
+    const size_t channels = checked_channel_tables(tables, n, split);
     const int8_t* t = checked_data<int8_t>(tables, "tables");
-    check_ndim(tables, "tables", 2);
-    const auto channels = static_cast<size_t>(tables.shape(0));
-    check_shape(tables, "tables", {static_cast<py::ssize_t>(channels), 256});
-    if (channels == 0 || n % channels != 0)
-      throw std::invalid_argument("channel_lut: channels do not divide the values");
-    if (split < -128 || split > 128) throw std::invalid_argument("channel_lut: split outside [-128, 128]");
     const int8_t* in = reinterpret_cast<const int8_t*>(program_.span(in_offset, n, "channel_lut input"));
     int8_t* out = reinterpret_cast<int8_t*>(program_.span(out_offset, n, "channel_lut output"));
     program_.add(std::make_unique<engine::ChannelTableStep>(op, std::vector<int8_t>(t, t + channels * 256), channels, n,
@@ -588,6 +613,8 @@ void bind_engine(py::module_& m) {
            py::arg("output_zero_point"), py::arg("act_min"), py::arg("act_max"))
       .def("add", &PyProgram::add, py::arg("x_offset"), py::arg("y_offset"), py::arg("out_offset"), py::arg("shape"),
            py::arg("x_strides"), py::arg("y_strides"), py::arg("params"), py::arg("subtract") = false)
+      .def("add_channel_lut", &PyProgram::add_channel_lut, py::arg("op"), py::arg("x_offset"), py::arg("y_offset"),
+           py::arg("out_offset"), py::arg("n"), py::arg("params"), py::arg("tables"), py::arg("split"))
       .def("mul", &PyProgram::mul, py::arg("x_offset"), py::arg("y_offset"), py::arg("out_offset"), py::arg("shape"),
            py::arg("x_strides"), py::arg("y_strides"), py::arg("params"))
       .def("pool", &PyProgram::pool, py::arg("is_max"), py::arg("in_offset"), py::arg("out_offset"),

@@ -19,8 +19,10 @@ void bilinear_row__scalar(const BilinearRow& r, int8_t* out) {
 
 void bilinear_row(const BilinearRow& r, int8_t* out) {
   using Fn = void (*)(const BilinearRow&, int8_t*);
+  VnniVariants<Fn> avx512;  // the AVX-512 variant rides on the avx512vnni path
+  avx512.avx512vnni = EDGEINF_AVX512VNNI(bilinear_row__avx512);
   select<Fn>(&bilinear_row__scalar, EDGEINF_AVX2(bilinear_row__avx2), EDGEINF_NEON(bilinear_row__neon),
-             EDGEINF_NEON(bilinear_row__neon))(r, out);
+             EDGEINF_NEON(bilinear_row__neon), avx512)(r, out);
 }
 
 }  // namespace edgeinf::engine

@@ -19,6 +19,7 @@ struct BilinearRow {
 
 void bilinear_row__scalar(const BilinearRow& r, int8_t* out);
 void bilinear_row__avx2(const BilinearRow& r, int8_t* out);
+void bilinear_row__avx512(const BilinearRow& r, int8_t* out);
 void bilinear_row__neon(const BilinearRow& r, int8_t* out);
 void bilinear_row(const BilinearRow& r, int8_t* out);
 

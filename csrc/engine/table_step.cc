@@ -62,16 +62,58 @@ void ChannelTableStep::run_pixels(size_t begin, size_t end) const {
   }
 }
 
-void ChannelTableStep::run(ThreadPool& pool) const {
-  const size_t values = pixels_ * channels_;
+namespace {
+// fn(begin, end) over [0, pixels) of `channels` values each, split as the step's comment says.
+template <class Fn>
+void by_pixels(ThreadPool& pool, size_t pixels, size_t channels, Fn fn) {
+  const size_t values = pixels * channels;
   const size_t tasks = values < kMinParallelValues || pool.size() <= 1
                            ? 1
-                           : std::min({pool.size() * kTasksPerThread, values / kMinTaskValues, pixels_});
+                           : std::min({pool.size() * kTasksPerThread, values / kMinTaskValues, pixels});
   if (tasks <= 1) {
-    run_pixels(0, pixels_);
+    fn(size_t{0}, pixels);
     return;
   }
-  pool.run(tasks, [&](size_t i) { run_pixels(pixels_ * i / tasks, pixels_ * (i + 1) / tasks); });
+  pool.run(tasks, [&](size_t i) { fn(pixels * i / tasks, pixels * (i + 1) / tasks); });
+}
+
+// Without a fused kernel, the ADD and the map take turns over this many values at most
+// (whole pixels), so that the map reads the sums from L1.
+constexpr size_t kAddTableChunkValues = 4096;
+}  // namespace
+
+void ChannelTableStep::run(ThreadPool& pool) const {
+  by_pixels(pool, pixels_, channels_, [this](size_t b, size_t e) { run_pixels(b, e); });
+}
+
+AddTableStep::AddTableStep(std::string op, const qs8::AddParams& p, std::vector<int8_t> tables, size_t channels,
+                           size_t n, const int8_t* x, const int8_t* y, int8_t* out, int split)
+    : add_(p),
+      table_(op, std::move(tables), channels, n, out, out, split),
+      name_(table_.name()),
+      x_(x),
+      y_(y),
+      out_(out) {}
+
+void AddTableStep::run_pixels(size_t begin, size_t end) const {
+  const size_t channels = table_.channels();
+  if (add_.linear && table_.lines()) {
+    if (const AddTwoLinesKernel fused = add_two_lines_simd()) {
+      const size_t at = begin * channels;
+      fused(*add_.linear, *table_.lines(), x_ + at, y_ + at, out_ + at, end - begin);
+      return;
+    }
+  }
+  const size_t step = std::max<size_t>(1, kAddTableChunkValues / channels);
+  for (size_t p = begin; p < end; p += step) {
+    const size_t q = std::min(end, p + step);
+    qs8::qs8_add_prepared(x_ + p * channels, y_ + p * channels, out_ + p * channels, (q - p) * channels, add_);
+    table_.run_pixels(p, q);
+  }
+}
+
+void AddTableStep::run(ThreadPool& pool) const {
+  by_pixels(pool, table_.pixels(), table_.channels(), [this](size_t b, size_t e) { run_pixels(b, e); });
 }
 
 }  // namespace edgeinf::engine

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../kernels/qs8_binary/binary.h"
 #include "program.h"
 #include "two_line_map.h"
 
@@ -27,15 +28,41 @@ class ChannelTableStep final : public Step {
   void run(ThreadPool& pool) const override;
   // The operators, and "(two lines)" where the step may compute them as lines.
   const char* name() const override { return name_.c_str(); }
+  // Maps pixels [begin, end) (in and out may be the same memory).
+  void run_pixels(size_t begin, size_t end) const;
+  // The tables as lines, where they are; null otherwise.
+  const TwoLineMap* lines() const { return lines_ ? &*lines_ : nullptr; }
+  size_t channels() const { return channels_; }
+  size_t pixels() const { return pixels_; }
 
  private:
-  void run_pixels(size_t begin, size_t end) const;
-
   std::vector<int8_t> tables_;
   std::optional<TwoLineMap> lines_;  // the tables as lines, where they are
   std::string name_;
   size_t channels_, pixels_;
   const int8_t* in_;
+  int8_t* out_;
+};
+
+// An ADD of two equal-shape tensors whose sum only a per-channel table reads (a float PRELU
+// after a residual ADD): one step, so the sums are mapped before they leave the cache, or
+// on the avx512vnni path, where the ADD has its linear form and the tables are two lines,
+// before they leave the registers. Results equal the two steps run one after the other.
+class AddTableStep final : public Step {
+ public:
+  // tables, channels, n, split: as ChannelTableStep's; x, y: the ADD's inputs, n values each.
+  AddTableStep(std::string op, const qs8::AddParams& p, std::vector<int8_t> tables, size_t channels, size_t n,
+               const int8_t* x, const int8_t* y, int8_t* out, int split);
+  void run(ThreadPool& pool) const override;
+  const char* name() const override { return name_.c_str(); }
+
+ private:
+  void run_pixels(size_t begin, size_t end) const;
+
+  qs8::PreparedAdd add_;
+  ChannelTableStep table_;  // maps the sums in place, in out_
+  std::string name_;
+  const int8_t *x_, *y_;
   int8_t* out_;
 };
 

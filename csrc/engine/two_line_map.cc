@@ -134,7 +134,15 @@ void two_line_map__scalar(const TwoLineMap& map, const int8_t* in, int8_t* out, 
 }
 
 TwoLineMapKernel two_line_map_simd() {
-  return select<TwoLineMapKernel>(nullptr, EDGEINF_AVX2(two_line_map__avx2), nullptr, nullptr);
+  VnniVariants<TwoLineMapKernel> avx512;  // the AVX-512 variant rides on the avx512vnni path
+  avx512.avx512vnni = EDGEINF_AVX512VNNI(two_line_map__avx512);
+  return select<TwoLineMapKernel>(nullptr, EDGEINF_AVX2(two_line_map__avx2), nullptr, nullptr, avx512);
+}
+
+AddTwoLinesKernel add_two_lines_simd() {
+  VnniVariants<AddTwoLinesKernel> avx512;
+  avx512.avx512vnni = EDGEINF_AVX512VNNI(add_two_lines__avx512);
+  return select<AddTwoLinesKernel>(nullptr, nullptr, nullptr, nullptr, avx512);
 }
 
 }  // namespace edgeinf::engine

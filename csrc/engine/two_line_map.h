@@ -20,6 +20,8 @@
 #include <optional>
 #include <vector>
 
+#include "../kernels/qs8_binary/binary.h"
+
 namespace edgeinf::engine {
 
 class TwoLineMap {
@@ -71,10 +73,20 @@ class TwoLineMap {
 // with it); the SIMD ones give its results bit for bit.
 void two_line_map__scalar(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 void two_line_map__avx2(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
+void two_line_map__avx512(const TwoLineMap& map, const int8_t* in, int8_t* out, size_t pixels);
 
 // The SIMD variant of the active path, or null where there is none (the scalar arithmetic
 // is slower than a table lookup, so callers keep their table there).
 using TwoLineMapKernel = void (*)(const TwoLineMap&, const int8_t*, int8_t*, size_t);
 TwoLineMapKernel two_line_map_simd();
+
+// ADD's linear form of x and y (binary.h), clamped to its activation range, then the map:
+// both steps' results in one pass (table_step.h's AddTableStep). The active path's
+// variant, or null where there is none.
+using AddTwoLinesKernel = void (*)(const qs8::AddLinear&, const TwoLineMap&, const int8_t* x, const int8_t* y,
+                                   int8_t* out, size_t pixels);
+void add_two_lines__avx512(const qs8::AddLinear& add, const TwoLineMap& map, const int8_t* x, const int8_t* y,
+                           int8_t* out, size_t pixels);
+AddTwoLinesKernel add_two_lines_simd();
 
 }  // namespace edgeinf::engine

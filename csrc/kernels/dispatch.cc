@@ -137,9 +137,12 @@ void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddP
 
 void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add) {
   using Fn = void (*)(const int8_t*, const int8_t*, int8_t*, size_t, const AddLinear&);
-  const Fn linear = add.linear ? select<Fn>(nullptr, EDGEINF_AVX2(qs8_add_linear__avx2),
-                                            EDGEINF_NEON(qs8_add_linear__neon), EDGEINF_NEON(qs8_add_linear__neon))
-                               : nullptr;
+  VnniVariants<Fn> avx512;  // the AVX-512 variant rides on the avx512vnni path
+  avx512.avx512vnni = EDGEINF_AVX512VNNI(qs8_add_linear__avx512);
+  const Fn linear = add.linear
+                        ? select<Fn>(nullptr, EDGEINF_AVX2(qs8_add_linear__avx2), EDGEINF_NEON(qs8_add_linear__neon),
+                                     EDGEINF_NEON(qs8_add_linear__neon), avx512)
+                        : nullptr;
   if (linear) {
     linear(a, b, out, n, *add.linear);
   } else {

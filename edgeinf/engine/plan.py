@@ -103,14 +103,19 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
         step.args[slots[0]], step.args[slots[1]] = lo, hi
 
 
-def _pads_depthwise(c: int) -> bool:
+def _pads_depthwise(c: int, stride_w: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
     of 16. The AVX2 kernel ends a layer of more than 16 channels with a block overlapping
     the one before, so only fewer channels need the padding there; the NEON kernels (16,
-    then 8 channels per step) would take a scalar tail."""
+    then 8 channels per step) would take a scalar tail. The avx512vnni kernel runs fewer
+    than 16 channels at a horizontal stride of 1 as one run of values per output row
+    (its flat schedule, any channel count), so those layers keep their channels."""
     if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2:
         return False
-    return c < _DW_BLOCK or _C.active_isa() not in AVX2_PATHS
+    isa = _C.active_isa()
+    if c < _DW_BLOCK and stride_w == 1 and isa == "avx512vnni":
+        return False
+    return c < _DW_BLOCK or isa not in AVX2_PATHS
 
 
 def _align(n: int) -> int:
@@ -213,6 +218,7 @@ class _Planner:
                 raise UnsupportedOperatorError(f"{where(op)} is not an operator the engine runs")
             handler(op)
         self.fuse_relus()
+        self.fuse_add_tables()
         return self.layout()
 
     def check_tensors(self, indices) -> None:
@@ -284,7 +290,7 @@ class _Planner:
                 f"{where(op)}: filter of shape {list(args['weights'].shape)} does not fit {c} input channels"
             )
         args["depth_multiplier"] = o // c
-        if o == c and _pads_depthwise(c):
+        if o == c and _pads_depthwise(c, stride_w=args["geometry"][7]):
             self.pad_depthwise_channels(args, c)
         self.add(op, args.pop("method", "depthwise_conv2d"), args, [x.index], [y.index])
 
@@ -897,6 +903,44 @@ class _Planner:
             prev.nodes += step.nodes
             prev.fused += (step.op,)
         self.steps = kept
+
+    def fuse_add_tables(self) -> None:
+        """Fold a per-channel table step of int8 values (a float PRELU's, say) into the ADD
+        before it, when the ADD's operands and sum have one shape and nothing else reads the
+        sum: one native step then maps the sums before they leave the cache."""
+        readers = Counter(t for s in self.steps for t in s.reads)
+        outputs = set(self.outputs)
+        producer = {w: s for s in self.steps for w in s.writes}
+        kept: list[Step] = []
+        for step in self.steps:
+            prev = producer.get(step.reads[0]) if step.method == "channel_lut" and "split" in step.args else None
+            if (
+                prev is None
+                or prev.method != "add"
+                or prev.args["subtract"]
+                or not self._same_shape_operands(prev)
+                or readers[step.reads[0]] != 1
+                or step.reads[0] in outputs
+            ):
+                kept.append(step)
+                continue
+            add = prev.args
+            prev.method = "add_channel_lut"
+            prev.args = dict(
+                op="+".join((prev.op, *prev.fused, step.op, *step.fused)), x_offset=add["x_offset"],
+                y_offset=add["y_offset"], out_offset=step.args["out_offset"], n=step.args["n"], params=add["params"],
+                tables=step.args["tables"], split=step.args["split"],
+            )  # fmt: skip
+            prev.writes = step.writes
+            prev.nodes += step.nodes
+            prev.fused += (step.op, *step.fused)
+        self.steps = kept
+
+    @staticmethod
+    def _same_shape_operands(step: Step) -> bool:
+        shape = step.args["shape"]
+        contiguous = tuple(int(np.prod(shape[d + 1 :])) for d in range(4))
+        return tuple(step.args["x_strides"]) == tuple(step.args["y_strides"]) == contiguous
 
     def _same_quantization(self, a: int, b: int) -> bool:
         qa, qb = self.tensors[a].quantization, self.tensors[b].quantization

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_models import Graph, engine, first_mismatch, random_q, reference_outputs
+from engine_models import Graph, assert_engine_exact, engine, first_mismatch, random_q, reference_outputs
 
 from edgeinf import kernels
 from edgeinf.engine import node_support
@@ -243,33 +243,52 @@ def test_a_nan_alpha_leaves_the_prelu_to_litert(tmp_path):
         (12, np.zeros((4, 256), np.int8), "split outside"),
     ],
 )
-def test_the_native_table_step_refuses_bad_arguments(n, tables, message):
+@pytest.mark.parametrize("after_add", [False, True])
+def test_the_native_table_step_refuses_bad_arguments(n, tables, message, after_add):
     from edgeinf import _C
 
     program = _C.EngineProgram(1024, 1)
     split = 129 if message == "split outside" else 0
     with pytest.raises(ValueError, match=message):
-        program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables, split=split)
+        if after_add:  # the ADD's own parameters valid: (zero points, left shift 20, scales, output, range)
+            params = (0, 0, 20, 1 << 30, 0, 1 << 30, 0, 1 << 30, -1, 0, -128, 127)
+            program.add_channel_lut(op="X", x_offset=0, y_offset=256, out_offset=512, n=n, params=params,
+                                    tables=tables, split=split)  # fmt: skip
+        else:
+            program.channel_lut(op="X", in_offset=0, out_offset=512, n=n, tables=tables, split=split)
 
 
-def run_channel_tables(tables: np.ndarray, split: int, rng) -> tuple[str, dict]:
+def test_the_native_add_table_step_refuses_bad_add_parameters():
+    from edgeinf import _C
+
+    program = _C.EngineProgram(1024, 1)
+    params = (0, 0, 23, 1 << 30, 0, 1 << 30, 0, 1 << 30, -1, 0, -128, 127)
+    with pytest.raises(ValueError, match="left shift"):
+        program.add_channel_lut(op="X", x_offset=0, y_offset=256, out_offset=512, n=12, params=params,
+                                tables=np.zeros((4, 256), np.int8), split=0)  # fmt: skip
+
+
+def run_channel_tables(tables: np.ndarray, split: int, rng, extra_pixels: int = 0) -> tuple[str, dict]:
     """A one-step program of ``tables`` ([channels, 256]) on every input byte of each
-    channel: the step's name and, per kernel path, the first output that differs from
+    channel (then ``extra_pixels`` random pixels, so that vector loops end in their
+    tails): the step's name and, per kernel path, the first output that differs from
     the tables' own entries (empty when none does)."""
     from edgeinf import _C
 
     channels = len(tables)
-    n = 256 * channels
+    pixels = 256 + extra_pixels
+    n = pixels * channels
     program = _C.EngineProgram(2 * n, 1)
     program.channel_lut(op="T", in_offset=0, out_offset=n, n=n, tables=tables, split=split)
     x = every_byte((1, 16, 16, channels), "int8", rng).reshape(256, channels)
-    program.view(0, (256, channels), np.dtype(np.int8))[...] = x
+    x = np.concatenate([x, rng.integers(-128, 128, (extra_pixels, channels), dtype=np.int8)])
+    program.view(0, (pixels, channels), np.dtype(np.int8))[...] = x
     want = tables[np.arange(channels), x.view(np.uint8)]
     mismatches = {}
     for isa in kernels.supported_isas():
         with kernels.use_isa(isa):
             program.run()
-        mismatches[isa] = first_mismatch(program.view(n, (256, channels), np.dtype(np.int8)).copy(), want)
+        mismatches[isa] = first_mismatch(program.view(n, (pixels, channels), np.dtype(np.int8)).copy(), want)
     return program.step_names()[0], mismatches
 
 
@@ -282,13 +301,14 @@ def lines_tables(m: np.ndarray, b: np.ndarray, split: int) -> np.ndarray:
     return np.ascontiguousarray(np.clip(y, -128, 127).astype(np.int8))
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_tables_drawn_from_two_lines_are_found_to_be_lines(seed):
+# Channel counts and pixel counts around the SIMD variants' 16-, 32- and 64-value steps.
+@pytest.mark.parametrize("seed, channels, extra_pixels", [(0, 24, 0), (1, 24, 3), (2, 5, 7), (3, 72, 1), (4, 16, 5)])
+def test_tables_drawn_from_two_lines_are_found_to_be_lines(seed, channels, extra_pixels):
     rng = np.random.default_rng(seed)
-    channels, split = 24, int(rng.integers(-128, 129))
+    split = int(rng.integers(-128, 129))
     m = rng.integers(-(1 << 22), 1 << 22, (2, channels), dtype=np.int64) >> rng.integers(0, 8, (2, channels))
     b = rng.integers(-(1 << 27), 1 << 27, (2, channels), dtype=np.int64)
-    name, mismatches = run_channel_tables(lines_tables(m, b, split), split, rng)
+    name, mismatches = run_channel_tables(lines_tables(m, b, split), split, rng, extra_pixels)
     assert name == "T (two lines)"
     assert not any(mismatches.values()), mismatches
 
@@ -317,3 +337,45 @@ def test_edge_tables_are_lines_only_where_they_are(case):
     is_lines = case not in ("one entry off", "random")
     assert name == ("T (two lines)" if is_lines else "T")
     assert not any(mismatches.values()), mismatches
+
+
+def residual_prelu_model(rng, shape, *, activation="none", sum_read_twice=False, broadcast=False) -> bytes:
+    """ADD(x, y) -> DEQUANTIZE -> PRELU -> QUANTIZE, as after a residual block; the sum also
+    an output of its own (``sum_read_twice``), or y one pixel broadcast over x (``broadcast``)."""
+    g = Graph(rng)
+    x = g.tensor(shape, q=random_q(rng, 0.02, 0.2))
+    y = g.tensor((1, 1, 1, shape[-1]) if broadcast else shape, q=random_q(rng, 0.02, 0.2))
+    total = g.binary(
+        "ADD", x, y, out_q=(float(rng.uniform(0.03, 0.3)), int(rng.integers(-60, 60))), activation=activation
+    )
+    value = chain_op(g, rng, "PRELU", g.unary("DEQUANTIZE", total, out_q=None, dtype="float32"))
+    out = g.unary("QUANTIZE", value, out_q=random_q(rng, 0.005, 0.05))
+    return g.build([x, y], [out, total] if sum_read_twice else [out])
+
+
+def exact_steps(data: bytes, rng, threads: int = 1) -> list[str]:
+    """The engine's steps of ``data``, once its outputs are asserted exact on every path."""
+    assert_engine_exact(data, rng, threads=threads)
+    return engine(data, threads)._program.step_names()
+
+
+# Shapes around the fused kernel's 64- and 16-value steps and the chunks of the unfused
+# paths, and one large enough to split over threads.
+@pytest.mark.parametrize(
+    "seed, shape, threads, activation",
+    [(0, (1, 16, 16, 16), 1, "none"), (1, (1, 7, 9, 24), 1, "relu"), (2, (1, 5, 3, 5), 1, "none"),
+     (3, (1, 33, 31, 40), 2, "relu6"), (4, (1, 96, 96, 16), 2, "none")],
+)  # fmt: skip
+def test_an_add_and_the_prelu_after_it_run_as_one_step(seed, shape, threads, activation):
+    rng = np.random.default_rng(seed)
+    steps = exact_steps(residual_prelu_model(rng, shape, activation=activation), rng, threads)
+    assert steps == ["ADD+DEQUANTIZE+PRELU+QUANTIZE (two lines)"]
+
+
+@pytest.mark.parametrize("case", ["sum read twice", "broadcast"])
+def test_an_add_stays_a_step_of_its_own_where_the_prelu_is_not_its_only_reader(case):
+    rng = np.random.default_rng(11)
+    data = residual_prelu_model(
+        rng, (1, 8, 8, 16), sum_read_twice=case == "sum read twice", broadcast=case == "broadcast"
+    )
+    assert exact_steps(data, rng) == ["ADD", "DEQUANTIZE+PRELU+QUANTIZE (two lines)"]

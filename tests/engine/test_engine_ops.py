@@ -364,10 +364,11 @@ def test_resize_bilinear(size, align_corners, half_pixel_centers, rng, g):
     assert_engine_exact(_resize(g, "RESIZE_BILINEAR", x, size, align_corners, half_pixel_centers), rng)
 
 
-@pytest.mark.parametrize("channels, threads", [(48, 1), (19, 2), (8, 3)])
+@pytest.mark.parametrize("channels, threads", [(48, 1), (19, 2), (8, 3), (37, 1)])
 def test_resize_bilinear_channel_blocks(channels, threads):
-    # The AVX2 path computes 8 channels per step (the rest by the scalar formula) and the
-    # output rows split over threads; values at the int8 edges round at +-2^19 exactly.
+    # The AVX2 path computes 8 channels per step (the rest by the scalar formula), the
+    # AVX-512 one 16 (the rest masked), and the output rows split over threads; values at
+    # the int8 edges round at +-2^19 exactly.
     rng = np.random.default_rng(channels)
     g = Graph(rng)
     x = g.tensor((2, 32, 31, channels), q=random_q(rng))

@@ -171,7 +171,9 @@ def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():
         methods[channels] = plan_model(read_tflite(g.build([x], [d]))).steps[0].method
     padded = "depthwise_conv2d_padded"
     assert methods[16] == methods[48] == "depthwise_conv2d"
-    assert methods[8] == methods[12] == padded
+    # the avx512vnni kernel runs fewer than 16 channels at a stride of 1 as they are
+    narrow = "depthwise_conv2d" if _C.active_isa() == "avx512vnni" else padded
+    assert methods[8] == methods[12] == narrow
     # every x86 path but scalar runs AVX2's depthwise kernel, which overlaps its last block
     x86_simd = platform.machine() in ("x86_64", "AMD64") and _C.active_isa() != "scalar"
     tail = "depthwise_conv2d" if x86_simd else padded

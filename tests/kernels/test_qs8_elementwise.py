@@ -176,7 +176,7 @@ def add_params(qa, qb, qo, activation: str) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("case", range(12))
 def test_add_through_its_linear_form_equals_the_reference_on_every_pair(case):
-    # The engine's ADD runs, on AVX2 and NEON, a linear form fit at load to all 65536 input pairs;
+    # The engine's ADD runs, on AVX2, AVX-512 and NEON, a linear form fit at load to all 65536 input pairs;
     # it must give the reference result on each pair for any scales, zero points and
     # activation, and exist for such ordinary parameters (else the fast path is lost).
     rng = np.random.default_rng(9100 + case)
@@ -192,6 +192,9 @@ def test_add_through_its_linear_form_equals_the_reference_on_every_pair(case):
         want = _C.add(a, b, params)
     for isa, got in run_each_isa(lambda: _C.add_prepared(a, b, params)).items():
         assert_same(got, want, f"ADD's linear form, params={params} on {isa}")
+    n = len(a) - 37  # a length that ends in each vector loop's tail
+    for isa, got in run_each_isa(lambda: _C.add_prepared(a[:n], b[:n], params)).items():
+        assert_same(got, want[:n], f"ADD's linear form on {n} values, params={params} on {isa}")
 
 
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])

@@ -276,6 +276,21 @@ DW_SHAPES = [
     (6, 7, 29, 2, (5, 5), (1, 1), (1, 1), "same"),
     (5, 9, 64, 1, (3, 3), (1, 1), (2, 2), "valid"),
     (6, 8, 96, 1, (3, 3), (1, 1), (1, 1), "valid"),
+    # fewer than 16 channels (avx512vnni: the flat schedule at a horizontal stride of 1, 64
+    # values per step): rows wide enough for steps clear of the padding, rows that end
+    # within a step, odd widths, padding on both sides, groups of 4 taps with 1-3 taps left
+    # (a 1x1 filter, a 3x1 column), dilation, depth multipliers, a vertical stride of 2;
+    # a horizontal stride of 2 stays on the blocks
+    (5, 30, 8, 1, (3, 3), (1, 1), (1, 1), "same"),
+    (6, 21, 12, 1, (3, 3), (2, 1), (1, 1), "same"),
+    (7, 19, 4, 2, (3, 3), (1, 1), (1, 1), "valid"),
+    (5, 23, 3, 1, (5, 5), (1, 1), (1, 1), "same"),
+    (6, 37, 1, 1, (3, 3), (1, 1), (2, 2), "same"),
+    (5, 9, 5, 3, (2, 3), (1, 1), (1, 1), "same"),
+    (4, 11, 12, 1, (1, 1), (1, 1), (1, 1), "valid"),
+    (6, 13, 6, 1, (3, 1), (1, 1), (1, 1), "same"),
+    (5, 17, 10, 1, (3, 3), (1, 1), (1, 3), "valid"),
+    (6, 9, 8, 1, (3, 3), (1, 2), (1, 1), "same"),
 ]
 
 

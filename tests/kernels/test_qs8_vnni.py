@@ -95,6 +95,10 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (2, 12, 10, 8, 16, 3, 3, 2, 1, "same"),
     (1, 13, 13, 32, 33, 5, 5, 1, 2, "same"),  # dilation
     (1, 20, 20, 3, 16, 3, 3, 2, 1, "same"),  # few channels: the direct kernel, on AVX2
+    (2, 11, 13, 3, 24, 3, 3, 1, 1, "same"),  # few channels: windows padded on every side, two images
+    (1, 17, 15, 4, 8, 5, 5, 2, 1, "same"),
+    (1, 9, 9, 2, 16, 3, 3, 1, 2, "valid"),  # few channels, dilated: windows copied value by value
+    (1, 4, 3, 3, 16, 5, 5, 1, 1, "same"),  # an image smaller than the filter
     (1, 24, 24, 64, 24, 3, 3, 1, 1, "valid"),  # several row blocks of the GEMM
     # the indirect tiles (several taps, channels a multiple of 4):
     (1, 9, 11, 12, 20, 3, 3, 1, 1, "same"),  # an odd count of quads per tap, a partial panel
@@ -145,13 +149,38 @@ def test_conv2d_fixed_point_epilogue_equals_the_reference(dot_path, kernel):
     assert_same(got, want, f"fixed-point conv {kernel}x{kernel} on {dot_path}")
 
 
+def test_conv2d_ties_of_the_guarded_float_form_equal_the_reference(dot_path):
+    # A multiplier of exactly 2^-13 (shift -12) leaves 2^21 unsaturated accumulators per
+    # channel, beyond the float form's fit; the AVX-512 tiles then requantize in float
+    # with a check per vector (avx512vnni.cc). Weights of +-64 and biases of 63 modulo 64
+    # put 1 in 128 accumulators on an exact half-integer (x * M + d), where float rounding
+    # would differ from TFLite's: those panels must take the fixed-point steps again.
+    rng = np.random.default_rng(12)
+    c, o = 160, 24
+    weights = (rng.integers(-1, 2, (o, 1, 1, c)) * 64).astype(np.int8)
+    bias = (63 + 64 * rng.integers(-(2**10), 2**10, o)).astype(np.int32)
+    zero_point = random_zero_point(rng)
+    conv = quant.Conv2D(weights, bias, padding="valid", input_scale=1.0, input_zero_point=zero_point,
+                        weight_scale=2.0**-6, output_scale=2.0**7, output_zero_point=5)  # fmt: skip
+    assert not conv._op._float_requantization
+    x = rng.integers(-128, 128, (1, 40, 40, c), dtype=np.int8)
+    acc = (x.reshape(-1, c).astype(np.int64) - zero_point) @ weights.reshape(o, c).T.astype(np.int64) + bias
+    ties = np.where(acc >= 0, acc + 1, acc - 1) % 2**13 == 2**12
+    assert ties.sum() > 100
+    got, want = _scalar_and(dot_path, conv, x)
+    assert_same(got, want, f"guarded float form ties on {dot_path}")
+
+
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
 # rounding operands, and VPDPBUSD in either encoding.
 _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
-# The VNNI GEMM micro-kernels, and the AVX-512 depthwise kernel of the avx512vnni path
-# (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step.
+# The VNNI GEMM micro-kernels, the AVX-512 depthwise kernel of the avx512vnni path
+# (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step, and
+# the other kernels that path runs on AVX-512, each named for it (ADD's linear form, the
+# two-line map).
 _VNNI_KERNEL = re.compile(
     r"dot_(?:indirect_)?tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
+    r"|^edgeinf::(?:qs8|engine)::\w+__avx512\("
 )
 
 

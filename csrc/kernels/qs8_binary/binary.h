@@ -74,9 +74,10 @@ struct PreparedAdd {
 };
 
 void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
+void qs8_add_linear__avx512(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
 void qs8_add_linear__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f);
-// The linear form on the AVX2 and NEON paths, the reference arithmetic of `params` on the
-// scalar path (the results are the same).
+// The linear form on the AVX2, AVX-512 and NEON paths, the reference arithmetic of
+// `params` on the scalar path (the results are the same).
 void qs8_add_prepared(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const PreparedAdd& add);
 
 void qs8_mul__scalar(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p);

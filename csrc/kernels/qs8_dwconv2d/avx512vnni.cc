@@ -78,31 +78,43 @@ inline __m512i params32(const int32_t* prm0, const int32_t* prm1, RqParam k, siz
   return concat256(load(prm0 + k * 16 + h * 8), load(prm1 + k * 16 + h * 8));
 }
 
-template <bool kLeft, bool kRight>
-inline __m512i mbqm16(__m512i x, const int32_t* prm0, const int32_t* prm1, size_t h) {
-  if (kLeft) x = _mm512_sllv_epi32(x, params32(prm0, prm1, kRqLeftShift, h));
+// The parameters of a pair of AVX2 blocks (avx2_params()).
+struct BlockPairParams {
+  const int32_t* prm0;
+  const int32_t* prm1;
+  __m512i operator()(RqParam k, size_t h) const { return params32(prm0, prm1, k, h); }
+};
+
+// The parameters of accumulator k of one flat panel (DwWeights::flat_params()).
+struct FlatParams {
+  const int32_t* prm;
+  size_t k;
+  __m512i operator()(RqParam p, size_t) const { return load512(prm + (p * 4 + k) * 16); }
+};
+
+template <bool kLeft, bool kRight, class Params>
+inline __m512i mbqm16(__m512i x, const Params& prm, size_t h) {
+  if (kLeft) x = _mm512_sllv_epi32(x, prm(kRqLeftShift, h));
   const __m512i round = _mm512_set1_epi64(int64_t{1} << 30);
-  const __m512i even =
-      _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, params32(prm0, prm1, kRqMultiplier, h)), round), 31);
-  const __m512i odd_sum =
-      _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), params32(prm0, prm1, kRqMultiplierOdd, h)), round);
+  const __m512i even = _mm512_srli_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, prm(kRqMultiplier, h)), round), 31);
+  const __m512i odd_sum = _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), prm(kRqMultiplierOdd, h)), round);
   const __m512i y = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_add_epi64(odd_sum, odd_sum));
   if (!kRight) return y;
-  const __m512i mag = _mm512_add_epi32(_mm512_abs_epi32(y), params32(prm0, prm1, kRqHalf, h));
-  const __m512i r = _mm512_srlv_epi32(mag, params32(prm0, prm1, kRqRightShift, h));
+  const __m512i mag = _mm512_add_epi32(_mm512_abs_epi32(y), prm(kRqHalf, h));
+  const __m512i r = _mm512_srlv_epi32(mag, prm(kRqRightShift, h));
   const __m512i zero = _mm512_setzero_si512();
   return _mm512_mask_sub_epi32(r, _mm512_cmplt_epi32_mask(y, zero), zero, r);
 }
 
-template <bool kSplit>
-inline __m512i float_form16(__m512i acc, const int32_t* prm0, const int32_t* prm1, size_t h) {
+template <bool kSplit, class Params>
+inline __m512i float_form16(__m512i acc, const Params& prm, size_t h) {
   const __m512 x = _mm512_cvtepi32_ps(acc);
-  __m512 offset = _mm512_castsi512_ps(params32(prm0, prm1, kRqOffset, h));
+  __m512 offset = _mm512_castsi512_ps(prm(kRqOffset, h));
   if (kSplit) {
     const __mmask16 negative = _mm512_cmplt_epi32_mask(acc, _mm512_setzero_si512());
-    offset = _mm512_mask_blend_ps(negative, offset, _mm512_castsi512_ps(params32(prm0, prm1, kRqOffsetNeg, h)));
+    offset = _mm512_mask_blend_ps(negative, offset, _mm512_castsi512_ps(prm(kRqOffsetNeg, h)));
   }
-  const __m512 scale = _mm512_castsi512_ps(params32(prm0, prm1, kRqScale, h));
+  const __m512 scale = _mm512_castsi512_ps(prm(kRqScale, h));
   return _mm512_cvtps_epi32(_mm512_fmadd_ps(x, scale, offset));
 }
 
@@ -115,22 +127,30 @@ struct Output32 {
         hi(_mm256_set1_epi8(static_cast<char>(rq.act_max))) {}
 };
 
-// Requantizes and stores both blocks of a pair (block 1 after block 0: on overlap, its
-// values overwrite equal ones). VPACKSSDW works within 128-bit lanes, which hold channels
-// 0-7, 8-15 of block 0 and of block 1 after it; VPMOVSWB is VPACKSSWB's saturation.
-template <int kRq, bool kContiguous>
-inline void requantize_store32(__m512i acc0, __m512i acc1, const int32_t* prm0, const int32_t* prm1, const Output32& q,
-                               int8_t* o0, int8_t* o1) {
+// 32 int8 outputs from the two accumulator halves. VPACKSSDW works within 128-bit lanes,
+// which then hold the int16 values of 8 consecutive outputs; VPMOVSWB is VPACKSSWB's
+// saturation.
+template <int kRq, class Params>
+inline __m256i requantize32(__m512i acc0, __m512i acc1, const Params& prm, const Output32& q) {
   constexpr bool kLeft = (kRq & kRqLeft) != 0, kRight = (kRq & kRqRight) != 0;
   __m512i v16;
   if constexpr ((kRq & kRqFloat) != 0) {
-    v16 = _mm512_packs_epi32(float_form16<kRight>(acc0, prm0, prm1, 0), float_form16<kRight>(acc1, prm0, prm1, 1));
+    v16 = _mm512_packs_epi32(float_form16<kRight>(acc0, prm, 0), float_form16<kRight>(acc1, prm, 1));
   } else {
-    v16 = _mm512_packs_epi32(mbqm16<kLeft, kRight>(acc0, prm0, prm1, 0), mbqm16<kLeft, kRight>(acc1, prm0, prm1, 1));
+    v16 = _mm512_packs_epi32(mbqm16<kLeft, kRight>(acc0, prm, 0), mbqm16<kLeft, kRight>(acc1, prm, 1));
     v16 = _mm512_adds_epi16(v16, q.zero_point16);
   }
   __m256i v8 = _mm512_cvtsepi16_epi8(v16);
   if (kRq & kRqClamp) v8 = _mm256_min_epi8(_mm256_max_epi8(v8, q.lo), q.hi);
+  return v8;
+}
+
+// Requantizes and stores both blocks of a pair (block 1 after block 0: on overlap, its
+// values overwrite equal ones); the lanes hold channels 0-7, 8-15 of block 0 and of block 1.
+template <int kRq, bool kContiguous>
+inline void requantize_store32(__m512i acc0, __m512i acc1, const int32_t* prm0, const int32_t* prm1, const Output32& q,
+                               int8_t* o0, int8_t* o1) {
+  const __m256i v8 = requantize32<kRq>(acc0, acc1, BlockPairParams{prm0, prm1}, q);
   if constexpr (kContiguous) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o0), v8);
   } else {
@@ -320,6 +340,122 @@ void run3x3(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   }
 }
 
+// The flat schedule (DwWeights' flat panels): a stride-1 output row as one run of
+// out_w * oc values, 64 per step whatever the channel count, each tap a load at a fixed
+// distance in the input row. The bytes of four taps are interleaved (VPUNPCKL/HBW, then
+// VPUNPCKL/HWD) and VPDPBUSD adds their four products to the accumulators: inputs offset
+// to unsigned (XOR 0x80, the start values take -128 * sum(w)), the weights as they are;
+// the sums wrap like the reference's int32 accumulator. A lone last tap of a group is
+// placed by VPSHUFB (its partners' weights are zero). Loads of a step that reach past the
+// input row take the zero point there (masked loads); the last step of a row stores only
+// the values within it.
+template <int kTaps, int kRq, bool kShift>
+void run_flat(const Ctx& c, DwRows& rows, int8_t* out) {
+  const DwGeometry& g = c.g;
+  const DwWeights& w = c.w;
+  const size_t taps = kTaps ? kTaps : g.k_h * g.k_w, groups = (taps + 3) / 4, panels = w.flat_panels();
+  const ptrdiff_t oc = static_cast<ptrdiff_t>(c.oc);
+  const ptrdiff_t row_len = static_cast<ptrdiff_t>(g.in_w) * oc, run_len = static_cast<ptrdiff_t>(g.out_w) * oc;
+  const ptrdiff_t lead = g.pad_left * oc;  // the first tap of value f reads input value f - lead
+  const ptrdiff_t reach = static_cast<ptrdiff_t>((g.k_w - 1) * g.dilation_w) * oc;
+  std::vector<const int8_t*> rp(g.k_h);
+  std::vector<size_t> tap_row(taps);
+  std::vector<ptrdiff_t> tap_offset(taps);
+  for (size_t t = 0; t < taps; ++t) {
+    tap_row[t] = t / g.k_w;
+    tap_offset[t] = static_cast<ptrdiff_t>(t % g.k_w * g.dilation_w) * oc;
+  }
+  const __m512i flip = _mm512_set1_epi8(-128);
+  const __m512i zero_points = _mm512_set1_epi8(static_cast<char>(w.input_zero_point()));
+  // VPSHUFB indices that place byte 4k + i of each 128-bit lane at byte 4i (accumulator k)
+  __m512i lone[4];
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) int8_t idx[64];
+    for (int b = 0; b < 64; ++b) idx[b] = static_cast<int8_t>(b % 4 == 0 ? 4 * k + b % 16 / 4 : -128);
+    lone[k] = _mm512_load_si512(idx);
+  }
+  const int32_t* params = w.flat_params();
+  const int8_t* weights = w.flat_weights();
+  auto step = [&](auto inside, ptrdiff_t x0, size_t q, int8_t* o, ptrdiff_t n) {
+    auto tap = [&](size_t t) {
+      const int8_t* row = rp[tap_row[t]];
+      const ptrdiff_t at = x0 + tap_offset[t];
+      if constexpr (decltype(inside)::value) return _mm512_xor_si512(_mm512_loadu_si512(row + at), flip);
+      const ptrdiff_t lo = std::clamp<ptrdiff_t>(-at, 0, 64), hi = std::clamp<ptrdiff_t>(row_len - at, 0, 64);
+      const __mmask64 keep = lo < hi ? (~__mmask64{0} >> (64 - (hi - lo))) << lo : 0;
+      const auto* p = reinterpret_cast<const int8_t*>(reinterpret_cast<uintptr_t>(row) + at);
+      return _mm512_xor_si512(_mm512_mask_loadu_epi8(zero_points, keep, p), flip);
+    };
+    const int32_t* prm = params + q * kRqParams * 64;
+    const int8_t* wp = weights + q * groups * 256;
+    __m512i acc[4];
+    for (int k = 0; k < 4; ++k) acc[k] = load512(prm + (kRqStart * 4 + k) * 16);
+    for (size_t gi = 0; gi < groups; ++gi, wp += 256) {
+      const size_t t0 = 4 * gi;
+      if (t0 + 1 == taps) {
+        const __m512i x = tap(t0);
+        for (int k = 0; k < 4; ++k)
+          acc[k] = _mm512_dpbusd_epi32(acc[k], _mm512_shuffle_epi8(x, lone[k]), load512(wp + 64 * k));
+        continue;
+      }
+      const __m512i zero = _mm512_setzero_si512();
+      const __m512i a = tap(t0), b = t0 + 1 < taps ? tap(t0 + 1) : zero;
+      const __m512i cc = t0 + 2 < taps ? tap(t0 + 2) : zero, d = t0 + 3 < taps ? tap(t0 + 3) : zero;
+      const __m512i ab_lo = _mm512_unpacklo_epi8(a, b), ab_hi = _mm512_unpackhi_epi8(a, b);
+      const __m512i cd_lo = _mm512_unpacklo_epi8(cc, d), cd_hi = _mm512_unpackhi_epi8(cc, d);
+      acc[0] = _mm512_dpbusd_epi32(acc[0], _mm512_unpacklo_epi16(ab_lo, cd_lo), load512(wp));
+      acc[1] = _mm512_dpbusd_epi32(acc[1], _mm512_unpackhi_epi16(ab_lo, cd_lo), load512(wp + 64));
+      acc[2] = _mm512_dpbusd_epi32(acc[2], _mm512_unpacklo_epi16(ab_hi, cd_hi), load512(wp + 128));
+      acc[3] = _mm512_dpbusd_epi32(acc[3], _mm512_unpackhi_epi16(ab_hi, cd_hi), load512(wp + 192));
+    }
+    constexpr bool kRight = (kRq & kRqRight) != 0;
+    __m512i r[4];
+    for (int k = 0; k < 4; ++k) {
+      const FlatParams fp{prm, static_cast<size_t>(k)};
+      if (kShift) acc[k] = _mm512_sllv_epi32(acc[k], fp(kRqLeftShift, 0));
+      if constexpr ((kRq & kRqFloat) != 0) {
+        r[k] = float_form16<kRight>(acc[k], fp, 0);
+      } else {
+        r[k] = mbqm16<false, kRight>(acc[k], fp, 0);
+      }
+    }
+    __m512i lo16 = _mm512_packs_epi32(r[0], r[1]), hi16 = _mm512_packs_epi32(r[2], r[3]);
+    if constexpr ((kRq & kRqFloat) == 0) {
+      lo16 = _mm512_adds_epi16(lo16, c.q.zero_point16);
+      hi16 = _mm512_adds_epi16(hi16, c.q.zero_point16);
+    }
+    __m512i v8 = _mm512_packs_epi16(lo16, hi16);
+    if (kRq & kRqClamp) {
+      v8 = _mm512_min_epi8(_mm512_max_epi8(v8, _mm512_broadcast_i64x4(c.q.lo)), _mm512_broadcast_i64x4(c.q.hi));
+    }
+    if (n >= 64) {
+      _mm512_storeu_si512(o, v8);
+    } else {
+      _mm512_mask_storeu_epi8(o, ~__mmask64{0} >> (64 - n), v8);
+    }
+  };
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t oy = 0; oy < g.out_h; ++oy) {
+      rows.get(b, oy, rp.data());
+      int8_t* orow = out + (b * g.out_h + oy) * run_len;
+      size_t q = 0;
+      for (ptrdiff_t f = 0; f < run_len; f += 64, q = q + 1 == panels ? 0 : q + 1) {
+        const ptrdiff_t x0 = f - lead;
+        if (x0 >= 0 && x0 + 64 + reach <= row_len) {
+          step(std::true_type(), x0, q, orow + f, run_len - f);
+        } else {
+          step(std::false_type(), x0, q, orow + f, run_len - f);
+        }
+      }
+    }
+  }
+}
+
+// Whether the flat schedule runs this layer: fewer channels than a block of 16 at a
+// horizontal stride of 1 (the planner, edgeinf/engine/plan.py, leaves their channels
+// unpadded on this path). Wider layers measured as fast or faster on the blocks.
+inline bool takes_flat(const DwWeights& w, const DwGeometry& g) { return w.flat_panels() > 0 && g.stride_w == 1; }
+
 template <int kPairs, int kRq>
 void run(const Ctx& c, const int8_t* in, DwRows& rows, int8_t* out) {
   const DwGeometry& g = c.g;
@@ -381,6 +517,18 @@ void qs8_dwconv2d__avx512vnni(const DwWeights& w, const DwGeometry& g, const int
       c.ky.push_back(t / static_cast<int>(g.k_w));
       c.kx.push_back(t % static_cast<int>(g.k_w));
     }
+  }
+  if (takes_flat(w, g)) {
+    DwRows rows(g, in, static_cast<int8_t>(w.input_zero_point()));
+    const int flags = call_flags(w.avx2_rq_flags()) & ~kRqLeft;  // the flat path shifts by itself
+    with_rq_flags(flags, [&](auto rq) {
+      const bool nine = g.k_h * g.k_w == 9;
+      if (w.flat_left_shifts()) {
+        return nine ? run_flat<9, rq(), true>(c, rows, out) : run_flat<0, rq(), true>(c, rows, out);
+      }
+      return nine ? run_flat<9, rq(), false>(c, rows, out) : run_flat<0, rq(), false>(c, rows, out);
+    });
+    return;
   }
   if (c.blocks % 2 == 1) return qs8_dwconv2d__avx2(w, g, in, out);
   if (c.blocks > 0) c.panel = pack_panel(c);

@@ -83,7 +83,31 @@ class DwWeights {
   size_t neondot_row_groups() const { return (k_h_ + 3) / 4; }
   const int8_t* neondot_panel() const { return neondot_panel_.data(); }
 
+  // Flat panels (built with the avx512vnni path, for fewer than 16 channels): a stride-1
+  // output row is one run of out_w * channels values, value f of channel f % channels,
+  // whose tap t = ky * k_w + kx reads the input row's value f + (kx * dilation_w -
+  // pad_left) * channels. The run is taken 64 values per zmm block (VPDPBUSD, 4 taps per instruction), so block q of a
+  // row holds the channels of values 64q .. 64q + 63, which repeat every flat_panels() = channels / gcd(channels, 64)
+  // blocks; 0 when not built. Four accumulators k = 0-3 hold value 16 (m / 4) + 4k + m % 4 of the block in lane m (the
+  // order of VPUNPCKL/HBW then VPUNPCKL/HWD of the taps' bytes; VPACKSSDW then VPACKSSWB restore it).
+  //  - weights: [panel][tap group of 4][4 accumulators][16 lanes][4 taps] int8, zero
+  //    past the last tap;
+  //  - params: [panel][kRqParams][4 accumulators][16 lanes] int32, rq_params.h's values per
+  //    lane, except that the start value is that of inputs offset by +128 (unsigned), not
+  //    shifted, and the left shift is the channel's own (see flat_left_shifts()).
+  size_t flat_panels() const { return flat_panels_; }
+  size_t flat_tap_groups() const { return (k_h_ * k_w_ + 3) / 4; }
+  const int8_t* flat_weights() const { return flat_weights_.data(); }
+  const int32_t* flat_params() const { return flat_params_.data(); }
+  bool flat_left_shifts() const { return flat_left_shifts_; }  // some channel shifts left
+
  private:
+  void pack_flat_panels();  // from the AVX2 panels (flat_panels.cc)
+  size_t flat_panels_ = 0;
+  bool flat_left_shifts_ = false;
+  std::vector<int8_t> flat_weights_;
+  std::vector<int32_t> flat_params_;
+
   size_t k_h_, k_w_, channels_, padded_;
   int32_t input_zero_point_;
   bool weights_above_min_ = true;

@@ -83,6 +83,9 @@ DwWeights::DwWeights(const int8_t* w, size_t k_h, size_t k_w, size_t channels, c
   avx2_params_.assign(blocks * kRqParams * 16, 0);
   pack_rq_params(bias_zp_.data(), rq_, channels, blocks, fold, avx2_rq_flags_ & kRqFloat ? &fl : nullptr,
                  avx2_params_.data(), overlap_last_);
+#if defined(EDGEINF_BUILD_AVX512VNNI)
+  pack_flat_panels();
+#endif
 }
 
 namespace {

@@ -89,6 +89,9 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
   // their accumulators.
   const bool float_form = fl != nullptr && avx2_rq::rounds_to_nearest();
   const bool fused = tiles.requantizes && (float_form || !w.requantizes_in_double());
+  // Else the guarded float form where the weights have one (tiles of that form: it rounds
+  // explicitly, whatever MXCSR says).
+  const FloatRequantization* guarded = float_form ? nullptr : w.guarded_float_requantization();
   const Requantization& rq = w.requantization();
   for (size_t j = 0; j < blocks; j += nc) {
     const size_t panels = std::min(nc, blocks - j);
@@ -101,6 +104,9 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
       if (float_form) {
         o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
         o.offset_neg = fl->offset_neg.data() + col0;
+      } else if (guarded != nullptr) {
+        o.scale = guarded->scale.data() + col0, o.offset = guarded->offset.data() + col0;
+        o.offset_neg = guarded->offset_neg.data() + col0;
       }
       o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
       o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
@@ -153,32 +159,46 @@ void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& cw, const ConvGeom
   const ptrdiff_t in_h = static_cast<ptrdiff_t>(g.in_h), in_w = static_cast<ptrdiff_t>(g.in_w);
   const int8_t* in_end = in + g.batch * g.in_h * g.in_w * c;
   const bool short_runs = run <= 16 && g.dilation_w == 1;
+  const size_t row_step = g.dilation_h * g.in_w * c, pixel_step = g.stride_w * c;
+  // The output columns whose windows lie inside the image across: [ox_lo, ox_hi).
+  const ptrdiff_t sw = static_cast<ptrdiff_t>(g.stride_w);
+  const size_t ox_lo = static_cast<size_t>((std::max<ptrdiff_t>(g.pad_left, 0) + sw - 1) / sw);
+  const ptrdiff_t last_x = in_w - static_cast<ptrdiff_t>(g.k_w) + g.pad_left;  // ix0 + k_w <= in_w
+  const size_t ox_hi = last_x < 0 ? 0 : std::min(g.out_w, static_cast<size_t>(last_x / sw) + 1);
   size_t ox = 0, oy = 0, b = 0;
   for (size_t p0 = 0; p0 < pixels; p0 += mc) {
     const size_t rows = std::min(mc, pixels - p0);
-    for (size_t i = 0; i < rows; ++i) {
+    for (size_t i = 0; i < rows;) {
       uint8_t* d = windows + i * kp;
       const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
       const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
       const ptrdiff_t iy_last = iy0 + static_cast<ptrdiff_t>((g.k_h - 1) * g.dilation_h);
-      const bool inside =
-          short_runs && iy0 >= 0 && iy_last < in_h && ix0 >= 0 && ix0 + static_cast<ptrdiff_t>(g.k_w) <= in_w;
-      // The last run's 16 bytes must lie within the input as well.
-      if (inside &&
-          in_end - (in + ((b * g.in_h + static_cast<size_t>(iy_last)) * g.in_w + static_cast<size_t>(ix0)) * c) >= 16) {
-        // Inside the image: each filter row's run as one 16-byte piece, the bytes past
-        // it overwritten by the next run or ignored past K (zero weights).
-        const int8_t* s = in + ((b * g.in_h + static_cast<size_t>(iy0)) * g.in_w + static_cast<size_t>(ix0)) * c;
-        const size_t row_step = g.dilation_h * g.in_w * c;
-        for (size_t ky = 0; ky < g.k_h; ++ky, s += row_step) {
-          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(d + ky * run), _mm_xor_si128(v, flip));
+      // A run of this output row's pixels whose windows lie inside the image: each filter
+      // row's run copied as one 16-byte piece, the bytes past it overwritten by the next
+      // run or ignored past K (zero weights); the last piece's 16 bytes within the input.
+      size_t count =
+          short_runs && iy0 >= 0 && iy_last < in_h && ox >= ox_lo && ox < ox_hi ? std::min(ox_hi - ox, rows - i) : 0;
+      const int8_t* s = in + ((b * g.in_h + static_cast<size_t>(std::max<ptrdiff_t>(iy0, 0))) * g.in_w +
+                              static_cast<size_t>(std::max<ptrdiff_t>(ix0, 0))) *
+                                 c;
+      const int8_t* last_piece = s + (g.k_h - 1) * row_step;
+      while (count > 0 && in_end - (last_piece + (count - 1) * pixel_step) < 16) --count;
+      if (count > 0) {
+        for (size_t e = 0; e < count; ++e, s += pixel_step, d += kp) {
+          const int8_t* t = s;
+          for (size_t ky = 0; ky < g.k_h; ++ky, t += row_step) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(d + ky * run), _mm_xor_si128(v, flip));
+          }
         }
       } else {
         conv_window_rows(g, in, zero_point, p0 + i, 1, kp, one);
         for (size_t j = 0; j < kp; ++j) d[j] = static_cast<uint8_t>(one[j]) ^ 0x80u;
+        count = 1;
       }
-      if (++ox == g.out_w) {
+      i += count;
+      ox += count;
+      if (ox == g.out_w) {
         ox = 0;
         if (++oy == g.out_h) oy = 0, ++b;
       }

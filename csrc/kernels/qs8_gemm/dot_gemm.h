@@ -28,7 +28,7 @@ struct ConvGeometry;
 // tile's first column; the output clamp; and the tile's first output row (rows
 // out_stride apart) with ncols valid columns.
 struct DotOutput {
-  const float *scale, *offset, *offset_neg;
+  const float *scale, *offset, *offset_neg;  // or the guarded form's (GemmWeights), for tiles of that form
   bool split;
   const int32_t *multiplier, *left_shift, *right_shift;
   int32_t zero_point;

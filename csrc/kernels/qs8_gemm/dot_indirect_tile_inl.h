@@ -96,6 +96,11 @@ void dot_indirect_tile(const uint8_t* const* origins, const DotTap* taps, size_t
         const typename D::Requantizer rq(*fused, j);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) rq.store(c[r][j], out_rows[r] + 16 * j);
+        if constexpr (D::kRechecks) {  // the rare panel whose outputs need the exact steps again
+          if (__builtin_expect(rq.unsure(), 0)) {
+            for (int r = 0; r < R; ++r) rq.store_exact(c[r][j], out_rows[r] + 16 * j);
+          }
+        }
       }
       return;
     }

@@ -11,6 +11,9 @@
 //     static Acc dot(Acc acc, Quad a, Panel w);  // += a x w, four products per lane
 //     static constexpr bool kRequantizes;  // with, if true:
 //     struct Requantizer { Requantizer(const DotOutput&, int panel); void store(Acc, int8_t*) const; };
+//     static constexpr bool kRechecks;  // and then, if true, Requantizer has:
+//       bool unsure() const;                    // some store() may have been inexact: ...
+//       void store_exact(Acc, int8_t*) const;   // ... each of the panel's rows again
 //   };
 //
 // A tile is R rows by C panels of 16 columns: per quad of K, C panel loads and R
@@ -93,6 +96,11 @@ void dot_tile(const uint8_t* a, size_t a_stride, size_t kquads, const int8_t* pa
         const typename D::Requantizer rq(*fused, j);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) rq.store(c[r][j], fused->out + r * fused->out_stride + 16 * j);
+        if constexpr (D::kRechecks) {  // the rare panel whose outputs need the exact steps again
+          if (__builtin_expect(rq.unsure(), 0)) {
+            for (int r = 0; r < R; ++r) rq.store_exact(c[r][j], fused->out + r * fused->out_stride + 16 * j);
+          }
+        }
       }
       return;
     }

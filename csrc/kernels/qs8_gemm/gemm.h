@@ -66,6 +66,12 @@ class GemmWeights {
   // The AVX2 epilogue's float form of the requantization (rq_params.h), fixed-point or
   // double, padded to 16 channels, or null where it was not found exact.
   const FloatRequantization* float_requantization() const { return float_rq_.scale.empty() ? nullptr : &float_rq_; }
+  // Where that form is not exact but every channel shifts right and none left: float(M)
+  // and offsets zp +- 2^-(r+1), to which the AVX-512 tiles add a check per vector
+  // (avx512vnni.cc), padded to 16 channels; else null.
+  const FloatRequantization* guarded_float_requantization() const {
+    return guarded_rq_.scale.empty() ? nullptr : &guarded_rq_;
+  }
 
   // The requantization of one accumulator of channel c, either way.
   int8_t requantize(int32_t acc, size_t c) const {
@@ -83,7 +89,7 @@ class GemmWeights {
   std::vector<int32_t> bias_, bias_zp_, bias_u8_;
   Requantization rq_;
   std::vector<double> double_scale_;
-  FloatRequantization float_rq_;
+  FloatRequantization float_rq_, guarded_rq_;
   mutable std::mutex mu_;
   mutable std::vector<std::pair<PackLayout, std::vector<int8_t>>> packs_;
 };

@@ -45,6 +45,21 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
   if (fit_float_requantization(rq_, bound.data(), n, false, ds, &float_rq_)) {
     float_rq_.scale.resize(padded, 0.0f), float_rq_.offset.resize(padded, 0.0f),
         float_rq_.offset_neg.resize(padded, 0.0f);
+    return;
+  }
+  const bool shifts_right =
+      std::all_of(rq_.left_shift.begin(), rq_.left_shift.begin() + n, [](int32_t l) { return l == 0; }) &&
+      std::all_of(rq_.right_shift.begin(), rq_.right_shift.begin() + n, [](int32_t r) { return r >= 1; });
+  if (!double_scale_.empty() || !shifts_right) return;
+  guarded_rq_.split = true;
+  guarded_rq_.scale.assign(padded, 0.0f), guarded_rq_.offset.assign(padded, 0.0f),
+      guarded_rq_.offset_neg.assign(padded, 0.0f);
+  for (size_t c = 0; c < n; ++c) {
+    // Exact in double, each rounded once to float.
+    const int r = rq_.right_shift[c];
+    const double d = std::ldexp(1.0, -r - 1), zp = rq_.output_zero_point;
+    guarded_rq_.scale[c] = static_cast<float>(std::ldexp(static_cast<double>(rq_.multiplier[c]), -31 - r));
+    guarded_rq_.offset[c] = static_cast<float>(zp + d), guarded_rq_.offset_neg[c] = static_cast<float>(zp - d);
   }
 }
 
