@@ -85,7 +85,9 @@ void conv2d_gemm(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, 
 // The weights were prepared for one of three algorithms (ConvWeights): a direct kernel,
 // the AVX2 direct kernel only, or the GEMM, which then dispatches to its own variant.
 // The VPDPBUSD paths run few input channels (a 3-channel stem) on their tiles over whole
-// copied windows (K in quads across the taps), every other convolution on their GEMM.
+// copied windows (K in quads across the taps), convolutions of several taps on their
+// indirect tiles (qs8_conv2d_indirect_dot: channels a multiple of 4, else the GEMM), and
+// every other convolution on their GEMM.
 void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   using Fn = void (*)(const ConvWeights&, const ConvGeometry&, const int8_t*, int8_t*);
   if (w.direct()) {
@@ -102,7 +104,10 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
     select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd, vnni)(w, g, in, out);
     return;
   }
-  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd, vnni)(w, g, in, out);
+  const VnniVariants<Fn> vnni_indirect{EDGEINF_AVX2VNNI(qs8_conv2d_indirect__avx2vnni),
+                                       EDGEINF_AVX512VNNI(qs8_conv2d_indirect__avx512vnni),
+                                       EDGEINF_AVX2(qs8_conv2d_indirect__avx2_emulated_vnni)};
+  select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd, vnni_indirect)(w, g, in, out);
 }
 
 void qs8_dwconv2d(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {

@@ -248,6 +248,27 @@ def test_max_pool_of_whole_2x2_windows(c, act):
 
 
 @pytest.mark.parametrize(
+    "shape, pool, stride, padding, act",
+    [
+        ((2, 11, 13, 40), (3, 3), (2, 2), "same", "relu6"),  # 3x3 windows, clipped at every edge
+        ((1, 10, 9, 20), (2, 2), (2, 2), "same", "none"),  # 2x2 windows, the last column clipped
+        ((1, 9, 12, 72), (2, 3), (1, 2), "valid", "relu_n1_to_1"),  # other window shapes
+        ((1, 7, 8, 33), (5, 5), (3, 3), "same", "none"),  # windows wider than the padding
+    ],
+)
+def test_max_pool_rows_inside_and_clipped(shape, pool, stride, padding, act):
+    # The row-by-row max pooling: windows inside the image (unrolled for 2x2 and 3x3) and
+    # clipped ones at the edges, 32 or 16 channels per piece with an overlapping last one.
+    rng = np.random.default_rng(sum(shape))
+    q = (random_scale(rng), random_zero_point(rng))
+    x = random_int8(rng, shape)
+    want = run(pool_model("MAX_POOL_2D", x.shape, pool=pool, stride=stride, padding=padding, q=q, activation=act), [x])
+    kw = dict(pool_size=pool, stride=stride, padding=padding, activation=act, scale=q[0], zero_point=q[1])
+    for isa, got in run_each_isa(lambda: quant.max_pool(x, **kw)).items():
+        assert_same(got, want, f"MAX_POOL_2D x={x.shape} pool={pool} stride={stride} {padding} act={act} on {isa}")
+
+
+@pytest.mark.parametrize(
     "left_shift, in1, in2, out_rescale",
     [
         (16, (1 << 30, 0), (1518500250, -1), (1 << 30, -16)),  # left shift other than int8's 20

@@ -100,6 +100,14 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (1, 9, 9, 2, 16, 3, 3, 1, 2, "valid"),  # few channels, dilated: windows copied value by value
     (1, 4, 3, 3, 16, 5, 5, 1, 1, "same"),  # an image smaller than the filter
     (1, 24, 24, 64, 24, 3, 3, 1, 1, "valid"),  # several row blocks of the GEMM
+    # the indirect tiles (several taps, channels a multiple of 4):
+    (1, 9, 11, 12, 20, 3, 3, 1, 1, "same"),  # an odd count of quads per tap, a partial panel
+    (1, 7, 9, 16, 16, 3, 3, 1, 1, "same"),  # one panel of channels, a tail of pixels
+    (2, 6, 7, 8, 72, 3, 2, 2, 1, "same"),  # batch, stride, a wide and a partial group of panels
+    (1, 8, 8, 24, 40, 2, 2, 1, 1, "same"),  # padding only below and right
+    (1, 3, 3, 32, 70, 3, 3, 3, 1, "valid"),  # one output pixel: the few-chain tile
+    (1, 2, 3, 8, 24, 5, 5, 1, 1, "same"),  # an image smaller than the filter: most taps left out
+    (1, 10, 10, 8, 16, 9, 9, 1, 1, "same"),  # more sets of taps inside than are kept apart
 ]
 
 
@@ -163,6 +171,33 @@ def test_conv2d_ties_of_the_guarded_float_form_equal_the_reference(dot_path):
     assert_same(got, want, f"guarded float form ties on {dot_path}")
 
 
+def test_conv2d_3x3_ties_of_the_guarded_float_form_equal_the_reference(dot_path):
+    # As above through the indirect tiles (a 3x3 filter): their panels with a tie take the
+    # fixed-point steps again too.
+    rng = np.random.default_rng(13)
+    c, o = 32, 24
+    weights = (rng.integers(-1, 2, (o, 3, 3, c)) * 64).astype(np.int8)
+    bias = (63 + 64 * rng.integers(-(2**10), 2**10, o)).astype(np.int32)
+    zero_point = random_zero_point(rng)
+    conv = quant.Conv2D(weights, bias, padding="valid", input_scale=1.0, input_zero_point=zero_point,
+                        weight_scale=2.0**-6, output_scale=2.0**7, output_zero_point=5)  # fmt: skip
+    assert not conv._op._float_requantization
+    x = rng.integers(-128, 128, (1, 40, 40, c), dtype=np.int8)
+    xs = x[0].astype(np.int64) - zero_point
+    acc = (
+        sum(
+            xs[ky : ky + 38, kx : kx + 38].reshape(-1, c) @ weights[:, ky, kx, :].T.astype(np.int64)
+            for ky in range(3)
+            for kx in range(3)
+        )
+        + bias
+    )
+    ties = np.where(acc >= 0, acc + 1, acc - 1) % 2**13 == 2**12
+    assert ties.sum() > 100
+    got, want = _scalar_and(dot_path, conv, x)
+    assert_same(got, want, f"guarded float form ties, 3x3, on {dot_path}")
+
+
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
 # rounding operands, and VPDPBUSD in either encoding.
 _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
@@ -171,7 +206,7 @@ _BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{
 # the other kernels that path runs on AVX-512, each named for it (ADD's linear form, the
 # two-line map).
 _VNNI_KERNEL = re.compile(
-    r"dot_tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
+    r"dot_(?:indirect_)?tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
     r"|^edgeinf::(?:qs8|engine)::\w+__avx512\("
 )
 

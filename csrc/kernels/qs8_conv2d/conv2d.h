@@ -12,7 +12,10 @@
 //    every ISA variant of the GEMM serves convolution as well (a pointwise convolution
 //    without stride or padding points each row at its own pixel). On AVX2, with several
 //    taps and an even channel count, the indirection points into input rows converted
-//    once to int16 (qs8_conv2d_gemm__avx2).
+//    once to int16 (qs8_conv2d_gemm__avx2). The VPDPBUSD paths run several taps of a
+//    channel count that is a multiple of 4 on tiles that read a padded uint8 copy of the
+//    input in place, window by window, without an indirection buffer
+//    (qs8_conv2d_indirect_dot, qs8_gemm/dot_gemm.h).
 #pragma once
 
 #include <algorithm>
@@ -55,6 +58,9 @@ class ConvWeights {
   bool avx2_direct() const { return avx2_direct_; }  // ... and on AVX2 (also pointwise layers)
   // The AVX2 requantization variant of these channels (rq_params.h's kRq* flags).
   int avx2_rq_flags() const { return avx2_rq_flags_; }
+  // sum(w[c][t][*]) for filter tap t and output channel c, [k_h * k_w][out_c padded to 16]:
+  // a tap's share of the accumulator start (qs8_conv2d_indirect_dot leaves padded taps out).
+  const int32_t* tap_weight_sums() const { return tap_sums_.data(); }
 
   // Direct kernel panels (empty unless direct(); the AVX2 ones unless avx2_direct()); K is
   // padded with zero weights.
@@ -83,6 +89,7 @@ class ConvWeights {
   std::vector<int16_t> avx2_panel_;
   std::vector<int32_t> avx2_params_;
   std::vector<int8_t> neon_panel_, neondot_panel_;
+  std::vector<int32_t> tap_sums_;
 };
 
 // Rows of the direct kernel for output pixels [p0, p0 + m) (pixels counted over batch,

@@ -10,6 +10,15 @@ namespace edgeinf::qs8 {
 ConvWeights::ConvWeights(const int8_t* w, size_t out_c, size_t k_h, size_t k_w, size_t in_c, const int32_t* bias,
                          int32_t input_zero_point, Requantization rq)
     : gemm_(w, out_c, k_h * k_w * in_c, bias, input_zero_point, std::move(rq)), k_h_(k_h), k_w_(k_w), in_c_(in_c) {
+  const size_t taps = k_h * k_w, padded = round_up(out_c, 16);
+  tap_sums_.assign(taps * padded, 0);
+  for (size_t c = 0; c < out_c; ++c) {
+    for (size_t t = 0; t < taps; ++t) {
+      int32_t sum = 0;
+      for (size_t i = 0; i < in_c; ++i) sum += w[(c * taps + t) * in_c + i];
+      tap_sums_[t * padded + c] = sum;
+    }
+  }
   direct_ = in_c <= kSmallInputChannels;
   avx2_direct_ = direct_ || (k_h * k_w == 1 && in_c <= kAvx2DirectPointwiseChannels);
   if (!avx2_direct_) return;

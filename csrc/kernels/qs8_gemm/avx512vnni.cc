@@ -14,6 +14,7 @@
 
 #include "../qs8_conv2d/conv2d.h"
 #include "dot_gemm.h"
+#include "dot_indirect_tile_inl.h"
 #include "dot_tile_inl.h"
 #include "gemm.h"
 
@@ -172,6 +173,14 @@ const DotTiles& tiles_for(const GemmWeights& w) {
                                                      : FormTiles<Form::kFixed>::of(w);
 }
 
+// Indirect convolution: 6 pixels x 64 channels (24 chains, each pixel's quad broadcast once
+// for four panels); one panel of channels in 8 x 16.
+template <Form F>
+struct FormIndirectTiles {
+  static constexpr DotIndirectTiles kWide = dot_indirect_tiles<ZmmDot<F>, 6, 4>();
+  static constexpr DotIndirectTiles kNarrow = dot_indirect_tiles<ZmmDot<F>, 8, 1>();
+};
+
 }  // namespace
 
 void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
@@ -180,6 +189,21 @@ void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, 
 
 void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   qs8_conv2d_dot(tiles_for(w.gemm()), w, g, in, out);
+}
+
+void qs8_conv2d_indirect__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
+  // the form tiles_for() picks, as the driver's epilogue does
+  const GemmWeights& gw = w.gemm();
+  if (gw.float_requantization() != nullptr && (_mm_getcsr() & _MM_ROUND_MASK) == _MM_ROUND_NEAREST) {
+    using T = FormIndirectTiles<Form::kFloat>;
+    return qs8_conv2d_indirect_dot(T::kWide, T::kNarrow, w, g, in, out);
+  }
+  if (gw.guarded_float_requantization() != nullptr) {
+    using T = FormIndirectTiles<Form::kGuarded>;
+    return qs8_conv2d_indirect_dot(T::kWide, T::kNarrow, w, g, in, out);
+  }
+  using T = FormIndirectTiles<Form::kFixed>;
+  qs8_conv2d_indirect_dot(T::kWide, T::kNarrow, w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8

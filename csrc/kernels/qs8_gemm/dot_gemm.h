@@ -60,10 +60,45 @@ struct DotTiles {
   bool requantizes;
 };
 
+// One filter tap of an indirect convolution: its input values' offset from a window's
+// origin, its weights' byte offset in a panel.
+struct DotTap {
+  ptrdiff_t input;
+  size_t weights;
+};
+
+// An indirect convolution's tile (dot_indirect_tile_inl.h): as DotTile, but row r's K is
+// the segments of kquads quads at origins[r] + taps[t].input, t < tap_count, multiplied
+// with the panel's quads from taps[t].weights on (tap-major: kDotLayout when the input
+// channels are a multiple of 4), and a fused tile stores row r at out_rows[r] (the rows
+// need not be evenly spaced; fused->out and out_stride are not read).
+using DotIndirectTile = void (*)(const uint8_t* const* origins, const DotTap* taps, size_t tap_count, size_t kquads,
+                                 const int8_t* panel, size_t panel_bytes, const int32_t* start, int32_t* acc,
+                                 size_t acc_stride, const DotOutput* fused, int8_t* const* out_rows);
+
+struct DotIndirectTileRow {
+  DotIndirectTile tile[kDotMaxRows + 1];
+};
+
+struct DotIndirectTiles {
+  size_t mr, nc;
+  DotIndirectTileRow panels[kDotMaxPanels + 1];
+  bool requantizes;
+};
+
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 // A convolution of few input channels (ConvWeights::direct()): each output pixel's window
 // copied whole (conv_window_rows), so that K is read in quads across the filter taps.
 void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+
+// A convolution of several filter taps and input channels a multiple of 4 on indirect
+// tiles: the input copied once to uint8 with its padding around it (zero points), each
+// tile's rows read in place at their windows, tiles made of pixels that share which taps
+// fall in the padding, and those taps left out. `narrow` serves 16 output channels or
+// fewer (one panel: taller tiles keep enough chains), `wide` the rest. Other convolutions
+// go to qs8_conv2d__gemm.
+void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTiles& narrow, const ConvWeights& w,
+                             const ConvGeometry& g, const int8_t* in, int8_t* out);
 
 // The AVX2 GEMM's epilogue (avx2.cc): requantizes rows of 16 int32 accumulators ([rows][16],
 // columns col0 onwards) and stores ncols values per row.
@@ -76,5 +111,9 @@ void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_
 void qs8_conv2d_direct__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_indirect__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_indirect__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+void qs8_conv2d_indirect__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in,
+                                             int8_t* out);
 
 }  // namespace edgeinf::qs8

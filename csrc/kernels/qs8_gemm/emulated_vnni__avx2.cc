@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include "dot_gemm.h"
+#include "dot_indirect_tile_inl.h"
 #include "dot_tile_inl.h"
 #include "dot_ymm_inl.h"
 
@@ -22,6 +23,7 @@ inline __m256i emulated_dpbusd(__m256i acc, __m256i a, __m256i w) {
 }
 
 constexpr DotTiles kTiles = dot_tiles<YmmDot<&emulated_dpbusd>, 6, 1>();
+constexpr DotIndirectTiles kIndirectTiles = dot_indirect_tiles<YmmDot<&emulated_dpbusd>, 6, 1>();
 
 }  // namespace
 
@@ -31,6 +33,11 @@ void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_
 
 void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out) {
   qs8_conv2d_dot(kTiles, w, g, in, out);
+}
+
+void qs8_conv2d_indirect__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in,
+                                             int8_t* out) {
+  qs8_conv2d_indirect_dot(kIndirectTiles, kIndirectTiles, w, g, in, out);
 }
 
 }  // namespace edgeinf::qs8
