@@ -91,11 +91,12 @@ def test_fully_connected_tiles_with_symmetric_weights_match_tflite_reference(m, 
     assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
 
 
-@pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
+@pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263), (48, 20), (96, 45)])
 @pytest.mark.parametrize("weights", ["symmetric", "with -128", "extremes"])
 def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
     # One row and wide outputs: the GEMV path (groups of four 16-column panels, then
-    # single panels, the last one partial). Symmetric weights ([-127, 127], what TFLite
+    # single panels, the last one partial; on NEON dot product 32-column panels, the last
+    # one 8, 16 or 24 wide, K in steps of 32 after an odd 16). Symmetric weights ([-127, 127], what TFLite
     # writes) take AVX2's multiply of |x| by sign-adjusted weights; a -128 weight takes
     # the tiles. "extremes": x = -128 and weights of +-127, the largest pair products.
     rng = np.random.default_rng(k * 1000 + n)
