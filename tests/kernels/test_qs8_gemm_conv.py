@@ -318,22 +318,27 @@ STEM_SHAPES = [
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
+    # symmetric weights in every other shape: without a -128 weight NEON sums two products in int16
+    x_shape, weight_shape = (1 + shape % 2, h, w, c), (o, kh, kw, c)
     assert_conv_schedule_matches_reference(
-        rng, variant, (1 + shape % 2, h, w, c), (o, kh, kw, c), stride, dilation, padding, [-128, 127, -3], "relu"
+        rng, variant, x_shape, weight_shape, stride, dilation, padding, [-128, 127, -3], "relu", shape % 2 == 0
     )
 
 
 def assert_conv_schedule_matches_reference(
-    rng, variant, x_shape, weight_shape, stride, dilation, padding, zero_points, activation
+    rng, variant, x_shape, weight_shape, stride, dilation, padding, zero_points, activation, symmetric=False
 ):
     """A Conv2D schedule case: the quantization of ``variant`` (`_schedule_quantization`),
-    random weights, bias and input, compared on every ISA with TFLite's reference."""
+    random weights, bias and input, compared on every ISA with TFLite's reference.
+    ``symmetric``: no weight of -128 (TFLite's int8 weights; kernels may pair products)."""
     o, kh, kw, c = weight_shape
     in_q, ws, out_q, act = _schedule_quantization(rng, variant, zero_points, o, kh * kw * c, activation)
     weights = random_int8(rng, weight_shape)
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
     x = random_int8(rng, x_shape)
     x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
+    if symmetric:
+        weights[weights == -128] = -127
     assert_conv_matches_reference(x, weights, bias, stride, dilation, padding, in_q, out_q, ws, act, note=variant)
 
 
