@@ -27,27 +27,30 @@ constexpr size_t kRowCols = kNeonDotRowLayout.nr;  // 32
 // loads and shuffle the accumulators with register moves, which take the SDOTs' pipes.
 inline void row_step(int8x16_t av, const int8_t*& b, int32x4_t (&c)[8]) {
   int8x16_t w0, w1, w2, w3, w4, w5, w6, w7;
-#define EDGEINF_ROW_QUAD(lane, o0, o1, o2, o3)                                  \
-  "ldp %q[w0], %q[w1], [%[b]" o0 "\n\t"                                        \
-  "ldp %q[w2], %q[w3], [%[b], #" o1 "]\n\t"                                    \
-  "ldp %q[w4], %q[w5], [%[b], #" o2 "]\n\t"                                    \
-  "ldp %q[w6], %q[w7], [%[b], #" o3 "]\n\t"                                    \
-  "sdot %[c0].4s, %[w0].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c1].4s, %[w1].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c2].4s, %[w2].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c3].4s, %[w3].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c4].4s, %[w4].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c5].4s, %[w5].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c6].4s, %[w6].16b, %[a].4b[" lane "]\n\t"                            \
-  "sdot %[c7].4s, %[w7].16b, %[a].4b[" lane "]\n\t"
-  __asm__(EDGEINF_ROW_QUAD("0", "], #512", "-480", "-448", "-416")
-          EDGEINF_ROW_QUAD("1", ", #-384]", "-352", "-320", "-288")
-          EDGEINF_ROW_QUAD("2", ", #-256]", "-224", "-192", "-160")
-          EDGEINF_ROW_QUAD("3", ", #-128]", "-96", "-64", "-32")
+  // one quad of K: its four LDPs (addresses m0-m3), then eight SDOTs by lane L of av
+#define EDGEINF_ROW_QUAD(L, m0, m1, m2, m3)                                          \
+  "ldp %q[w0], %q[w1], " m0 "\n\tldp %q[w2], %q[w3], " m1                            \
+  "\n\t"                                                                             \
+  "ldp %q[w4], %q[w5], " m2 "\n\tldp %q[w6], %q[w7], " m3                            \
+  "\n\t"                                                                             \
+  "sdot %[c0].4s, %[w0].16b, %[a].4b[" L "]\n\tsdot %[c1].4s, %[w1].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c2].4s, %[w2].16b, %[a].4b[" L "]\n\tsdot %[c3].4s, %[w3].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c4].4s, %[w4].16b, %[a].4b[" L "]\n\tsdot %[c5].4s, %[w5].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c6].4s, %[w6].16b, %[a].4b[" L "]\n\tsdot %[c7].4s, %[w7].16b, %[a].4b[" L "]\n\t"
+#define EDGEINF_ROW_STEP                                                                    \
+  EDGEINF_ROW_QUAD("0", "[%[b]], #512", "[%[b], #-480]", "[%[b], #-448]", "[%[b], #-416]")  \
+  EDGEINF_ROW_QUAD("1", "[%[b], #-384]", "[%[b], #-352]", "[%[b], #-320]", "[%[b], #-288]") \
+  EDGEINF_ROW_QUAD("2", "[%[b], #-256]", "[%[b], #-224]", "[%[b], #-192]", "[%[b], #-160]") \
+  EDGEINF_ROW_QUAD("3", "[%[b], #-128]", "[%[b], #-96]", "[%[b], #-64]", "[%[b], #-32]")
+  __asm__(EDGEINF_ROW_STEP
           : [c0] "+w"(c[0]), [c1] "+w"(c[1]), [c2] "+w"(c[2]), [c3] "+w"(c[3]), [c4] "+w"(c[4]), [c5] "+w"(c[5]),
             [c6] "+w"(c[6]), [c7] "+w"(c[7]), [b] "+r"(b), [w0] "=&w"(w0), [w1] "=&w"(w1), [w2] "=&w"(w2),
             [w3] "=&w"(w3), [w4] "=&w"(w4), [w5] "=&w"(w5), [w6] "=&w"(w6), [w7] "=&w"(w7)
           : [a] "w"(av), "m"(*reinterpret_cast<const int8_t(*)[512]>(b)));
+#undef EDGEINF_ROW_STEP
 #undef EDGEINF_ROW_QUAD
 }
 
@@ -57,7 +60,7 @@ inline void row_panel(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&a
   for (int j = 0; j < 8; ++j) c[j] = acc[j];
   size_t k0 = 0;
   if (kp % 32) row_step(vld1q_s8(a), b, c), k0 = 16;  // an odd 16 values of K first
-  for (; k0 < kp; k0 += 32) {                          // then two steps an iteration
+  for (; k0 < kp; k0 += 32) {                         // then two steps an iteration
     row_step(vld1q_s8(a + k0), b, c);
     row_step(vld1q_s8(a + k0 + 16), b, c);
   }
@@ -70,9 +73,9 @@ template <int G>
 void row_tail(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) {
   for (size_t k0 = 0; k0 < kp; k0 += 16) {
     const int8x16_t av = vld1q_s8(a + k0);
-#define EDGEINF_TAIL_QUAD(lane)                                                 \
-  for (int g = 0; g < G; ++g, b += 32) {                                        \
-    acc[2 * g] = vdotq_laneq_s32(acc[2 * g], vld1q_s8(b), av, lane);            \
+#define EDGEINF_TAIL_QUAD(lane)                                                   \
+  for (int g = 0; g < G; ++g, b += 32) {                                          \
+    acc[2 * g] = vdotq_laneq_s32(acc[2 * g], vld1q_s8(b), av, lane);              \
     acc[2 * g + 1] = vdotq_laneq_s32(acc[2 * g + 1], vld1q_s8(b + 16), av, lane); \
   }
     EDGEINF_TAIL_QUAD(0)
@@ -128,7 +131,8 @@ void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, co
                               out_row + c0 + h + e, 0);
         }
       } else {
-        neon::store_prefix(out_row + c0 + h, neon_rq::Requantize16Of<F>(q, c0 + h)(part), std::min<size_t>(16, n - c0 - h));
+        neon::store_prefix(out_row + c0 + h, neon_rq::Requantize16Of<F>(q, c0 + h)(part),
+                           std::min<size_t>(16, n - c0 - h));
       }
     }
   }
