@@ -91,11 +91,12 @@ def test_fully_connected_tiles_with_symmetric_weights_match_tflite_reference(m, 
     assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
 
 
-@pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263)])
+@pytest.mark.parametrize("k, n", [(1, 64), (33, 130), (300, 200), (64, 263), (48, 20), (96, 45)])
 @pytest.mark.parametrize("weights", ["symmetric", "with -128", "extremes"])
 def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
     # One row and wide outputs: the GEMV path (groups of four 16-column panels, then
-    # single panels, the last one partial). Symmetric weights ([-127, 127], what TFLite
+    # single panels, the last one partial; on NEON dot product 32-column panels, the last
+    # one 8, 16 or 24 wide, K in steps of 32 after an odd 16). Symmetric weights ([-127, 127], what TFLite
     # writes) take AVX2's multiply of |x| by sign-adjusted weights; a -128 weight takes
     # the tiles. "extremes": x = -128 and weights of +-127, the largest pair products.
     rng = np.random.default_rng(k * 1000 + n)
@@ -338,22 +339,27 @@ STEM_SHAPES = [
 def test_conv2d_few_input_channels(shape, variant):
     h, w, c, o, (kh, kw), stride, dilation, padding = STEM_SHAPES[shape]
     rng = np.random.default_rng(5000 + 10 * shape + (variant != "per_channel"))
+    # symmetric weights in every other shape: without a -128 weight NEON sums two products in int16
+    x_shape, weight_shape = (1 + shape % 2, h, w, c), (o, kh, kw, c)
     assert_conv_schedule_matches_reference(
-        rng, variant, (1 + shape % 2, h, w, c), (o, kh, kw, c), stride, dilation, padding, [-128, 127, -3], "relu"
+        rng, variant, x_shape, weight_shape, stride, dilation, padding, [-128, 127, -3], "relu", shape % 2 == 0
     )
 
 
 def assert_conv_schedule_matches_reference(
-    rng, variant, x_shape, weight_shape, stride, dilation, padding, zero_points, activation
+    rng, variant, x_shape, weight_shape, stride, dilation, padding, zero_points, activation, symmetric=False
 ):
     """A Conv2D schedule case: the quantization of ``variant`` (`_schedule_quantization`),
-    random weights, bias and input, compared on every ISA with TFLite's reference."""
+    random weights, bias and input, compared on every ISA with TFLite's reference.
+    ``symmetric``: no weight of -128 (TFLite's int8 weights; kernels may pair products)."""
     o, kh, kw, c = weight_shape
     in_q, ws, out_q, act = _schedule_quantization(rng, variant, zero_points, o, kh * kw * c, activation)
     weights = random_int8(rng, weight_shape)
     bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
     x = random_int8(rng, x_shape)
     x, weights, bias = _small_products(x, weights, bias, in_q[1], variant)
+    if symmetric:
+        weights[weights == -128] = -127
     assert_conv_matches_reference(x, weights, bias, stride, dilation, padding, in_q, out_q, ws, act, note=variant)
 
 

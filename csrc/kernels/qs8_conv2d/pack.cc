@@ -108,9 +108,45 @@ EDGEINF_NO_LIBCALLS void conv_window_rows(const ConvGeometry& g, const int8_t* i
   size_t ox = p0 % g.out_w, oy = (p0 / g.out_w) % g.out_h, b = p0 / (g.out_w * g.out_h);
   const ptrdiff_t in_h = static_cast<ptrdiff_t>(g.in_h), in_w = static_cast<ptrdiff_t>(g.in_w);
   const ptrdiff_t span_w = static_cast<ptrdiff_t>((g.k_w - 1) * g.dilation_w);
+  const ptrdiff_t span_h = static_cast<ptrdiff_t>((g.k_h - 1) * g.dilation_h);
+  const size_t row_step = g.dilation_h * g.in_w * C, pixel_step = g.stride_w * C;
   for (size_t i = 0; i < m; ++i, dst += kp) {
     const ptrdiff_t iy0 = static_cast<ptrdiff_t>(oy * g.stride_h) - g.pad_top;
     const ptrdiff_t ix0 = static_cast<ptrdiff_t>(ox * g.stride_w) - g.pad_left;
+    if (wide && run <= 16 && g.dilation_w == 1 && iy0 >= 0 && iy0 + span_h < in_h && ix0 >= 0 && ix0 + span_w < in_w) {
+      // A run of pixels of this output row whose windows lie inside the image (and whose
+      // last 16-byte read inside the input): each filter row one 16-byte copy, no checks
+      // per pixel or filter row.
+      const int8_t* s = in + ((b * g.in_h + static_cast<size_t>(iy0)) * g.in_w + static_cast<size_t>(ix0)) * C;
+      const ptrdiff_t last_end = (s - in) + static_cast<ptrdiff_t>((g.k_h - 1) * row_step) + 16;
+      const ptrdiff_t room = (in_end - in) - last_end;
+      if (room >= 0) {
+        const size_t by_width = static_cast<size_t>(in_w - 1 - span_w - ix0) / g.stride_w + 1;
+        const size_t by_end = static_cast<size_t>(room) / pixel_step + 1;
+        const size_t count = std::min({m - i, g.out_w - ox, by_width, by_end});
+        if (g.k_h == 3) {
+          for (size_t j = 0; j < count; ++j, s += pixel_step, dst += kp) {
+            std::memcpy(dst, s, 16);
+            std::memcpy(dst + run, s + row_step, 16);
+            std::memcpy(dst + 2 * run, s + 2 * row_step, 16);
+          }
+        } else {
+          for (size_t j = 0; j < count; ++j, s += pixel_step, dst += kp) {
+            for (size_t ky = 0; ky < g.k_h; ++ky) std::memcpy(dst + ky * run, s + ky * row_step, 16);
+          }
+        }
+        // the outer loop's step past the run's last pixel
+        i += count - 1, ox += count - 1, dst -= kp;
+        if (++ox == g.out_w) {
+          ox = 0;
+          if (++oy == g.out_h) {
+            oy = 0;
+            ++b;
+          }
+        }
+        continue;
+      }
+    }
     const bool inside_w = ix0 >= 0 && ix0 + span_w < in_w;
     int8_t* d = dst;
     for (size_t ky = 0; ky < g.k_h; ++ky, d += run) {

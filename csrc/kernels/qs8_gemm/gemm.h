@@ -21,11 +21,20 @@ namespace edgeinf::qs8 {
 
 // Weight layouts of the SIMD paths: [n/nr][kpad/kq][nr columns][kq values of K], zero
 // padded, with K padded to a multiple of kpad; mr is the matching tile height.
-// `wide` panels hold int16 (sign-extended once at packing) instead of int8.
+// `wide` panels hold int16 (sign-extended once at packing) instead of int8. With
+// `narrow_tail` the last panel holds only the columns left, rounded up to 8.
 struct PackLayout {
   size_t nr, kq, kpad, mr;
   bool wide = false;
-  bool operator==(const PackLayout& o) const { return nr == o.nr && kq == o.kq && kpad == o.kpad && wide == o.wide; }
+  bool narrow_tail = false;
+  bool operator==(const PackLayout& o) const {
+    return nr == o.nr && kq == o.kq && kpad == o.kpad && wide == o.wide && narrow_tail == o.narrow_tail;
+  }
+  // Columns of panel b (of a matrix of n columns).
+  size_t panel_width(size_t b, size_t n) const {
+    const size_t left = n - b * nr;
+    return narrow_tail && left < nr ? (left + 7) / 8 * 8 : nr;
+  }
 };
 inline constexpr PackLayout kAvx2Layout{16, 2, 2, 6};            // pairs of K, sign-extended in the kernel (few rows)
 inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K as int16 (many rows)
@@ -33,6 +42,8 @@ inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};        // quads of K f
 inline constexpr PackLayout kDotLayout{16, 4, 4, 0};             // quads of K for VPDPBUSD (dot_gemm.h)
 inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};             // pairs of K for VMULL + VPADAL
 inline constexpr PackLayout kNeonDotLayout{8, 4, 16, 8};         // quads of K for SDOT; A rows read 16 at a time
+// The SDOT batch-1 GEMV's: quads of K, 32 columns a panel, the last one narrowed.
+inline constexpr PackLayout kNeonDotRowLayout{32, 4, 16, 1, false, true};
 
 size_t round_up(size_t x, size_t m);
 

@@ -62,6 +62,11 @@ struct PairKernel {
     }
   }
 
+  static size_t gemv_row(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a,
+                         const int8_t* packed, int8_t* out_row) {
+    return neon::gemv_in_groups<PairKernel>(w, fl, kp, a, packed, out_row);
+  }
+
   static void gemv(size_t kp, const int8_t* a, const int8_t* (&b)[kGemvBlocks], size_t ahead, bool negatable,
                    int32x4_t (&acc)[kGemvBlocks][2]) {
     const size_t kpairs = kp / 2;

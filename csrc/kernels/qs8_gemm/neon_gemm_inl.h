@@ -6,13 +6,14 @@
 //   static constexpr PackLayout kLayout;                 // nr = 8
 //   template <int R> static void tile(size_t kp, const int8_t* a, size_t a_stride,
 //       const int8_t* b, bool negatable, int32x4_t (&acc)[R][2]);   // acc += A rows x panel
-//   static void gemv(size_t kp, const int8_t* a, const int8_t* (&b)[kGemvBlocks],
-//       size_t ahead, bool negatable, int32x4_t (&acc)[kGemvBlocks][2]);
+//   static size_t gemv_row(const GemmWeights& w, const FloatRequantization* fl, size_t kp,
+//       const int8_t* a, const int8_t* packed, int8_t* out_row);
 //
-// with kp the K of the packed panels, `negatable` GemmWeights::weights_negatable() and
-// `ahead` the prefetch distance of the GEMV's panels in bytes (0: none). Accumulators start
-// at bias - zero_point * sum(w) (GemmWeights::bias_minus_zero_point_terms()), as the
-// kernels multiply raw int8 activations.
+// with kp the K of the packed panels (`packed`: kLayout's) and `negatable`
+// GemmWeights::weights_negatable(). gemv_row computes a single row (batch 1) of the first
+// panels, returns how many (the tiles do the rest); gemv_in_groups below is one way.
+// Accumulators start at bias - zero_point * sum(w)
+// (GemmWeights::bias_minus_zero_point_terms()), as the kernels multiply raw int8 activations.
 //
 // Include only from aarch64 files. Everything here has internal linkage: each file
 // instantiates it under its own compiler flags, and the linker must not pick the +dotprod
@@ -158,7 +159,10 @@ constexpr std::array<TileFn, sizeof...(R) + 1> tile_table(std::index_sequence<R.
 
 // One row (batch-1 fully connected), kGemvBlocks panels at a time, prefetching the next
 // group: the weights are read once, usually from memory, and several streams in flight
-// move more bytes per second than one (as on AVX2).
+// move more bytes per second than one (as on AVX2). K supplies
+//   static void gemv(size_t kp, const int8_t* a, const int8_t* (&b)[kGemvBlocks],
+//       size_t ahead, bool negatable, int32x4_t (&acc)[kGemvBlocks][2]);
+// with `ahead` the prefetch distance of the panels in bytes (0: none).
 template <class K>
 void gemv_group(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_bytes, const GemmWeights& w,
                 const FloatRequantization* fl, size_t col0, int8_t* out_row, bool prefetch_next) {
@@ -177,6 +181,18 @@ void gemv_group(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_by
   }
 }
 
+// The full groups of kGemvBlocks panels of one row by gemv_group; returns the panels done.
+template <class K>
+size_t gemv_in_groups(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a,
+                      const int8_t* packed, int8_t* out_row) {
+  const size_t full = w.n() / kNr;
+  size_t j0 = 0;
+  for (; j0 + kGemvBlocks <= full; j0 += kGemvBlocks) {
+    gemv_group<K>(kp, a, packed + j0 * kp * kNr, kp * kNr, w, fl, j0 * kNr, out_row, j0 + 2 * kGemvBlocks <= full);
+  }
+  return j0;
+}
+
 template <class K>
 void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   static_assert(K::kLayout.nr == kNr, "the epilogue and the GEMV take 8-column panels");
@@ -193,13 +209,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
     gather_rows(a, m0, rows, abuf, kp);
-    size_t j0 = 0;
-    if (rows == 1) {  // full groups of panels; the rest goes through the tiles
-      for (; j0 + kGemvBlocks <= n / kNr; j0 += kGemvBlocks) {
-        gemv_group<K>(kp, abuf, packed + j0 * kp * kNr, kp * kNr, w, fl, j0 * kNr, out + m0 * out_stride,
-                      j0 + 2 * kGemvBlocks <= n / kNr);
-      }
-    }
+    const size_t j0 = rows == 1 ? K::gemv_row(w, fl, kp, abuf, packed, out + m0 * out_stride) : 0;
     for (size_t j = j0; j < blocks; ++j) {
       const int8_t* panel = packed + j * kp * kNr;
       const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);

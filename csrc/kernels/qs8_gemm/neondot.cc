@@ -1,4 +1,5 @@
-// NEON GEMM with the Armv8.2 dot-product instructions (Cortex-A76 and later): 8x8 tiles.
+// NEON GEMM with the Armv8.2 dot-product instructions (Cortex-A76 and later): 8x8 tiles,
+// and a batch-1 GEMV over panels of 32 columns.
 //
 // Compiled with +dotprod for this file only and selected at run time only when HWCAP
 // reports ASIMDDP, so a Cortex-A53/A72 never executes SDOT. SDOT sums four exact int8
@@ -7,13 +8,135 @@
 // own micro-kernel.
 #include <arm_neon.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "gemm.h"
 #include "neon_gemm_inl.h"
 
 namespace edgeinf::qs8 {
 namespace {
 
-using neon::kGemvBlocks;
+constexpr size_t kRowCols = kNeonDotRowLayout.nr;  // 32
+
+// 16 values of K of the row (av) against the next 512 bytes of a panel of
+// kNeonDotRowLayout (32 columns, quads of K: 128 bytes a quad), advancing b past them;
+// c[j] holds columns 4j .. 4j + 3. Each pair of registers in one LDP (the first one
+// post-indexed), and nothing else but the 32 SDOTs: written out, because GCC's
+// scheduling and register allocation of the same intrinsics split the pairs into single
+// loads and shuffle the accumulators with register moves, which take the SDOTs' pipes.
+inline void row_step(int8x16_t av, const int8_t*& b, int32x4_t (&c)[8]) {
+  int8x16_t w0, w1, w2, w3, w4, w5, w6, w7;
+  // one quad of K: its four LDPs (addresses m0-m3), then eight SDOTs by lane L of av
+#define EDGEINF_ROW_QUAD(L, m0, m1, m2, m3)                                          \
+  "ldp %q[w0], %q[w1], " m0 "\n\tldp %q[w2], %q[w3], " m1                            \
+  "\n\t"                                                                             \
+  "ldp %q[w4], %q[w5], " m2 "\n\tldp %q[w6], %q[w7], " m3                            \
+  "\n\t"                                                                             \
+  "sdot %[c0].4s, %[w0].16b, %[a].4b[" L "]\n\tsdot %[c1].4s, %[w1].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c2].4s, %[w2].16b, %[a].4b[" L "]\n\tsdot %[c3].4s, %[w3].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c4].4s, %[w4].16b, %[a].4b[" L "]\n\tsdot %[c5].4s, %[w5].16b, %[a].4b[" L \
+  "]\n\t"                                                                            \
+  "sdot %[c6].4s, %[w6].16b, %[a].4b[" L "]\n\tsdot %[c7].4s, %[w7].16b, %[a].4b[" L "]\n\t"
+#define EDGEINF_ROW_STEP                                                                    \
+  EDGEINF_ROW_QUAD("0", "[%[b]], #512", "[%[b], #-480]", "[%[b], #-448]", "[%[b], #-416]")  \
+  EDGEINF_ROW_QUAD("1", "[%[b], #-384]", "[%[b], #-352]", "[%[b], #-320]", "[%[b], #-288]") \
+  EDGEINF_ROW_QUAD("2", "[%[b], #-256]", "[%[b], #-224]", "[%[b], #-192]", "[%[b], #-160]") \
+  EDGEINF_ROW_QUAD("3", "[%[b], #-128]", "[%[b], #-96]", "[%[b], #-64]", "[%[b], #-32]")
+  __asm__(EDGEINF_ROW_STEP
+          : [c0] "+w"(c[0]), [c1] "+w"(c[1]), [c2] "+w"(c[2]), [c3] "+w"(c[3]), [c4] "+w"(c[4]), [c5] "+w"(c[5]),
+            [c6] "+w"(c[6]), [c7] "+w"(c[7]), [b] "+r"(b), [w0] "=&w"(w0), [w1] "=&w"(w1), [w2] "=&w"(w2),
+            [w3] "=&w"(w3), [w4] "=&w"(w4), [w5] "=&w"(w5), [w6] "=&w"(w6), [w7] "=&w"(w7)
+          : [a] "w"(av), "m"(*reinterpret_cast<const int8_t(*)[512]>(b)));
+#undef EDGEINF_ROW_STEP
+#undef EDGEINF_ROW_QUAD
+}
+
+// One row against a whole panel of kNeonDotRowLayout; acc[j]: columns 4j .. 4j + 3.
+inline void row_panel(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) {
+  int32x4_t c[8];
+  for (int j = 0; j < 8; ++j) c[j] = acc[j];
+  size_t k0 = 0;
+  if (kp % 32) row_step(vld1q_s8(a), b, c), k0 = 16;  // an odd 16 values of K first
+  for (; k0 < kp; k0 += 32) {                         // then two steps an iteration
+    row_step(vld1q_s8(a + k0), b, c);
+    row_step(vld1q_s8(a + k0 + 16), b, c);
+  }
+  for (int j = 0; j < 8; ++j) acc[j] = c[j];
+}
+
+// One row against the narrower last panel of kNeonDotRowLayout: G groups of 8 columns
+// (G < 4), acc[2g], acc[2g + 1] the columns of group g.
+template <int G>
+void row_tail(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) {
+  for (size_t k0 = 0; k0 < kp; k0 += 16) {
+    const int8x16_t av = vld1q_s8(a + k0);
+#define EDGEINF_TAIL_QUAD(lane)                                                   \
+  for (int g = 0; g < G; ++g, b += 32) {                                          \
+    acc[2 * g] = vdotq_laneq_s32(acc[2 * g], vld1q_s8(b), av, lane);              \
+    acc[2 * g + 1] = vdotq_laneq_s32(acc[2 * g + 1], vld1q_s8(b + 16), av, lane); \
+  }
+    EDGEINF_TAIL_QUAD(0)
+    EDGEINF_TAIL_QUAD(1)
+    EDGEINF_TAIL_QUAD(2)
+    EDGEINF_TAIL_QUAD(3)
+#undef EDGEINF_TAIL_QUAD
+  }
+}
+
+// The batch-1 GEMV: every column, 32 at a time (the last panel's width rounded up to 8).
+// The panels follow each other in memory,
+// so the weights are one sequential stream (for the hardware prefetcher; software
+// prefetches would take a fifth of the loop's issue slots). The float form requantizes
+// 16 columns at a time with its parameters in registers (Requantize16Of); without it,
+// the epilogue's 8.
+template <neon_rq::Form F>
+void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a, int8_t* out_row) {
+  const size_t n = w.n(), padded = round_up(n, 16);
+  const int8_t* panel = w.packed(kNeonDotRowLayout);
+  const int32_t* start = w.bias_minus_zero_point_terms();
+  const neon_rq::Output q(w.requantization(), fl);
+  for (size_t c0 = 0; c0 < n; c0 += kRowCols) {
+    const size_t width = kNeonDotRowLayout.panel_width(c0 / kRowCols, n);
+    int32x4_t acc[8];
+    if (c0 + kRowCols <= padded) {
+      for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(start + c0 + 4 * j);
+    } else {  // the last panel: columns past the padded bias start at zero and are not stored
+      int32_t s[kRowCols] = {};
+      std::memcpy(s, start + c0, (padded - c0) * sizeof(int32_t));
+      for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(s + 4 * j);
+    }
+    switch (width / 8) {
+      case 1:
+        row_tail<1>(kp, a, panel, acc);
+        break;
+      case 2:
+        row_tail<2>(kp, a, panel, acc);
+        break;
+      case 3:
+        row_tail<3>(kp, a, panel, acc);
+        break;
+      default:
+        row_panel(kp, a, panel, acc);
+    }
+    panel += kp * width;
+    for (size_t h = 0; h < kRowCols && c0 + h < n; h += 16) {
+      const int32x4_t part[4] = {acc[h / 4], acc[h / 4 + 1], acc[h / 4 + 2], acc[h / 4 + 3]};
+      if constexpr (F == neon_rq::Form::kFixedPoint) {  // no float form: the epilogue, 8 columns at a time
+        for (size_t e = 0; e < 16 && c0 + h + e < n; e += 8) {
+          const int32x4_t row[1][2] = {{part[e / 4], part[e / 4 + 1]}};
+          neon::store_rows<1>(row, neon::Epilogue(w, nullptr, c0 + h + e), std::min<size_t>(8, n - c0 - h - e),
+                              out_row + c0 + h + e, 0);
+        }
+      } else {
+        neon::store_prefix(out_row + c0 + h, neon_rq::Requantize16Of<F>(q, c0 + h)(part),
+                           std::min<size_t>(16, n - c0 - h));
+      }
+    }
+  }
+}
 
 struct DotKernel {
   static constexpr PackLayout kLayout = kNeonDotLayout;
@@ -42,29 +165,17 @@ struct DotKernel {
     }
   }
 
-  static void gemv(size_t kp, const int8_t* a, const int8_t* (&b)[kGemvBlocks], size_t ahead, bool /*negatable*/,
-                   int32x4_t (&acc)[kGemvBlocks][2]) {
-    for (size_t k0 = 0; k0 < kp; k0 += 16) {
-      const int8x16_t av = vld1q_s8(a + k0);
-      if (ahead) {  // 128 bytes per 16 values of K and panel: two 64-byte lines
-        for (size_t q = 0; q < kGemvBlocks; ++q) {
-          __builtin_prefetch(b[q] + ahead);
-          __builtin_prefetch(b[q] + ahead + 64);
-        }
-      }
-#define EDGEINF_SDOT_QUAD(lane)                                    \
-  for (size_t q = 0; q < kGemvBlocks; ++q) {                       \
-    const int8x16_t b0 = vld1q_s8(b[q]), b1 = vld1q_s8(b[q] + 16); \
-    b[q] += 32;                                                    \
-    acc[q][0] = vdotq_laneq_s32(acc[q][0], b0, av, lane);          \
-    acc[q][1] = vdotq_laneq_s32(acc[q][1], b1, av, lane);          \
-  }
-      EDGEINF_SDOT_QUAD(0)
-      EDGEINF_SDOT_QUAD(1)
-      EDGEINF_SDOT_QUAD(2)
-      EDGEINF_SDOT_QUAD(3)
-#undef EDGEINF_SDOT_QUAD
+  // The whole row (kNeonDotRowLayout's panels, not `packed`); every panel done.
+  static size_t gemv_row(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a,
+                         const int8_t* /*packed*/, int8_t* out_row) {
+    if (!fl) {
+      gemv_all<neon_rq::Form::kFixedPoint>(w, nullptr, kp, a, out_row);
+    } else if (fl->split) {
+      gemv_all<neon_rq::Form::kFloatSplit>(w, fl, kp, a, out_row);
+    } else {
+      gemv_all<neon_rq::Form::kFloat>(w, fl, kp, a, out_row);
     }
+    return (w.n() + neon::kNr - 1) / neon::kNr;
   }
 };
 

@@ -72,11 +72,13 @@ const int8_t* GemmWeights::packed(const PackLayout& layout) const {
   const size_t kp = round_up(k_, layout.kpad);
   const size_t blocks = round_up(n_, layout.nr) / layout.nr;
   const size_t elem = layout.wide ? sizeof(int16_t) : sizeof(int8_t);
-  std::vector<int8_t> out(blocks * kp * layout.nr * elem, 0);
+  const size_t columns = (blocks - 1) * layout.nr + layout.panel_width(blocks - 1, n_);
+  std::vector<int8_t> out(columns * kp * elem, 0);
   size_t i = 0;
   for (size_t b = 0; b < blocks; ++b) {
+    const size_t width = layout.panel_width(b, n_);
     for (size_t k0 = 0; k0 < kp; k0 += kq) {
-      for (size_t c = 0; c < layout.nr; ++c) {
+      for (size_t c = 0; c < width; ++c) {
         const size_t col = b * layout.nr + c;
         for (size_t q = 0; q < kq; ++q, ++i) {
           const size_t kk = k0 + q;
