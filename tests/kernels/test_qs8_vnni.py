@@ -149,53 +149,36 @@ def test_conv2d_fixed_point_epilogue_equals_the_reference(dot_path, kernel):
     assert_same(got, want, f"fixed-point conv {kernel}x{kernel} on {dot_path}")
 
 
-def test_conv2d_ties_of_the_guarded_float_form_equal_the_reference(dot_path):
+# A 1x1 filter runs on the GEMM tiles, a 3x3 one on the indirect tiles.
+@pytest.mark.parametrize("kernel, c, seed", [(1, 160, 12), (3, 32, 13)])
+def test_conv2d_ties_of_the_guarded_float_form_equal_the_reference(dot_path, kernel, c, seed):
     # A multiplier of exactly 2^-13 (shift -12) leaves 2^21 unsaturated accumulators per
     # channel, beyond the float form's fit; the AVX-512 tiles then requantize in float
     # with a check per vector (avx512vnni.cc). Weights of +-64 and biases of 63 modulo 64
     # put 1 in 128 accumulators on an exact half-integer (x * M + d), where float rounding
     # would differ from TFLite's: those panels must take the fixed-point steps again.
-    rng = np.random.default_rng(12)
-    c, o = 160, 24
-    weights = (rng.integers(-1, 2, (o, 1, 1, c)) * 64).astype(np.int8)
+    rng = np.random.default_rng(seed)
+    o = 24
+    weights = (rng.integers(-1, 2, (o, kernel, kernel, c)) * 64).astype(np.int8)
     bias = (63 + 64 * rng.integers(-(2**10), 2**10, o)).astype(np.int32)
     zero_point = random_zero_point(rng)
     conv = quant.Conv2D(weights, bias, padding="valid", input_scale=1.0, input_zero_point=zero_point,
                         weight_scale=2.0**-6, output_scale=2.0**7, output_zero_point=5)  # fmt: skip
     assert not conv._op._float_requantization
     x = rng.integers(-128, 128, (1, 40, 40, c), dtype=np.int8)
-    acc = (x.reshape(-1, c).astype(np.int64) - zero_point) @ weights.reshape(o, c).T.astype(np.int64) + bias
-    ties = np.where(acc >= 0, acc + 1, acc - 1) % 2**13 == 2**12
-    assert ties.sum() > 100
-    got, want = _scalar_and(dot_path, conv, x)
-    assert_same(got, want, f"guarded float form ties on {dot_path}")
-
-
-def test_conv2d_3x3_ties_of_the_guarded_float_form_equal_the_reference(dot_path):
-    # As above through the indirect tiles (a 3x3 filter): their panels with a tie take the
-    # fixed-point steps again too.
-    rng = np.random.default_rng(13)
-    c, o = 32, 24
-    weights = (rng.integers(-1, 2, (o, 3, 3, c)) * 64).astype(np.int8)
-    bias = (63 + 64 * rng.integers(-(2**10), 2**10, o)).astype(np.int32)
-    zero_point = random_zero_point(rng)
-    conv = quant.Conv2D(weights, bias, padding="valid", input_scale=1.0, input_zero_point=zero_point,
-                        weight_scale=2.0**-6, output_scale=2.0**7, output_zero_point=5)  # fmt: skip
-    assert not conv._op._float_requantization
-    x = rng.integers(-128, 128, (1, 40, 40, c), dtype=np.int8)
-    xs = x[0].astype(np.int64) - zero_point
+    xs, side = x[0].astype(np.int64) - zero_point, 40 - kernel + 1
     acc = (
         sum(
-            xs[ky : ky + 38, kx : kx + 38].reshape(-1, c) @ weights[:, ky, kx, :].T.astype(np.int64)
-            for ky in range(3)
-            for kx in range(3)
+            xs[ky : ky + side, kx : kx + side].reshape(-1, c) @ weights[:, ky, kx, :].T.astype(np.int64)
+            for ky in range(kernel)
+            for kx in range(kernel)
         )
         + bias
     )
     ties = np.where(acc >= 0, acc + 1, acc - 1) % 2**13 == 2**12
     assert ties.sum() > 100
     got, want = _scalar_and(dot_path, conv, x)
-    assert_same(got, want, f"guarded float form ties, 3x3, on {dot_path}")
+    assert_same(got, want, f"guarded float form ties, {kernel}x{kernel}, on {dot_path}")
 
 
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and

@@ -42,29 +42,6 @@ void to_u8(const int8_t* src, size_t count, uint8_t* dst) {
   for (; i < count; ++i) dst[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
 }
 
-// The epilogue of column group [col0, col0 + ncols) for the fused tiles (as the GEMM's):
-// the float form, else the guarded float form where the weights have one (tiles of that
-// form), else the fixed-point steps.
-DotOutput fused_output(const GemmWeights& w, bool float_form, size_t col0, size_t ncols, size_t out_stride) {
-  const FloatRequantization* fl = w.float_requantization();
-  const FloatRequantization* guarded = float_form ? nullptr : w.guarded_float_requantization();
-  const Requantization& rq = w.requantization();
-  DotOutput o{};
-  o.split = float_form && fl->split;
-  if (float_form) {
-    o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
-    o.offset_neg = fl->offset_neg.data() + col0;
-  } else if (guarded != nullptr) {
-    o.scale = guarded->scale.data() + col0, o.offset = guarded->offset.data() + col0;
-    o.offset_neg = guarded->offset_neg.data() + col0;
-  }
-  o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
-  o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
-  o.act_min = rq.act_min, o.act_max = rq.act_max;
-  o.out_stride = out_stride, o.ncols = ncols;
-  return o;
-}
-
 // The input with its padding: pad_top rows above, pad_left columns left, and enough below
 // and right for every window; images padded_h x padded_w pixels.
 struct PaddedInput {

@@ -74,6 +74,30 @@ void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t k
   }
 }
 
+}  // namespace
+
+DotOutput fused_output(const GemmWeights& w, bool float_form, size_t col0, size_t ncols, size_t out_stride) {
+  const FloatRequantization* fl = w.float_requantization();
+  const FloatRequantization* guarded = float_form ? nullptr : w.guarded_float_requantization();
+  const Requantization& rq = w.requantization();
+  DotOutput o{};
+  o.split = float_form && fl->split;
+  if (float_form) {
+    o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
+    o.offset_neg = fl->offset_neg.data() + col0;
+  } else if (guarded != nullptr) {
+    o.scale = guarded->scale.data() + col0, o.offset = guarded->offset.data() + col0;
+    o.offset_neg = guarded->offset_neg.data() + col0;
+  }
+  o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
+  o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
+  o.act_min = rq.act_min, o.act_max = rq.act_max;
+  o.out_stride = out_stride, o.ncols = ncols;
+  return o;
+}
+
+namespace {
+
 // The tiles and their epilogue over a block of `rows` uint8 rows (kp apart, K padded with
 // anything: the weights there are zero) into rows of out; partial holds nc * acc_stride
 // int32 (acc_stride >= rows * 16).
@@ -89,30 +113,12 @@ void multiply_block(const DotTiles& tiles, const GemmWeights& w, const uint8_t* 
   // their accumulators.
   const bool float_form = fl != nullptr && avx2_rq::rounds_to_nearest();
   const bool fused = tiles.requantizes && (float_form || !w.requantizes_in_double());
-  // Else the guarded float form where the weights have one (tiles of that form: it rounds
-  // explicitly, whatever MXCSR says).
-  const FloatRequantization* guarded = float_form ? nullptr : w.guarded_float_requantization();
-  const Requantization& rq = w.requantization();
   for (size_t j = 0; j < blocks; j += nc) {
     const size_t panels = std::min(nc, blocks - j);
     const DotTileRow& by_rows = tiles.panels[panels];
     const int8_t* panel = packed + j * panel_bytes;
     const size_t col0 = j * kNr;
-    DotOutput o{};
-    if (fused) {
-      o.split = float_form && fl->split;
-      if (float_form) {
-        o.scale = fl->scale.data() + col0, o.offset = fl->offset.data() + col0;
-        o.offset_neg = fl->offset_neg.data() + col0;
-      } else if (guarded != nullptr) {
-        o.scale = guarded->scale.data() + col0, o.offset = guarded->offset.data() + col0;
-        o.offset_neg = guarded->offset_neg.data() + col0;
-      }
-      o.multiplier = rq.multiplier.data() + col0, o.left_shift = rq.left_shift.data() + col0;
-      o.right_shift = rq.right_shift.data() + col0, o.zero_point = rq.output_zero_point;
-      o.act_min = rq.act_min, o.act_max = rq.act_max;
-      o.out_stride = out_stride, o.ncols = std::min(panels * kNr, n - col0);
-    }
+    DotOutput o = fused ? fused_output(w, float_form, col0, std::min(panels * kNr, n - col0), out_stride) : DotOutput{};
     for (size_t r0 = 0; r0 < rows; r0 += mr) {
       o.out = out + r0 * out_stride + col0;
       by_rows.tile[std::min(mr, rows - r0)](abuf + r0 * kp, kp, kp / 4, panel, panel_bytes, start + col0,

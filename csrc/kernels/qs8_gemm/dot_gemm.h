@@ -37,6 +37,12 @@ struct DotOutput {
   size_t out_stride, ncols;
 };
 
+// The fused tiles' epilogue of columns [col0, col0 + ncols) (out left to the caller): the
+// float form where `float_form`, else the guarded float form where the weights have one
+// (tiles of that form: it rounds explicitly, whatever MXCSR says), else the fixed-point
+// steps. For the GEMM's and the indirect convolution's drivers (dot_driver__avx2.cc).
+DotOutput fused_output(const GemmWeights& w, bool float_form, size_t col0, size_t ncols, size_t out_stride);
+
 // acc[j * acc_stride + 16 * r + i] = start[16 * j + i] + sum over kquads quads of K of row r
 // of a (uint8, rows a_stride apart) times column i of panel j ([kquads][16 columns][4]
 // int8, panels panel_bytes apart): a tile of rows by panels of 16 columns. With `fused`
