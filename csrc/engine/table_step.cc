@@ -88,12 +88,7 @@ void ChannelTableStep::run(ThreadPool& pool) const {
 
 AddTableStep::AddTableStep(std::string op, const qs8::AddParams& p, std::vector<int8_t> tables, size_t channels,
                            size_t n, const int8_t* x, const int8_t* y, int8_t* out, int split)
-    : add_(p),
-      table_(op, std::move(tables), channels, n, out, out, split),
-      name_(table_.name()),
-      x_(x),
-      y_(y),
-      out_(out) {}
+    : add_(p), table_(op, std::move(tables), channels, n, out, out, split), x_(x), y_(y), out_(out) {}
 
 void AddTableStep::run_pixels(size_t begin, size_t end) const {
   const size_t channels = table_.channels();

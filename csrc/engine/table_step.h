@@ -54,14 +54,13 @@ class AddTableStep final : public Step {
   AddTableStep(std::string op, const qs8::AddParams& p, std::vector<int8_t> tables, size_t channels, size_t n,
                const int8_t* x, const int8_t* y, int8_t* out, int split);
   void run(ThreadPool& pool) const override;
-  const char* name() const override { return name_.c_str(); }
+  const char* name() const override { return table_.name(); }
 
  private:
   void run_pixels(size_t begin, size_t end) const;
 
   qs8::PreparedAdd add_;
   ChannelTableStep table_;  // maps the sums in place, in out_
-  std::string name_;
   const int8_t *x_, *y_;
   int8_t* out_;
 };
