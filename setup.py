@@ -1,7 +1,8 @@
 """Builds edgeinf._C from csrc/, compiling each ISA file with only its own flags.
 
 A source whose file stem is `avx2` (or ends in `__avx2`) is built only for x86-64, with
--mavx2 -mfma; `avx2vnni` and `avx512vnni` likewise with AVX-VNNI or AVX-512 VNNI added
+-mavx2 -mfma; `avx2vnni`, `avx512vnni` and `avx512amx` likewise with AVX-VNNI, AVX-512 VNNI
+or AVX-512 VNNI and AMX-INT8 added
 (skipped, with the paths they serve, by a compiler that lacks the flags); `neon` only for aarch64 (NEON is baseline there); `neondot` only for
 aarch64, with the dot-product extension. Everything else is portable C++ and is built
 with baseline flags, so the package never executes an instruction the CPU lacks: the
@@ -24,6 +25,10 @@ ISA_FLAGS = {
     "avx2": ("x86_64", ["-mavx2", "-mfma", "-mf16c"]),
     "avx2vnni": ("x86_64", ["-mavx2", "-mfma", "-mf16c", "-mavxvnni"]),
     "avx512vnni": ("x86_64", ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vnni"]),
+    "avx512amx": (
+        "x86_64",
+        ["-mavx2", "-mfma", "-mf16c", "-mavx512f", "-mavx512bw", "-mavx512vnni", "-mamx-tile", "-mamx-int8"],
+    ),
     "neon": ("aarch64", []),
     "neondot": ("aarch64", ["-march=armv8.2-a+dotprod"]),
 }

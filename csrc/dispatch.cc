@@ -8,6 +8,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -17,6 +21,20 @@ namespace edgeinf {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
+// Whether this process may use the AMX tile registers: the OS saves their state (XCR0 bits
+// 17 and 18) and, on Linux, grants the process the large state once it asks
+// (ARCH_REQ_XCOMP_PERM; without it the first tile instruction raises SIGILL).
+bool amx_granted(unsigned xcr0_lo) {
+  constexpr unsigned kTileState = (1u << 17) | (1u << 18);
+  if ((xcr0_lo & kTileState) != kTileState) return false;
+#if defined(__x86_64__) && defined(__linux__)
+  constexpr int kReqXcompPerm = 0x1023, kXfeatureTileData = 18;
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureTileData) == 0;
+#else
+  return false;
+#endif
+}
+
 // The VNNI features, read from CPUID directly (older compilers' __builtin_cpu_supports
 // know neither name). A feature is usable only when the OS saves the registers it uses
 // (XCR0 through XGETBV): ymm for AVX-VNNI, zmm and the mask registers for AVX-512.
@@ -32,10 +50,13 @@ void detect_vnni(CpuInfo& info) {
   const bool avx512 = (ebx & bit_AVX512F) != 0 && (ebx & bit_AVX512BW) != 0;
   info.avx512_vnni = avx512 && (ecx & (1u << 11)) != 0 && (xcr0_lo & kZmmState) == kZmmState;
   const unsigned subleaves = eax;
+  constexpr unsigned kAmxTile = 1u << 24, kAmxInt8 = 1u << 25;
+  const bool amx = (edx & kAmxTile) != 0 && (edx & kAmxInt8) != 0;
   if (subleaves >= 1) {
     __cpuid_count(7, 1, eax, ebx, ecx, edx);
     info.avx_vnni = (eax & (1u << 4)) != 0 && (xcr0_lo & kYmmState) == kYmmState;
   }
+  info.amx_int8 = info.avx512_vnni && amx && amx_granted(xcr0_lo);
 }
 #endif
 
@@ -95,6 +116,12 @@ bool isa_built(Isa isa) {
 #endif
     case Isa::kAvx2EmulatedVnni:
       return isa_built(Isa::kAvx2);
+    case Isa::kAvx512Amx:
+#if defined(EDGEINF_BUILD_AVX512AMX)
+      return true;
+#else
+      return false;
+#endif
     case Isa::kNeon:
 #if defined(EDGEINF_BUILD_NEON)
       return true;
@@ -124,6 +151,8 @@ bool isa_supported(Isa isa) {
       return cpu.avx2 && cpu.fma && cpu.avx_vnni;
     case Isa::kAvx512Vnni:
       return cpu.avx2 && cpu.fma && cpu.avx512_vnni;
+    case Isa::kAvx512Amx:
+      return cpu.avx2 && cpu.fma && cpu.avx512_vnni && cpu.amx_int8;
     case Isa::kNeon:
       return cpu.neon;
     case Isa::kNeonDot:
@@ -133,7 +162,7 @@ bool isa_supported(Isa isa) {
 }
 
 Isa best_isa() {
-  for (Isa isa : {Isa::kNeonDot, Isa::kNeon, Isa::kAvx512Vnni, Isa::kAvx2Vnni, Isa::kAvx2}) {
+  for (Isa isa : {Isa::kNeonDot, Isa::kNeon, Isa::kAvx512Amx, Isa::kAvx512Vnni, Isa::kAvx2Vnni, Isa::kAvx2}) {
     if (isa_supported(isa)) return isa;
   }
   return Isa::kScalar;
@@ -147,7 +176,7 @@ namespace {
 Isa initial_isa() {
   const char* forced = std::getenv("EDGEINF_ISA");
   if (forced != nullptr && *forced != '\0') {
-    for (int i = 0; i <= static_cast<int>(Isa::kAvx2EmulatedVnni); ++i) {
+    for (int i = 0; i <= static_cast<int>(Isa::kAvx512Amx); ++i) {
       const Isa isa = static_cast<Isa>(i);
       if (std::string(forced) == isa_name(isa) && isa_supported(isa)) return isa;
     }
@@ -177,9 +206,9 @@ void set_active_isa(Isa isa) {
 
 // Indexed by Isa's value; the order of the enum.
 constexpr const char* kIsaNames[] = {
-    "scalar", "avx2", "neon", "neondot", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"};
+    "scalar", "avx2", "neon", "neondot", "avx2vnni", "avx512vnni", "avx2-emulated-vnni", "avx512amx"};
 constexpr int kIsaCount = static_cast<int>(sizeof(kIsaNames) / sizeof(kIsaNames[0]));
-static_assert(kIsaCount == static_cast<int>(Isa::kAvx2EmulatedVnni) + 1, "a name for every kernel path");
+static_assert(kIsaCount == static_cast<int>(Isa::kAvx512Amx) + 1, "a name for every kernel path");
 
 const char* isa_name(Isa isa) {
   const int index = static_cast<int>(isa);

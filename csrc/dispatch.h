@@ -1,5 +1,5 @@
 // Run-time choice of the kernel path (scalar reference, AVX2, AVX2 with AVX-VNNI, AVX-512
-// VNNI, NEON, NEON with dot product).
+// VNNI, AVX-512 VNNI with AMX, NEON, NEON with dot product).
 //
 // A path is usable when it was built for this target (setup.py defines EDGEINF_BUILD_*)
 // and the CPU supports it (cpuid / getauxval). The active path is the best usable one
@@ -15,6 +15,7 @@ namespace edgeinf {
 
 // kAvx2Vnni and kAvx512Vnni run the int8 GEMM with VPDPBUSD (VEX ymm and EVEX zmm forms),
 // kAvx512Vnni the depthwise convolution on zmm too, and every other kernel on AVX2.
+// kAvx512Amx runs the int8 GEMM on AMX tiles (TDPBUSD) and everything else as kAvx512Vnni.
 // kAvx2EmulatedVnni is a test path: the same GEMM with VPDPBUSD emulated exactly by AVX2
 // instructions, so that everything around the one instruction is tested on CPUs without it.
 // It is never picked on its own (best_isa) nor listed (kPublicIsas); set_active_isa() takes
@@ -26,10 +27,11 @@ enum class Isa : int {
   kNeonDot = 3,
   kAvx2Vnni = 4,
   kAvx512Vnni = 5,
-  kAvx2EmulatedVnni = 6
+  kAvx2EmulatedVnni = 6,
+  kAvx512Amx = 7
 };
-inline constexpr Isa kPublicIsas[] = {Isa::kScalar,     Isa::kAvx2, Isa::kAvx2Vnni,
-                                      Isa::kAvx512Vnni, Isa::kNeon, Isa::kNeonDot};
+inline constexpr Isa kPublicIsas[] = {Isa::kScalar,    Isa::kAvx2, Isa::kAvx2Vnni, Isa::kAvx512Vnni,
+                                      Isa::kAvx512Amx, Isa::kNeon, Isa::kNeonDot};
 
 struct CpuInfo {
   bool avx2 = false;
@@ -37,6 +39,9 @@ struct CpuInfo {
   bool f16c = false;
   bool avx_vnni = false;     // VEX VPDPBUSD on ymm (Alder Lake, Sapphire Rapids, Zen 5)
   bool avx512_vnni = false;  // with AVX512F and BW and the OS saving zmm state (Ice Lake, Zen 4)
+  // AMX-TILE and AMX-INT8 with the OS saving tile state and granting this process its use
+  // (Linux's ARCH_REQ_XCOMP_PERM): Sapphire Rapids and later Xeons
+  bool amx_int8 = false;
   bool neon = false;
   bool dotprod = false;  // SDOT/UDOT (Armv8.2 DotProd): A76 and later, not A53/A72
   bool i8mm = false;
@@ -57,15 +62,18 @@ void apply_isa_environment();
 // The variants of a kernel that has VPDPBUSD paths (see Isa).
 template <class Fn>
 struct VnniVariants {
-  Fn avx2vnni = nullptr, avx512vnni = nullptr, avx2_emulated = nullptr;
+  Fn avx2vnni = nullptr, avx512vnni = nullptr, avx2_emulated = nullptr, avx512amx = nullptr;
 };
 
-// Returns the variant for the active path, falling back along neondot -> neon -> scalar
-// and {avx512vnni, avx2vnni, avx2-emulated-vnni} -> avx2 -> scalar when a variant is null
-// (not built, or not written for that ISA).
+// Returns the variant for the active path, falling back along neondot -> neon -> scalar,
+// avx512amx -> avx512vnni and {avx512vnni, avx2vnni, avx2-emulated-vnni} -> avx2 -> scalar
+// when a variant is null (not built, or not written for that ISA).
 template <class Fn>
 Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot, VnniVariants<Fn> vnni = {}) {
   switch (active_isa()) {
+    case Isa::kAvx512Amx:
+      if (vnni.avx512amx) return vnni.avx512amx;
+      [[fallthrough]];
     case Isa::kAvx512Vnni:
       if (vnni.avx512vnni) return vnni.avx512vnni;
       if (avx2) return avx2;
@@ -110,6 +118,11 @@ Fn select(Fn scalar, Fn avx2, Fn neon, Fn neondot, VnniVariants<Fn> vnni = {}) {
 #define EDGEINF_AVX512VNNI(fn) (&(fn))
 #else
 #define EDGEINF_AVX512VNNI(fn) (nullptr)
+#endif
+#if defined(EDGEINF_BUILD_AVX512AMX)
+#define EDGEINF_AVX512AMX(fn) (&(fn))
+#else
+#define EDGEINF_AVX512AMX(fn) (nullptr)
 #endif
 #if defined(EDGEINF_BUILD_NEON)
 #define EDGEINF_NEON(fn) (&(fn))

@@ -24,16 +24,21 @@ _switch_lock = threading.Lock()
 
 # The x86 paths built on AVX2: a kernel without a variant of their own runs AVX2's (the
 # VNNI paths add the GEMM and, on avx512vnni, a depthwise kernel with AVX2's channel tail).
-AVX2_PATHS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx2-emulated-vnni"})
+AVX2_PATHS = frozenset({"avx2", "avx2vnni", "avx512vnni", "avx512amx", "avx2-emulated-vnni"})
+# The paths with AVX-512 kernels: avx512amx runs the GEMM and convolutions on AMX tiles and
+# everything else as avx512vnni does.
+AVX512_PATHS = frozenset({"avx512vnni", "avx512amx"})
 
 
 def active_isa() -> str:
-    """The kernel path in use: ``scalar``, ``avx2``, ``avx2vnni``, ``avx512vnni``, ``neon`` or
-    ``neondot``.
+    """The kernel path in use: ``scalar``, ``avx2``, ``avx2vnni``, ``avx512vnni``,
+    ``avx512amx``, ``neon`` or ``neondot``.
 
     ``avx2vnni`` (AVX-VNNI) and ``avx512vnni`` (AVX-512 VNNI) run the int8 GEMM, fully
     connected and convolution with the VPDPBUSD dot-product instruction; ``avx512vnni`` also
-    runs the depthwise convolution on zmm; every other kernel runs on AVX2.
+    runs the depthwise convolution on zmm; every other kernel runs on AVX2. ``avx512amx``
+    (AMX-INT8, Intel Xeons from Sapphire Rapids on) runs the GEMM, fully connected and the
+    convolutions of several taps on AMX tiles (TDPBUSD), and the rest as ``avx512vnni``.
     """
     return _C.active_isa()
 

@@ -25,6 +25,7 @@ void bind_cpu(py::module_& m) {
     d["f16c"] = c.f16c;
     d["avx_vnni"] = c.avx_vnni;
     d["avx512_vnni"] = c.avx512_vnni;
+    d["amx_int8"] = c.amx_int8;
     d["neon"] = c.neon;
     d["dotprod"] = c.dotprod;
     d["i8mm"] = c.i8mm;

@@ -6,7 +6,8 @@ namespace edgeinf::engine {
 
 bool NarrowPointwise::applies(const qs8::GemmWeights& w) {
   const Isa isa = active_isa();
-  const bool avx2_kernel = isa == Isa::kAvx2 || isa == Isa::kAvx2Vnni || isa == Isa::kAvx512Vnni;
+  const bool avx2_kernel =
+      isa == Isa::kAvx2 || isa == Isa::kAvx2Vnni || isa == Isa::kAvx512Vnni || isa == Isa::kAvx512Amx;
   return w.n() <= kMaxChannels && w.k() >= kMinDepth && !w.requantizes_in_double() && avx2_kernel;
 }
 

@@ -47,7 +47,7 @@ using GemmFn = void (*)(const GemmWeights&, const GemmRows&, int8_t*, size_t);
 
 GemmFn gemm_variant() {
   const VnniVariants<GemmFn> vnni{EDGEINF_AVX2VNNI(qs8_gemm__avx2vnni), EDGEINF_AVX512VNNI(qs8_gemm__avx512vnni),
-                                  EDGEINF_AVX2(qs8_gemm__avx2_emulated_vnni)};
+                                  EDGEINF_AVX2(qs8_gemm__avx2_emulated_vnni), EDGEINF_AVX512AMX(qs8_gemm__avx512amx)};
   return select<GemmFn>(&qs8_gemm__scalar, EDGEINF_AVX2(qs8_gemm__avx2), EDGEINF_NEON(qs8_gemm__neon),
                         EDGEINF_NEONDOT(qs8_gemm__neondot), vnni);
 }
@@ -65,6 +65,7 @@ const char* qs8_gemm_variant_name() {
       {EDGEINF_AVX2VNNI(qs8_gemm__avx2vnni), "avx2vnni"},
       {EDGEINF_AVX512VNNI(qs8_gemm__avx512vnni), "avx512vnni"},
       {EDGEINF_AVX2(qs8_gemm__avx2_emulated_vnni), "avx2-emulated-vnni"},
+      {EDGEINF_AVX512AMX(qs8_gemm__avx512amx), "avx512amx"},
       {EDGEINF_NEON(qs8_gemm__neon), "neon"},
       {EDGEINF_NEONDOT(qs8_gemm__neondot), "neondot"},
   };
@@ -104,9 +105,9 @@ void qs8_conv2d(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, i
     select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_direct__avx2), simd, simd, vnni)(w, g, in, out);
     return;
   }
-  const VnniVariants<Fn> vnni_indirect{EDGEINF_AVX2VNNI(qs8_conv2d_indirect__avx2vnni),
-                                       EDGEINF_AVX512VNNI(qs8_conv2d_indirect__avx512vnni),
-                                       EDGEINF_AVX2(qs8_conv2d_indirect__avx2_emulated_vnni)};
+  const VnniVariants<Fn> vnni_indirect{
+      EDGEINF_AVX2VNNI(qs8_conv2d_indirect__avx2vnni), EDGEINF_AVX512VNNI(qs8_conv2d_indirect__avx512vnni),
+      EDGEINF_AVX2(qs8_conv2d_indirect__avx2_emulated_vnni), EDGEINF_AVX512AMX(qs8_conv2d_indirect__avx512amx)};
   select<Fn>(&qs8_conv2d__scalar, EDGEINF_AVX2(qs8_conv2d_gemm__avx2), simd, simd, vnni_indirect)(w, g, in, out);
 }
 

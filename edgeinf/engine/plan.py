@@ -29,7 +29,7 @@ import numpy as np
 from .. import _C
 from ..errors import ModelFileError, UnsupportedOperatorError
 from ..formats.tflite import Operator, Tensor, TfliteModel
-from ..isa import AVX2_PATHS
+from ..isa import AVX2_PATHS, AVX512_PATHS
 from ..quant import conv_output_size
 from . import quantization as qz
 from .float_islands import FloatIsland, find_islands, island_tables
@@ -106,14 +106,14 @@ def _set_clamp(step: Step, slots, lo: int, hi: int) -> None:
 def _pads_depthwise(c: int, stride_w: int) -> bool:
     """Whether a depthwise layer of c channels runs with its channels padded to a multiple
     of 16: on the AVX2 paths, for 8 to 15 channels, which its kernel (blocks of 16, the last
-    one overlapping the one before) would take in a scalar tail, except where the avx512vnni
-    kernel runs them at a horizontal stride of 1 as one run of values per output row (its
+    one overlapping the one before) would take in a scalar tail, except where the AVX-512
+    kernel (avx512vnni, avx512amx) runs them at a horizontal stride of 1 as one run of values per output row (its
     flat schedule, any channel count). The NEON kernels end any count from 8 up with a block
     of 16 or 8 overlapping the one before, and the scalar one gains nothing from padding."""
     if c % _DW_BLOCK == 0 or c < _DW_BLOCK // 2 or c > _DW_BLOCK:
         return False
     isa = _C.active_isa()
-    if stride_w == 1 and isa == "avx512vnni":
+    if stride_w == 1 and isa in AVX512_PATHS:
         return False
     return isa in AVX2_PATHS
 

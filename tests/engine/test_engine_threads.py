@@ -173,10 +173,10 @@ def test_depthwise_padding_only_where_the_kernel_has_a_scalar_tail():
     assert methods[16] == methods[48] == direct
     # every x86 path but scalar runs AVX2's depthwise kernel, blocks of 16 (the last one
     # overlapping the one before): 8 to 15 channels would leave it a scalar tail, except on
-    # avx512vnni, which runs them at a stride of 1 as they are; the NEON kernels end any
+    # avx512vnni and avx512amx, which run them at a stride of 1 as they are; the NEON kernels end any
     # count from 8 up with a block of 16 or 8 overlapping the one before
     x86_simd = platform.machine() in ("x86_64", "AMD64") and _C.active_isa() != "scalar"
-    padded = x86_simd and _C.active_isa() != "avx512vnni"
+    padded = x86_simd and _C.active_isa() not in ("avx512vnni", "avx512amx")
     assert methods[8] == methods[12] == ("depthwise_conv2d_padded" if padded else direct)
     assert methods[24] == methods[28] == direct
 

@@ -10,7 +10,7 @@ import pytest
 from edgeinf import _C
 from edgeinf.isa import active_isa, built_isas, cpu_features, emulated_isas, set_isa, supported_isas, use_isa
 
-X86_PATHS = {"avx2vnni": "avx_vnni", "avx512vnni": "avx512_vnni"}  # path: its cpu_features key
+X86_PATHS = {"avx2vnni": "avx_vnni", "avx512vnni": "avx512_vnni", "avx512amx": "amx_int8"}  # path: its cpu_features key
 
 
 def test_best_path_is_active_and_supported():
@@ -108,6 +108,10 @@ def test_vnni_features_agree_with_the_kernel():
     flags = _cpuinfo_flags()
     assert cpu_features()["avx512_vnni"] == ({"avx512f", "avx512bw", "avx512_vnni"} <= flags)
     assert cpu_features()["avx_vnni"] == ("avx_vnni" in flags)
+    # AMX: Linux lists amx_tile / amx_int8 only where it saves the tile state; the module
+    # also asks for the process's permission, which a sandbox may refuse
+    if cpu_features()["amx_int8"]:
+        assert {"amx_tile", "amx_int8", "avx512_vnni"} <= flags
 
 
 @pytest.mark.parametrize("path", sorted(X86_PATHS))
@@ -130,7 +134,8 @@ def test_environment_forces_a_vnni_path_the_cpu_has(path):
 
 def test_the_best_x86_path_is_the_widest_dot_product():
     supported = supported_isas()
-    best = next((p for p in ("avx512vnni", "avx2vnni", "neondot", "neon", "avx2") if p in supported), "scalar")
+    widest_first = ("avx512amx", "avx512vnni", "avx2vnni", "neondot", "neon", "avx2")
+    best = next((p for p in widest_first if p in supported), "scalar")
     assert _C.best_isa() == best
 
 

@@ -1,7 +1,8 @@
-"""The VPDPBUSD paths of the int8 GEMM and of the fully connected and convolutions on it.
+"""The VPDPBUSD and AMX paths of the int8 GEMM and of the fully connected and convolutions on it.
 
-``avx2vnni`` (AVX-VNNI) and ``avx512vnni`` (AVX-512 VNNI) run where the CPU has them and
-skip, with the reason, elsewhere. ``avx2-emulated-vnni`` is the same GEMM with VPDPBUSD
+``avx2vnni`` (AVX-VNNI), ``avx512vnni`` (AVX-512 VNNI) and ``avx512amx`` (AMX-INT8: TDPBUSD
+on tiles, fewer than 12 rows on the VNNI tiles) run where the CPU has them and skip, with
+the reason, elsewhere. ``avx2-emulated-vnni`` is the same GEMM with VPDPBUSD
 emulated exactly by AVX2, so that everything but the one instruction (offset activations,
 the bias correction, packing, tiles, row blocks, the epilogue, the dispatch) is tested on
 any AVX2 CPU. Each is compared with the scalar path, TFLite's reference loop, bit for bit;
@@ -23,14 +24,16 @@ from qs8_oracle import assert_same, random_scale, random_zero_point
 from edgeinf import _C, quant
 from edgeinf.isa import built_isas, cpu_features, emulated_isas, supported_isas, use_isa
 
-DOT_PATHS = ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"]
+DOT_PATHS = ["avx2vnni", "avx512vnni", "avx512amx", "avx2-emulated-vnni"]
 
 
 @pytest.fixture(params=DOT_PATHS)
 def dot_path(request) -> str:
     path = request.param
     if path not in supported_isas() + emulated_isas():
-        features = {k: v for k, v in cpu_features().items() if k in ("avx2", "fma", "avx_vnni", "avx512_vnni")}
+        features = {
+            k: v for k, v in cpu_features().items() if k in ("avx2", "fma", "avx_vnni", "avx512_vnni", "amx_int8")
+        }
         pytest.skip(f"kernel path {path} is not usable on this CPU or build ({features})")
     return path
 
@@ -54,7 +57,8 @@ def test_the_path_runs_its_own_gemm(dot_path):
 @pytest.mark.parametrize(
     "m, k, n",
     [(1, 1, 1), (1, 3, 17), (1, 1000, 40), (2, 5, 16), (3, 4, 15), (7, 33, 17), (9, 64, 40), (13, 127, 8),
-     (50, 300, 33), (200, 1152, 24)],
+     (50, 300, 33), (200, 1152, 24),
+     (20, 67, 40), (33, 68, 50)],  # AMX: K of 17 quads in two chunks of 9, rows of one tile and a half
 )  # fmt: skip
 def test_fully_connected_equals_the_reference(dot_path, m, k, n):
     # Odd K (a partial last quad), tails of rows (below the tile height) and of columns
@@ -108,6 +112,10 @@ CONVS = [  # (batch, h, w, in_c, out_c, kh, kw, stride, dilation, padding)
     (1, 3, 3, 32, 70, 3, 3, 3, 1, "valid"),  # one output pixel: the few-chain tile
     (1, 2, 3, 8, 24, 5, 5, 1, 1, "same"),  # an image smaller than the filter: most taps left out
     (1, 10, 10, 8, 16, 9, 9, 1, 1, "same"),  # more sets of taps inside than are kept apart
+    # AMX: 17 quads per tap (chunks of one quad), runs of 16 and 5 pixels; 18 quads (two
+    # chunks of 9) at a stride of 2
+    (1, 9, 21, 68, 20, 3, 3, 1, 1, "same"),
+    (1, 5, 40, 72, 36, 3, 3, 2, 1, "same"),
 ]
 
 
@@ -182,15 +190,16 @@ def test_conv2d_ties_of_the_guarded_float_form_equal_the_reference(dot_path, ker
 
 
 # Instructions beyond AVX2: zmm, ymm/xmm 16-31 and mask registers (AVX-512), masking and
-# rounding operands, and VPDPBUSD in either encoding.
-_BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd")
+# rounding operands, VPDPBUSD in either encoding, and AMX's tile instructions.
+_BEYOND_AVX2 = re.compile(r"%zmm|%[xy]mm(?:1[6-9]|2\d|3[01])\b|%k[0-7]\b|\{%k|\{[rz]|vpdpbusd|%tmm|tilecfg|tilerelease")
 # The VNNI GEMM micro-kernels, the AVX-512 depthwise kernel of the avx512vnni path
 # (qs8_dwconv2d/avx512vnni.cc, namespace dwconv_zmm): zmm VPMADDWD, 32 channels per step, and
 # the other kernels that path runs on AVX-512, each named for it (ADD's linear form, the
-# two-line map).
+# two-line map), the AVX-512 epilogue's ops (ZmmDot) and the AMX GEMM (namespace amx).
 _VNNI_KERNEL = re.compile(
     r"dot_(?:indirect_)?tile<.*(?:ZmmDot|avx_vnni_dpbusd)|edgeinf::qs8::dwconv_zmm::|edgeinf::qs8::qs8_dwconv2d__avx512vnni\("
-    r"|^edgeinf::(?:qs8|engine)::\w+__avx512\("
+    r"|^edgeinf::(?:qs8|engine)::\w+__avx512\(|(?:^|\s)edgeinf::qs8::(?:\(anonymous namespace\)::ZmmDot<|amx::)"
+    r"|^edgeinf::qs8::qs8_\w+__avx512amx\("
 )
 
 
@@ -231,3 +240,6 @@ def test_only_the_vnni_micro_kernels_hold_instructions_beyond_avx2():
     if "avx512vnni" in built:
         depthwise = [lines for f, lines in found.items() if "dwconv_zmm::" in f]
         assert depthwise and any(any("%zmm" in i for i in lines) for lines in depthwise)
+    if "avx512amx" in built_isas():  # the AMX file was compiled with its flags: TDPBUSD on tiles
+        tiles = [lines for f, lines in found.items() if "qs8::amx::" in f]
+        assert any(any(i.startswith("tdpbusd") for i in lines) for lines in tiles)

@@ -42,35 +42,6 @@ void to_u8(const int8_t* src, size_t count, uint8_t* dst) {
   for (; i < count; ++i) dst[i] = static_cast<uint8_t>(src[i]) ^ 0x80u;
 }
 
-// The input with its padding: pad_top rows above, pad_left columns left, and enough below
-// and right for every window; images padded_h x padded_w pixels.
-struct PaddedInput {
-  size_t padded_h, padded_w, pad_top, pad_left;
-  explicit PaddedInput(const ConvGeometry& g)
-      : pad_top(static_cast<size_t>(g.pad_top)), pad_left(static_cast<size_t>(g.pad_left)) {
-    padded_h = std::max(pad_top + g.in_h, (g.out_h - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1);
-    padded_w = std::max(pad_left + g.in_w, (g.out_w - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1);
-  }
-  size_t values(const ConvGeometry& g) const { return g.batch * padded_h * padded_w * g.in_c; }
-};
-
-// The padded uint8 copy of `in` into dst (p.values(g) bytes).
-void copy_padded(const ConvGeometry& g, const PaddedInput& p, const int8_t* in, uint8_t padding, uint8_t* dst) {
-  const size_t c = g.in_c, row = p.padded_w * c, left = p.pad_left * c, inner = g.in_w * c;
-  for (size_t b = 0; b < g.batch; ++b) {
-    for (size_t y = 0; y < p.padded_h; ++y, dst += row) {
-      const size_t iy = y - p.pad_top;  // wraps above the image
-      if (y < p.pad_top || iy >= g.in_h) {
-        std::memset(dst, padding, row);
-        continue;
-      }
-      std::memset(dst, padding, left);
-      to_u8(in + (b * g.in_h + iy) * inner, inner, dst + left);
-      std::memset(dst + left + inner, padding, row - left - inner);
-    }
-  }
-}
-
 // The filter taps [k0, k1) whose input rows (or columns) lie inside the image for output
 // row (or column) o: origin o * stride - pad, taps `dilation` apart.
 void inside_taps(size_t o, size_t stride, ptrdiff_t pad, size_t dilation, size_t filter, size_t in, size_t* k0,
@@ -94,6 +65,28 @@ struct TapRect {
 
 }  // namespace
 
+PaddedInput::PaddedInput(const ConvGeometry& g)
+    : pad_top(static_cast<size_t>(g.pad_top)), pad_left(static_cast<size_t>(g.pad_left)) {
+  padded_h = std::max(pad_top + g.in_h, (g.out_h - 1) * g.stride_h + (g.k_h - 1) * g.dilation_h + 1);
+  padded_w = std::max(pad_left + g.in_w, (g.out_w - 1) * g.stride_w + (g.k_w - 1) * g.dilation_w + 1);
+}
+
+void copy_padded(const ConvGeometry& g, const PaddedInput& p, const int8_t* in, uint8_t padding, uint8_t* dst) {
+  const size_t c = g.in_c, row = p.padded_w * c, left = p.pad_left * c, inner = g.in_w * c;
+  for (size_t b = 0; b < g.batch; ++b) {
+    for (size_t y = 0; y < p.padded_h; ++y, dst += row) {
+      const size_t iy = y - p.pad_top;  // wraps above the image
+      if (y < p.pad_top || iy >= g.in_h) {
+        std::memset(dst, padding, row);
+        continue;
+      }
+      std::memset(dst, padding, left);
+      to_u8(in + (b * g.in_h + iy) * inner, inner, dst + left);
+      std::memset(dst + left + inner, padding, row - left - inner);
+    }
+  }
+}
+
 void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTiles& narrow, const ConvWeights& cw,
                              const ConvGeometry& g, const int8_t* in, int8_t* out) {
   const GemmWeights& w = cw.gemm();
@@ -106,7 +99,7 @@ void qs8_conv2d_indirect_dot(const DotIndirectTiles& wide, const DotIndirectTile
   const size_t mr = tiles.mr, nc = tiles.nc;
 
   const PaddedInput p(g);
-  uint8_t* a = scratch<uint8_t, 6>(p.values(g));
+  uint8_t* a = scratch<uint8_t, 6>(p.values(g.batch, g.in_c));
   copy_padded(g, p, in, static_cast<uint8_t>(w.input_zero_point() + 128), a);
 
   const int8_t* packed = w.packed(kDotLayout);

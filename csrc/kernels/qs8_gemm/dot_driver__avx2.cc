@@ -25,9 +25,9 @@ size_t block_rows(size_t m, size_t kp, size_t mr) {
   return round_up((m + mblocks - 1) / mblocks, mr);
 }
 
-// Row m0 + r of A, offset to uint8, into dst[r * kp, (r + 1) * kp), zeros after K
-// (the weights there are zero).
-void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp) {
+}  // namespace
+
+void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const size_t taps = a.taps, seg = a.seg;  // locals: the byte stores may alias `a`
   const int8_t* const* first = a.ptrs + m0 * taps;
@@ -73,8 +73,6 @@ void gather_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t k
     std::fill(d, dst + (r + 1) * kp, uint8_t{0});
   }
 }
-
-}  // namespace
 
 DotOutput fused_output(const GemmWeights& w, bool float_form, size_t col0, size_t ncols, size_t out_stride) {
   const FloatRequantization* fl = w.float_requantization();
@@ -144,7 +142,7 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
   int32_t* partial = scratch<int32_t, 2>(tiles.nc * mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
-    gather_u8(a, m0, rows, abuf, kp);
+    gather_rows_u8(a, m0, rows, abuf, kp);
     multiply_block(tiles, w, abuf, rows, kp, out + m0 * out_stride, out_stride, partial, mc * kNr);
   }
 }

@@ -92,10 +92,25 @@ struct DotIndirectTiles {
   bool requantizes;
 };
 
+// Row m0 + r of A, offset to uint8 (a + 128), into dst[r * kp, (r + 1) * kp), zeros after K
+// (the weights there are zero): the rows every VPDPBUSD and TDPBUSD kernel multiplies.
+void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp);
+
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 // A convolution of few input channels (ConvWeights::direct()): each output pixel's window
 // copied whole (conv_window_rows), so that K is read in quads across the filter taps.
 void qs8_conv2d_dot(const DotTiles& tiles, const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
+
+// The input of a convolution with its padding: pad_top rows above, pad_left columns left,
+// and enough below and right for every window; images padded_h x padded_w pixels.
+struct PaddedInput {
+  size_t padded_h, padded_w, pad_top, pad_left;
+  explicit PaddedInput(const ConvGeometry& g);  // expects pad_top, pad_left >= 0
+  size_t values(size_t batch, size_t channels) const { return batch * padded_h * padded_w * channels; }
+};
+// The padded copy of `in`, offset to uint8 (a + 128), into dst (p.values() bytes), the
+// padding filled with `padding` (the input zero point + 128: a tap there adds nothing).
+void copy_padded(const ConvGeometry& g, const PaddedInput& p, const int8_t* in, uint8_t padding, uint8_t* dst);
 
 // A convolution of several filter taps and input channels a multiple of 4 on indirect
 // tiles: the input copied once to uint8 with its padding around it (zero points), each
@@ -114,6 +129,12 @@ void qs8_gemm_requantize_rows__avx2(const GemmWeights& w, size_t col0, size_t nc
 void qs8_gemm__avx2vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx512vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 void qs8_gemm__avx2_emulated_vnni(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+// The same GEMM on AMX tiles (avx512amx.cc): TDPBUSD on the same uint8 rows and kDotLayout-
+// ordered panels, the AVX-512 epilogue on the stored accumulators.
+void qs8_gemm__avx512amx(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
+// A convolution on AMX tiles read in place from the padded input (qs8_conv2d_indirect_dot's
+// cases: several taps, input channels a multiple of 4; others go to the GEMM).
+void qs8_conv2d_indirect__avx512amx(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx2vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx512vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
 void qs8_conv2d_direct__avx2_emulated_vnni(const ConvWeights& w, const ConvGeometry& g, const int8_t* in, int8_t* out);
