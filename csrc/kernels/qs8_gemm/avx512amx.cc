@@ -210,6 +210,13 @@ class Pipeline {
   alignas(64) int32_t rows_[kTileRows * kTileRows];
 };
 
+// Scratch bytes starting on a cache line: a tile row of 64 bytes then reads one line, not
+// two (malloc aligns to 16).
+uint8_t* aligned_scratch(size_t bytes) {
+  uint8_t* p = scratch<uint8_t, 10>(bytes + 63);
+  return p + (-reinterpret_cast<uintptr_t>(p) & 63);
+}
+
 // K in chunks of equal depth: the fewest chunks of at most 16 quads each, padding K by less
 // than a quad per chunk.
 size_t chunk_quads_of(size_t kquads) {
@@ -230,10 +237,13 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
   // rows; the buffer holds whole tiles, so that the last tile's loads stay inside it (the
   // rows past the block's end are left over and their products never stored).
   const size_t mc = std::max(kBlockRows, (128 * 1024 / kp) / kBlockRows * kBlockRows);
-  uint8_t* abuf = scratch<uint8_t, 10>(std::min(mc, round_up(a.m, kBlockRows)) * kp);
+  // Rows a cache line more apart than K where K is a multiple of 512: a tile's 16 rows at a
+  // stride of 512 bytes or a multiple would fall in a quarter of the L1's sets or fewer.
+  const size_t stride = kp % 512 == 0 ? kp + 64 : kp;
+  uint8_t* abuf = aligned_scratch(std::min(mc, round_up(a.m, kBlockRows)) * stride);
   const ptrdiff_t no_offset = 0;
-  BlockOperands op{{abuf, abuf + kTileRows * kp},
-                   static_cast<long>(kp),
+  BlockOperands op{{abuf, abuf + kTileRows * stride},
+                   static_cast<long>(stride),
                    &no_offset,
                    1,
                    0,
@@ -245,12 +255,12 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
   configure_tiles(chunk_quads);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
-    gather_rows_u8(a, m0, rows, abuf, kp);
+    gather_rows_u8(a, m0, rows, abuf, kp, stride);
     for (size_t j = 0; j < panels; j += 2) {
       const bool two_panels = j + 1 < panels;
       op.panel = w.packed(layout) + j * panel_bytes;
       for (size_t r0 = 0; r0 < rows; r0 += kBlockRows) {
-        op.a[0] = abuf + r0 * kp, op.a[1] = op.a[0] + kTileRows * kp;
+        op.a[0] = abuf + r0 * stride, op.a[1] = op.a[0] + kTileRows * stride;
         const size_t first = std::min(kTileRows, rows - r0), second = std::min(kTileRows, rows - r0 - first);
         int32_t* acc = pipeline.next_acc();
         multiply(op, second > 0, two_panels, acc);
@@ -277,7 +287,7 @@ void conv(const ConvWeights& cw, const ConvGeometry& g, const int8_t* in, int8_t
   const size_t pixel_step = g.stride_w * c;
   // A run's tile reads 16 pixels whatever its length: slack past the copy for the last run.
   const size_t values = p.values(g.batch, c);
-  uint8_t* a = scratch<uint8_t, 10>(values + kTileRows * pixel_step + 64);
+  uint8_t* a = aligned_scratch(values + kTileRows * pixel_step + 64);
   copy_padded(g, p, in, static_cast<uint8_t>(w.input_zero_point() + 128), a);
   ptrdiff_t* a_tap = scratch<ptrdiff_t, 12>(taps);
   for (size_t ky = 0; ky < g.k_h; ++ky) {

@@ -27,13 +27,13 @@ size_t block_rows(size_t m, size_t kp, size_t mr) {
 
 }  // namespace
 
-void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp) {
+void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp, size_t stride) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const size_t taps = a.taps, seg = a.seg;  // locals: the byte stores may alias `a`
   const int8_t* const* first = a.ptrs + m0 * taps;
   // Rows that lie back to back without padding (a pointwise convolution's pixels): one pass
   // over the whole block.
-  bool dense = taps == 1 && seg == kp;
+  bool dense = taps == 1 && seg == kp && stride == kp;
   for (size_t r = 1; dense && r < rows; ++r) dense = first[r] == first[0] + r * seg;
   if (dense) {
     const int8_t* s = first[0];
@@ -47,7 +47,7 @@ void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, siz
     return;
   }
   for (size_t r = 0; r < rows; ++r) {
-    uint8_t* d = dst + r * kp;
+    uint8_t* d = dst + r * stride;
     const int8_t* const* segs = a.ptrs + (m0 + r) * taps;
     for (size_t t = 0; t < taps; ++t, d += seg) {
       const int8_t* s = segs[t];
@@ -70,7 +70,7 @@ void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, siz
       }
       for (; i < seg; ++i) d[i] = static_cast<uint8_t>(s[i]) ^ 0x80u;
     }
-    std::fill(d, dst + (r + 1) * kp, uint8_t{0});
+    std::fill(d, dst + r * stride + kp, uint8_t{0});
   }
 }
 
@@ -142,7 +142,7 @@ void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a
   int32_t* partial = scratch<int32_t, 2>(tiles.nc * mc * kNr);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
-    gather_rows_u8(a, m0, rows, abuf, kp);
+    gather_rows_u8(a, m0, rows, abuf, kp, kp);
     multiply_block(tiles, w, abuf, rows, kp, out + m0 * out_stride, out_stride, partial, mc * kNr);
   }
 }

@@ -92,9 +92,9 @@ struct DotIndirectTiles {
   bool requantizes;
 };
 
-// Row m0 + r of A, offset to uint8 (a + 128), into dst[r * kp, (r + 1) * kp), zeros after K
-// (the weights there are zero): the rows every VPDPBUSD and TDPBUSD kernel multiplies.
-void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp);
+// Row m0 + r of A, offset to uint8 (a + 128), into dst[r * stride, r * stride + kp), zeros
+// after K (the weights there are zero): the rows every VPDPBUSD and TDPBUSD kernel multiplies.
+void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp, size_t stride);
 
 void qs8_gemm_dot(const DotTiles& tiles, const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride);
 // A convolution of few input channels (ConvWeights::direct()): each output pixel's window

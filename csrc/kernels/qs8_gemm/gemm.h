@@ -102,7 +102,12 @@ class GemmWeights {
   std::vector<double> double_scale_;
   FloatRequantization float_rq_, guarded_rq_;
   mutable std::mutex mu_;
-  mutable std::vector<std::pair<PackLayout, std::vector<int8_t>>> packs_;
+  struct Pack {
+    PackLayout layout;
+    std::vector<int8_t> storage;
+    const int8_t* data;  // in storage, on a 64-byte boundary
+  };
+  mutable std::vector<Pack> packs_;
 };
 
 // Row m of A = concatenation of segments rows[m * taps + t], t < taps, each `seg` long.

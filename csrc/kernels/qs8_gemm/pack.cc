@@ -66,14 +66,17 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
 const int8_t* GemmWeights::packed(const PackLayout& layout) const {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& entry : packs_) {
-    if (entry.first == layout) return entry.second.data();
+    if (entry.layout == layout) return entry.data;
   }
   const size_t kq = layout.kq;
   const size_t kp = round_up(k_, layout.kpad);
   const size_t blocks = round_up(n_, layout.nr) / layout.nr;
   const size_t elem = layout.wide ? sizeof(int16_t) : sizeof(int8_t);
   const size_t columns = (blocks - 1) * layout.nr + layout.panel_width(blocks - 1, n_);
-  std::vector<int8_t> out(columns * kp * elem, 0);
+  // Panels start on a cache line (malloc aligns to 16): an AMX tile's 64-byte rows each
+  // read one line.
+  std::vector<int8_t> storage(columns * kp * elem + 63, 0);
+  int8_t* out = storage.data() + (-reinterpret_cast<uintptr_t>(storage.data()) & 63);
   size_t i = 0;
   for (size_t b = 0; b < blocks; ++b) {
     const size_t width = layout.panel_width(b, n_);
@@ -85,7 +88,7 @@ const int8_t* GemmWeights::packed(const PackLayout& layout) const {
           const int8_t v = (col < n_ && kk < k_) ? w_[col * k_ + kk] : 0;
           if (layout.wide) {
             const int16_t v16 = v;
-            std::memcpy(out.data() + 2 * i, &v16, sizeof(v16));
+            std::memcpy(out + 2 * i, &v16, sizeof(v16));
           } else {
             out[i] = v;
           }
@@ -93,8 +96,8 @@ const int8_t* GemmWeights::packed(const PackLayout& layout) const {
       }
     }
   }
-  packs_.emplace_back(layout, std::move(out));
-  return packs_.back().second.data();
+  packs_.push_back(Pack{layout, std::move(storage), out});  // moving keeps the bytes where they are
+  return out;
 }
 
 void gather_rows(const GemmRows& a, size_t m0, size_t rows, int8_t* dst, size_t stride) {
