@@ -25,8 +25,8 @@ weights are in a model; the rest are "warm", as a kernel in a loop.
 About --runs warm calls each; a contender that would take more than --budget seconds so
 runs fewer rounds of 2 calls (at least 3).
 GOPS counts a multiply-add as 2 operations; "peak" is the CPU's measured int8
-multiply-add peak on the active path (VPDPBUSD zmm chains on avx512vnni, else VPMADDUBSW +
-VPMADDWD chains; native_probes.py, built on first use).
+multiply-add peak on the active path (TDPBUSD into four tiles on avx512amx, VPDPBUSD zmm
+chains on avx512vnni, else VPMADDUBSW + VPMADDWD chains; native_probes.py, built on first use).
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are removed from this process before numpy loads.
 """
 
@@ -431,8 +431,11 @@ def measure(case: Case, runs: int, budget: float, evict: Evictor) -> dict[str, T
 
 
 def peak_probe():
-    """The peak probe of the active path and its name: VPDPBUSD zmm on avx512vnni, else AVX2's."""
+    """The peak probe of the active path and its name: TDPBUSD tiles on avx512amx, VPDPBUSD zmm
+    on avx512vnni, else AVX2's."""
     probes = native_probes.load()
+    if isa.active_isa() == "avx512amx" and probes.int8_amx_peak_probe(10) is not None:
+        return probes.int8_amx_peak_probe, "TDPBUSD tile probe"
     if isa.active_isa() == "avx512vnni" and probes.int8_vnni_peak_probe(1000) is not None:
         return probes.int8_vnni_peak_probe, "VPDPBUSD zmm probe"
     return probes.int8_peak_probe, "VPMADDUBSW+VPMADDWD probe"

@@ -11,6 +11,7 @@ A later call, or a later run, reuses the built module.
     probes = load()
     probes.int8_peak_probe(10)  # operations done; None where the CPU has no AVX2
     probes.int8_vnni_peak_probe(10)  # the same with VPDPBUSD zmm; None without AVX-512 VNNI
+    probes.int8_amx_peak_probe(10)  # TDPBUSD tiles: only where edgeinf's avx512amx path runs
 """
 
 from __future__ import annotations
@@ -33,7 +34,11 @@ HERE = Path(__file__).resolve().parent
 SOURCES = HERE / "probes"
 CSRC = HERE.parent / "csrc"  # the bindings' array checks (csrc/bindings/quant_arrays.h)
 FLAGS = ["-O3", "-std=c++17", "-fPIC", "-fvisibility=hidden", "-Wall"]
-ISA_FLAGS = {"avx2": ["-mavx2", "-mfma"], "avx512vnni": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vnni"]}
+ISA_FLAGS = {
+    "avx2": ["-mavx2", "-mfma"],
+    "avx512vnni": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vnni"],
+    "avx512amx": ["-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vnni", "-mamx-tile", "-mamx-int8"],
+}
 
 
 def _isa(src: Path) -> str | None:

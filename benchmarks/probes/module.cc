@@ -97,4 +97,22 @@ PYBIND11_MODULE(_bench_probes, m) {
       },
       py::arg("iterations"),
       "int8 multiply-add throughput probe (VPDPBUSD zmm); returns the operations done, or None without AVX-512 VNNI.");
+
+  m.def(
+      "int8_amx_peak_probe",
+      [](size_t iterations) -> py::object {
+#if defined(EDGEINF_BUILD_AVX512AMX)
+        uint64_t ops = 0;
+        {
+          py::gil_scoped_release release;
+          ops = edgeinf::bench_probes::int8_peak__avx512amx(iterations);
+        }
+        return py::int_(ops);
+#else
+        (void)iterations;
+        return py::none();
+#endif
+      },
+      py::arg("iterations"),
+      "int8 multiply-add throughput probe (TDPBUSD tiles); call only on edgeinf's avx512amx path; None if not built.");
 }

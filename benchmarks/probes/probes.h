@@ -21,4 +21,8 @@ uint64_t int8_peak__avx2(size_t iterations);
 // Call only when the CPU has AVX-512 VNNI (built for x86-64 only).
 uint64_t int8_peak__avx512vnni(size_t iterations);
 
+// The same of TDPBUSD on AMX tiles, 16384 multiply-adds per instruction. Call only where
+// edgeinf runs its avx512amx path (the CPU has AMX-INT8 and the process may use the tiles).
+uint64_t int8_peak__avx512amx(size_t iterations);
+
 }  // namespace edgeinf::bench_probes
