@@ -64,6 +64,7 @@ NOTABLE_FEATURES = (
     "avx512f",
     "avx512_vnni",
     "avx_vnni",
+    "amx_int8",  # AMX tiles: the avx512amx path (Sapphire Rapids and later Xeons)
 )
 
 # Raspberry Pi SoC generation -> board key, for models whose name carries no number.

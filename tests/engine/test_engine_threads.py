@@ -222,9 +222,13 @@ def test_runs_go_to_the_caller_alone_while_its_worker_gets_no_cpu():
     os.sched_setaffinity(0, {min(cpus)})
     try:
         two = engine(data, 2)
-        for _ in range(40):
+        # 40 runs at least; more (up to 400) until one goes alone, for a host whose other load
+        # lets the worker keep up at first (the emulated Pi on a busy machine)
+        for run in range(400):
             for got, expected in zip(_invoke(two, inputs), want):
                 np.testing.assert_array_equal(got, expected)
+            if run >= 39 and two._program.runs_alone > 0:
+                break
     finally:
         os.sched_setaffinity(0, cpus)
     assert two._program.runs_alone > 0
