@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -104,6 +105,21 @@ class Epilogue {
   const double* ds_ = nullptr;
 };
 
+// The first n < 8 bytes of v stored at o, by lanes of 4, 2 and 1 bytes: a memcpy of a
+// variable size is a library call per row, which a layer of 1 to 7 channels left over
+// (a detector's score head) pays on every pixel.
+inline void store_first(int8x8_t v, size_t n, int8_t* o) {
+  if (n & 4) {
+    vst1_lane_s32(reinterpret_cast<int32_t*>(o), vreinterpret_s32_s8(v), 0);
+    v = vext_s8(v, v, 4), o += 4;
+  }
+  if (n & 2) {
+    vst1_lane_s16(reinterpret_cast<int16_t*>(o), vreinterpret_s16_s8(v), 0);
+    v = vext_s8(v, v, 2), o += 2;
+  }
+  if (n & 1) vst1_lane_s8(o, v, 0);
+}
+
 // Rows of accumulators requantized and stored, out + r * out_stride: the mode is decided
 // once, each row's conversions independent of the others' (an out-of-order core overlaps
 // them, an in-order one interleaves them as scheduled).
@@ -117,9 +133,7 @@ inline void store_rows_as(const int32x4_t (&acc)[R][2], const Epilogue& e, size_
     if (ncols == kNr) {
       vst1_s8(o, bytes[r]);
     } else {
-      int8_t tmp[kNr];
-      vst1_s8(tmp, bytes[r]);
-      std::memcpy(o, tmp, ncols);
+      store_first(bytes[r], ncols, o);
     }
   }
 }
@@ -193,6 +207,22 @@ size_t gemv_in_groups(const GemmWeights& w, const FloatRequantization* fl, size_
   return j0;
 }
 
+// The distance between consecutive rows of A when every row is one segment of exactly kp
+// values and the rows lie evenly spaced (a pointwise convolution's pixels with K a multiple
+// of the layout's padding), else 0: the tiles then read A in place, since for the few
+// channels of a narrow layer the copy into scratch costs more than its multiplies.
+inline size_t in_place_stride(const GemmRows& a, size_t kp) {
+  if (a.taps != 1 || a.seg != kp || a.m == 0) return 0;
+  if (a.m == 1) return kp;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(a.ptrs[0]);
+  const uintptr_t stride = reinterpret_cast<uintptr_t>(a.ptrs[1]) - first;
+  if (stride < kp || stride > (uintptr_t{1} << 30)) return 0;
+  for (size_t r = 2; r < a.m; ++r) {
+    if (reinterpret_cast<uintptr_t>(a.ptrs[r]) != first + r * stride) return 0;
+  }
+  return stride;
+}
+
 template <class K>
 void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   static_assert(K::kLayout.nr == kNr, "the epilogue and the GEMV take 8-column panels");
@@ -205,11 +235,18 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
   const size_t blocks = (n + kNr - 1) / kNr;
   const size_t fit = std::max<size_t>(kMr, (96 * 1024 / kp) / kMr * kMr);
   const size_t mc = std::min(fit, round_up(a.m, kMr));
-  int8_t* abuf = scratch<int8_t, 0>(mc * kp);
+  const size_t in_place = in_place_stride(a, kp);
+  const size_t a_stride = in_place ? in_place : kp;
+  int8_t* abuf = in_place ? nullptr : scratch<int8_t, 0>(mc * kp);
   for (size_t m0 = 0; m0 < a.m; m0 += mc) {
     const size_t rows = std::min(mc, a.m - m0);
-    gather_rows(a, m0, rows, abuf, kp);
-    const size_t j0 = rows == 1 ? K::gemv_row(w, fl, kp, abuf, packed, out + m0 * out_stride) : 0;
+    const int8_t* ablock = abuf;
+    if (in_place) {
+      ablock = a.ptrs[m0];
+    } else {
+      gather_rows(a, m0, rows, abuf, kp);
+    }
+    const size_t j0 = rows == 1 ? K::gemv_row(w, fl, kp, ablock, packed, out + m0 * out_stride) : 0;
     for (size_t j = j0; j < blocks; ++j) {
       const int8_t* panel = packed + j * kp * kNr;
       const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);
@@ -217,8 +254,8 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
       const int32_t* start = w.bias_minus_zero_point_terms() + col0;
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kp, abuf + r0 * kp, kp, panel, negatable, start, e, ncols, out + (m0 + r0) * out_stride + col0,
-                       out_stride);
+        kTiles[height](kp, ablock + r0 * a_stride, a_stride, panel, negatable, start, e, ncols,
+                       out + (m0 + r0) * out_stride + col0, out_stride);
       }
     }
   }
