@@ -201,7 +201,7 @@ class FullyConnected {
       py::gil_scoped_release release;
       std::vector<const int8_t*> rows(m);
       for (size_t i = 0; i < m; ++i) rows[i] = px + i * k;
-      qs8::GemmRows a{rows.data(), m, 1, k};
+      qs8::GemmRows a{rows.data(), m, 1, k, k};
       qs8::qs8_gemm(*weights_, a, py_out, n);
     }
     return result;

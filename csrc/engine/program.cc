@@ -369,7 +369,7 @@ FullyConnectedStep::FullyConnectedStep(std::unique_ptr<qs8::GemmWeights> w, size
 }
 
 void FullyConnectedStep::run(ThreadPool& pool) const {
-  const qs8::GemmRows a{rows_.data(), rows_.size(), 1, w_->k()};
+  const qs8::GemmRows a{rows_.data(), rows_.size(), 1, w_->k(), w_->k()};
   qs8::qs8_gemm(*w_, a, out_, w_->n());
 }
 

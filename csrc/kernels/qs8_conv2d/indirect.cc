@@ -21,7 +21,7 @@ void qs8_conv2d__gemm(const GemmWeights& w, const ConvGeometry& g, const int8_t*
     const size_t count = std::min(chunk, pixels - p0);
     if (pointwise) {  // each output pixel's row is its input pixel's values
       for (size_t i = 0; i < count; ++i) ptrs[i] = in + (p0 + i) * g.in_c;
-      qs8_gemm(w, GemmRows{ptrs.data(), count, 1, g.in_c}, out + p0 * g.out_c, g.out_c);
+      qs8_gemm(w, GemmRows{ptrs.data(), count, 1, g.in_c, g.in_c}, out + p0 * g.out_c, g.out_c);
       continue;
     }
     // The output pixel's coordinates advance with it (no division per pixel).

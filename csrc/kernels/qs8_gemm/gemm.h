@@ -114,6 +114,10 @@ class GemmWeights {
 struct GemmRows {
   const int8_t* const* ptrs;
   size_t m, taps, seg;
+  // Nonzero where the caller's rows lie evenly spaced, ptrs[r] == ptrs[0] + r * stride (a
+  // pointwise convolution's pixels, a batch of FC rows): the NEON paths then read them in
+  // place instead of copying them.
+  size_t stride = 0;
   size_t k() const { return taps * seg; }
 };
 

@@ -24,7 +24,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -207,20 +206,11 @@ size_t gemv_in_groups(const GemmWeights& w, const FloatRequantization* fl, size_
   return j0;
 }
 
-// The distance between consecutive rows of A when every row is one segment of exactly kp
-// values and the rows lie evenly spaced (a pointwise convolution's pixels with K a multiple
-// of the layout's padding), else 0: the tiles then read A in place, since for the few
-// channels of a narrow layer the copy into scratch costs more than its multiplies.
+// The distance between consecutive rows of A where the tiles can read them in place (one
+// segment of exactly kp values a row, evenly spaced as the caller says), else 0: for the
+// few channels of a narrow layer the copy into scratch costs more than its multiplies.
 inline size_t in_place_stride(const GemmRows& a, size_t kp) {
-  if (a.taps != 1 || a.seg != kp || a.m == 0) return 0;
-  if (a.m == 1) return kp;
-  const uintptr_t first = reinterpret_cast<uintptr_t>(a.ptrs[0]);
-  const uintptr_t stride = reinterpret_cast<uintptr_t>(a.ptrs[1]) - first;
-  if (stride < kp || stride > (uintptr_t{1} << 30)) return 0;
-  for (size_t r = 2; r < a.m; ++r) {
-    if (reinterpret_cast<uintptr_t>(a.ptrs[r]) != first + r * stride) return 0;
-  }
-  return stride;
+  return a.taps == 1 && a.seg == kp && a.stride >= kp ? a.stride : 0;
 }
 
 template <class K>
