@@ -148,7 +148,7 @@ def test_edgeinf_quantized_face_models_run_fully_natively_and_exactly(name, grac
             assert steps.count("DEQUANTIZE+PRELU+QUANTIZE (two lines)") == 3, steps
 
 
-@pytest.mark.parametrize("path", ["avx2vnni", "avx512vnni", "avx2-emulated-vnni"])
+@pytest.mark.parametrize("path", ["avx2vnni", "avx512vnni", "avx512amx", "avx2-emulated-vnni"])
 def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_detection_int8, face_landmark_int8,
                                                                 grace_hopper, path):  # fmt: skip
     # Loaded under the path, as on a CPU that has it: the plan then keeps every pointwise
