@@ -36,8 +36,7 @@ constexpr size_t kBlockRows = 2 * kTileRows;
 constexpr size_t kMaxChunkQuads = 16;  // a tile row holds 64 bytes: 16 quads of K
 // Fewer rows than this run on the VNNI tiles: an A tile costs the same for one row as for
 // 16, and where each B tile meets one A tile, loading it costs more than the VNNI tiles'
-// whole work (a 1024 x 1000 fully connected layer, Sapphire Rapids: 8 rows 35 us on VNNI,
-// 49 on AMX; 12 rows 57 and 54).
+// whole work (the crossover measured on a batched fully connected layer).
 constexpr size_t kFewRows = 12;
 
 // LDTILECFG's operand: palette 1, then bytes per row and rows of each tile register.
@@ -160,7 +159,6 @@ class Pipeline {
  public:
   Pipeline(const GemmWeights& w, size_t out_stride)
       : w_(w), out_stride_(out_stride), fused_(F == Form::kFloat || !w.requantizes_in_double()) {}
-  ~Pipeline() { drain(); }
 
   // The tiles to store the next block into.
   int32_t* next_acc() { return acc_[pending_ && pending_block_.acc == acc_[0] ? 1 : 0]; }
@@ -241,6 +239,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
   // stride of 512 bytes or a multiple would fall in a quarter of the L1's sets or fewer.
   const size_t stride = kp % 512 == 0 ? kp + 64 : kp;
   uint8_t* abuf = aligned_scratch(std::min(mc, round_up(a.m, kBlockRows)) * stride);
+  const int8_t* packed = w.packed(layout);
   const ptrdiff_t no_offset = 0;
   BlockOperands op{{abuf, abuf + kTileRows * stride},
                    static_cast<long>(stride),
@@ -249,7 +248,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
                    0,
                    chunks,
                    chunk_quads,
-                   w.packed(layout),
+                   packed,
                    panel_bytes};
   Pipeline<F> pipeline(w, out_stride);
   configure_tiles(chunk_quads);
@@ -258,7 +257,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
     gather_rows_u8(a, m0, rows, abuf, kp, stride);
     for (size_t j = 0; j < panels; j += 2) {
       const bool two_panels = j + 1 < panels;
-      op.panel = w.packed(layout) + j * panel_bytes;
+      op.panel = packed + j * panel_bytes;
       for (size_t r0 = 0; r0 < rows; r0 += kBlockRows) {
         op.a[0] = abuf + r0 * stride, op.a[1] = op.a[0] + kTileRows * stride;
         const size_t first = std::min(kTileRows, rows - r0), second = std::min(kTileRows, rows - r0 - first);
@@ -296,8 +295,10 @@ void conv(const ConvWeights& cw, const ConvGeometry& g, const int8_t* in, int8_t
     }
   }
   const size_t k = w.k(), panel_bytes = k * kTileRows, panels = (n + kTileRows - 1) / kTileRows;
-  BlockOperands op{{a, a},      static_cast<long>(pixel_step), a_tap,      taps, quads * 64, quads / chunk_quads,
-                   chunk_quads, w.packed(kDotLayout),          panel_bytes};
+  const int8_t* packed = w.packed(kDotLayout);
+  BlockOperands op{{a, a},     static_cast<long>(pixel_step), a_tap,       taps,
+                   quads * 64, quads / chunk_quads,           chunk_quads, packed,
+                   panel_bytes};
   const size_t image = p.padded_h * p.padded_w * c;
   const size_t runs_per_row = (g.out_w + kTileRows - 1) / kTileRows, runs = g.batch * g.out_h * runs_per_row;
   // Run r: its first pixel's window origin and output, and its length.
@@ -311,7 +312,7 @@ void conv(const ConvWeights& cw, const ConvGeometry& g, const int8_t* in, int8_t
   configure_tiles(chunk_quads);
   for (size_t j = 0; j < panels; j += 2) {
     const bool two_panels = j + 1 < panels;
-    op.panel = w.packed(kDotLayout) + j * panel_bytes;
+    op.panel = packed + j * panel_bytes;
     for (size_t r = 0; r < runs; r += 2) {
       StoredBlock block{nullptr, {nullptr, nullptr}, {0, 0}, j * kTileRows, two_panels};
       run(r, &op.a[0], &block.out[0], &block.rows[0]);

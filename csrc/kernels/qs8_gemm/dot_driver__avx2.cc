@@ -30,13 +30,10 @@ size_t block_rows(size_t m, size_t kp, size_t mr) {
 void gather_rows_u8(const GemmRows& a, size_t m0, size_t rows, uint8_t* dst, size_t kp, size_t stride) {
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const size_t taps = a.taps, seg = a.seg;  // locals: the byte stores may alias `a`
-  const int8_t* const* first = a.ptrs + m0 * taps;
-  // Rows that lie back to back without padding (a pointwise convolution's pixels): one pass
-  // over the whole block.
-  bool dense = taps == 1 && seg == kp && stride == kp;
-  for (size_t r = 1; dense && r < rows; ++r) dense = first[r] == first[0] + r * seg;
-  if (dense) {
-    const int8_t* s = first[0];
+  // Rows that lie back to back without padding (a pointwise convolution's pixels, as the
+  // caller says): one pass over the whole block.
+  if (taps == 1 && seg == kp && stride == kp && a.stride == seg) {
+    const int8_t* s = a.ptrs[m0];
     const size_t bytes = rows * seg;
     size_t i = 0;
     for (; i + 32 <= bytes; i += 32) {

@@ -116,7 +116,7 @@ struct GemmRows {
   size_t m, taps, seg;
   // Nonzero where the caller's rows lie evenly spaced, ptrs[r] == ptrs[0] + r * stride (a
   // pointwise convolution's pixels, a batch of FC rows): the NEON paths then read them in
-  // place instead of copying them.
+  // place instead of copying them, the VPDPBUSD and AMX paths offset them in one pass.
   size_t stride = 0;
   size_t k() const { return taps * seg; }
 };
