@@ -24,6 +24,9 @@ busy). Frames are offered as fast as the contender takes them
 is frames per second of wall time, latency is per frame from the moment the contender takes
 it to its answer (p50 / p99). Both sides drop each answer once read (the pipeline's are
 read as they come, as `Pipeline.run` does), so neither carries the other's garbage.
+"stolen" is the largest share of CPU time that a VM's hypervisor gave to other guests in
+any round of a contender (/proc/stat's steal): a row with more than a few percent measured
+the neighbours as much as the contender.
 
 ``--profile`` adds three contenders: the 1-process pipeline with pacing, the 2-process
 one with two frames per process in flight (paced: the next frame waits in the queue as a
@@ -62,7 +65,7 @@ import face_reference  # noqa: E402
 import edgeinf  # noqa: E402
 import edgeinf.model  # noqa: E402
 from edgeinf import _C, face, zoo  # noqa: E402
-from edgeinf.bench import document, write_document  # noqa: E402
+from edgeinf.bench import StolenTime, document, write_document  # noqa: E402
 from edgeinf.pipeline import Pipeline, ProcessStage  # noqa: E402
 from edgeinf.pipeline.face import (  # noqa: E402
     FaceLandmarks,
@@ -343,7 +346,9 @@ def main() -> None:
     try:
         for _ in range(args.rounds):
             for name, run in contenders.items():
-                rounds[name].append(run())
+                watch = StolenTime()
+                result = run()
+                rounds[name].append({**result, "stolen": watch.share()})
     finally:
         for pipe in pipes.values():
             pipe.close()
@@ -359,13 +364,15 @@ def main() -> None:
                 "p50_ms": float(np.median([r["p50_ms"] for r in results])),
                 "p99_ms": float(np.median([r["p99_ms"] for r in results])),
                 "faces": results[0]["faces"],
+                # the CPU time a VM's hypervisor gave to other guests meanwhile: it slows and widens the tail
+                "stolen_share": max((r["stolen"] or 0.0) for r in results),
             }
         )
-    print(f"{'contender':28s} {'fps':>7s} {'x plain':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'faces':>6s}")
+    print(f"{'contender':28s} {'fps':>7s} {'x plain':>8s} {'p50 ms':>8s} {'p99 ms':>8s} {'faces':>6s} {'stolen':>7s}")
     for row in rows:
         print(
             f"{row['contender']:28s} {row['fps']:7.1f} {row['speedup']:8.2f} {row['p50_ms']:8.1f} "
-            f"{row['p99_ms']:8.1f} {row['faces']:6d}"
+            f"{row['p99_ms']:8.1f} {row['faces']:6d} {row['stolen_share']:7.1%}"
         )
     profile = report_profile(serial, rounds) if serial is not None else None
     if args.json:

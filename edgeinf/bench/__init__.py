@@ -15,7 +15,7 @@ from __future__ import annotations
 import time  # noqa: F401 - tests patch edgeinf.bench.time.perf_counter, the clock measure() reads
 
 from ..memory import peak_rss_bytes, reset_peak_rss, rss_bytes
-from .machine import cpu_model, environment
+from .machine import StolenTime, cpu_model, environment
 from .results import document, finish, machine_line, write_document
 from .stats import Evictor, Stats, compare, last_level_cache_bytes, measure, summarize
 from .sweep import IMAGE_RANGES, SCHEMA, VARIANTS, auto_variant, bench_model, image_input, random_inputs, variant_fits
@@ -23,6 +23,7 @@ from .sweep import IMAGE_RANGES, SCHEMA, VARIANTS, auto_variant, bench_model, im
 __all__ = [
     "IMAGE_RANGES",
     "SCHEMA",
+    "StolenTime",
     "VARIANTS",
     "Evictor",
     "Stats",

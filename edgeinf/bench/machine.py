@@ -1,4 +1,4 @@
-"""Where a figure was measured: date, CPU, cores, ISA, board, load and package versions."""
+"""Where a figure was measured: date, CPU, cores, ISA, board, load, stolen CPU time and package versions."""
 
 from __future__ import annotations
 
@@ -46,6 +46,58 @@ def _load_average() -> float | None:
         return None
 
 
+STOLEN_WARNING_SHARE = 0.02  # above it, a VM's timings drift with its neighbours' load
+
+
+class StolenTime:
+    """The share of this machine's CPU time that its hypervisor ran other guests on, since start.
+
+    Linux counts it as ``steal`` in /proc/stat. Inside a VM on a shared host (a cloud
+    instance, a CI runner) a busy neighbour takes cores away mid-run: every contender
+    slows down and latency tails grow, more the longer a run keeps the cores busy.
+    On bare metal, a Pi or a Jetson it stays 0.
+
+    >>> watch = StolenTime()
+    >>> share = watch.share()  # None where /proc/stat is missing
+    """
+
+    def __init__(self, stat: str | Path = "/proc/stat"):
+        self.stat = Path(stat)
+        self.start = self._read()
+
+    def _read(self) -> tuple[int, int] | None:
+        """(steal, total) jiffies over all CPUs; None without a readable /proc/stat."""
+        try:
+            first = self.stat.read_text().split("\n", 1)[0].split()
+        except OSError:
+            return None
+        if not first or first[0] != "cpu" or len(first) < 9:
+            return None
+        jiffies = [int(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
+        return jiffies[7], sum(jiffies)
+
+    def share(self) -> float | None:
+        """Stolen jiffies over all jiffies since the start (0.0 when no time passed)."""
+        now = self._read()
+        if self.start is None or now is None:
+            return None
+        total = now[1] - self.start[1]
+        return (now[0] - self.start[0]) / total if total > 0 else 0.0
+
+    def restart(self) -> None:
+        self.start = self._read()
+
+
+_since_import = StolenTime()  # a benchmark imports edgeinf.bench as it starts: its whole run
+
+
+def stolen_warning(share: float | None) -> str | None:
+    """A sentence for a report when the hypervisor took enough CPU time to skew it."""
+    if share is None or share < STOLEN_WARNING_SHARE:
+        return None
+    return f"the hypervisor gave {share:.0%} of this VM's CPU time to other guests (steal): timings are slow and noisy"
+
+
 def environment() -> dict:
     """Date, machine and versions, as every benchmark report records them (no runtime is imported)."""
     from .. import __version__, board
@@ -57,6 +109,11 @@ def environment() -> dict:
         isa = active_isa()
     except Exception:  # the native module is not built: report it rather than fail
         isa = "unknown (edgeinf._C not built)"
+    conditions = board.conditions()  # governor, clocks, temperature, throttling: what skews a run
+    stolen = _since_import.share()
+    warning = stolen_warning(stolen)
+    if warning:
+        conditions["warnings"].append(warning)
     return {
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {
@@ -66,8 +123,9 @@ def environment() -> dict:
             "isa": isa,
             "os": f"{platform.system()} {platform.release()}",
             "board": board.detect().as_dict(),  # "emulated": true marks a run under qemu: not the board's speed
-            "conditions": board.conditions(),  # governor, clocks, temperature, throttling: what skews a run
+            "conditions": conditions,
             "load_avg_1m": _load_average(),
+            "cpu_stolen_share": None if stolen is None else round(stolen, 4),  # since edgeinf.bench was imported
         },
         "versions": {
             "edgeinf": __version__,

@@ -371,3 +371,42 @@ def test_cpu_model_names_the_x86_family_and_keeps_a_pis_hardware_line(tmp_path):
         "Hardware\t: BCM2835\nRevision\t: c03114\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n"
     )
     assert bench.cpu_model(pi) == "BCM2835"
+
+
+def test_stolen_time_is_the_steal_share_of_all_cpu_time_since_the_start(tmp_path):
+    stat = tmp_path / "stat"
+    # user nice system idle iowait irq softirq steal guest guest_nice
+    stat.write_text("cpu  100 0 50 800 10 0 5 35 0 0\ncpu0 50 0 25 400 5 0 2 18 0 0\n")
+    watch = bench.StolenTime(stat)
+    assert watch.share() == 0.0  # no time passed
+    stat.write_text("cpu  160 0 70 900 10 0 5 95 0 0\ncpu0 80 0 35 450 5 0 2 48 0 0\n")
+    assert watch.share() == pytest.approx(60 / 240)
+    watch.restart()
+    assert watch.share() == 0.0
+
+
+def test_stolen_time_is_none_without_a_readable_proc_stat(tmp_path):
+    assert bench.StolenTime(tmp_path / "missing").share() is None
+    garbled = tmp_path / "stat"
+    garbled.write_text("intr 1 2 3\n")
+    assert bench.StolenTime(garbled).share() is None
+
+
+def test_a_report_warns_when_the_hypervisor_took_cpu_time(monkeypatch, tmp_path):
+    from edgeinf.bench import machine
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 0 900 0 0 0 0 0 0\n")
+    monkeypatch.setattr(machine, "_since_import", machine.StolenTime(stat))
+    stat.write_text("cpu  200 0 0 1000 0 0 0 100 0 0\n")
+    env = bench.environment()
+    assert env["machine"]["cpu_stolen_share"] == pytest.approx(1 / 3, abs=1e-4)
+    assert any("33% of this VM's CPU time" in w for w in env["machine"]["conditions"]["warnings"])
+    stat.write_text("cpu  300 0 0 2000 0 0 0 100 0 0\n")
+    env = bench.environment()
+    assert env["machine"]["cpu_stolen_share"] == pytest.approx(100 / 1400, abs=1e-4)
+    assert env["machine"]["cpu_stolen_share"] > machine.STOLEN_WARNING_SHARE
+    stat.write_text("cpu  5300 0 0 20000 0 0 0 100 0 0\n")
+    env = bench.environment()
+    assert env["machine"]["cpu_stolen_share"] < machine.STOLEN_WARNING_SHARE
+    assert not any("hypervisor" in w for w in env["machine"]["conditions"]["warnings"])
