@@ -11,6 +11,9 @@ manifest's real photo, 1280x720 BGR):
   around them does not); a frame goes in as soon as there is room (``--profile`` adds the
   same pipeline with pacing: a frame goes in once it is predicted to pass both stages
   without queueing).
+- pipeline, 2 threads: `face_mesh_pipeline(threads=2)`: two threads of this process,
+  each running detection and mesh for whole frames with models of its own, one frame each
+  in flight; no copy, one thread hand-off per frame.
 - pipeline, 2 processes: `face_mesh_pipeline(processes=2)`: two child processes, each
   running detection and mesh for whole frames, one frame each in flight; frames cross
   through shared memory.
@@ -26,7 +29,8 @@ it to its answer (p50 / p99). Both sides drop each answer once read (the pipelin
 read as they come, as `Pipeline.run` does), so neither carries the other's garbage.
 "stolen" is the largest share of CPU time that a VM's hypervisor gave to other guests in
 any round of a contender (/proc/stat's steal): a row with more than a few percent measured
-the neighbours as much as the contender.
+the neighbours as much as the contender. A round in which any contender lost more than
+``--max-stolen`` (5%) is measured again, at most twice ``--rounds`` times.
 
 ``--profile`` adds three contenders: the 1-process pipeline with pacing, the 2-process
 one with two frames per process in flight (paced: the next frame waits in the queue as a
@@ -38,6 +42,7 @@ split runs at most at the pace of its slower stage, ``(a + b) / max(a, b)`` time
 serial chain, while whole frames per process reach ``2 / (a + b + parent's share)``.
 
 Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json] [--quick] [--profile]
+       [--max-stolen 0.05]
 """
 
 from __future__ import annotations
@@ -311,6 +316,12 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--quick", action="store_true", help="a smoke run (10 frames, 1 round): not for the report")
     parser.add_argument("--profile", action="store_true", help="also where the time goes (steps, CPU, bounds)")
+    parser.add_argument(
+        "--max-stolen",
+        type=float,
+        default=0.05,
+        help="in a VM: a round in which the hypervisor took more of the CPU time is measured again (at most 2x --rounds times)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.frames, args.rounds = 10, 1
@@ -320,10 +331,12 @@ def main() -> None:
         "plain loop": lambda: run_plain(plain, frames),
         "plain loop, OpenCV 1 thread": lambda: opencv_threads(1, run_plain, plain, frames),
         "pipeline, 1 process": None,
+        "pipeline, 2 threads": None,
         "pipeline, 2 processes": None,
     }
     pipes = {
         "pipeline, 1 process": face_mesh_pipeline(processes=False).start(),
+        "pipeline, 2 threads": face_mesh_pipeline(threads=2).start(),
         "pipeline, 2 processes": face_mesh_pipeline(processes=2).start(),
     }
     if args.profile:  # paced admission: a frame goes in once predicted to pass both stages unqueued
@@ -342,13 +355,22 @@ def main() -> None:
     serial = opencv_threads(1, profile_serial, plain, frames) if args.profile else None
     for run in contenders.values():  # warm-up: caches, first-call allocations
         run()
-    rounds = {name: [] for name in contenders}
+    rounds: dict[str, list] = {name: [] for name in contenders}
+    discarded = 0
     try:
-        for _ in range(args.rounds):
+        while len(rounds["plain loop"]) < args.rounds:
+            this_round = {}
             for name, run in contenders.items():
                 watch = StolenTime()
                 result = run()
-                rounds[name].append({**result, "stolen": watch.share()})
+                this_round[name] = {**result, "stolen": watch.share()}
+            stolen = max(r["stolen"] or 0.0 for r in this_round.values())
+            if stolen > args.max_stolen and discarded < args.rounds * 2:
+                discarded += 1  # a neighbour's burst: measure the round again
+                print(f"round discarded: the hypervisor took {stolen:.0%} of the CPU time", file=sys.stderr)
+                continue
+            for name, result in this_round.items():
+                rounds[name].append(result)
     finally:
         for pipe in pipes.values():
             pipe.close()
@@ -381,6 +403,7 @@ def main() -> None:
             "Face detection -> face mesh on 720p video: pipeline vs plain loop (1 thread per model)",
             frames=args.frames,
             rounds=args.rounds,
+            rounds_discarded_for_stolen_time=discarded,
             rows=rows,
             **({"profile": profile} if profile is not None else {}),
         )

@@ -13,7 +13,7 @@ See docs/pipeline.md.
 from __future__ import annotations
 
 from .breaker import CircuitBreaker
-from .core import FrameResult, Pipeline, PipelineError, Stage, StageResult, to_json
+from .core import FrameResult, Pipeline, PipelineError, Stage, StageResult, ThreadStage, to_json
 from .metrics import PipelineMetrics
 from .process import ProcessStage
 
@@ -26,5 +26,6 @@ __all__ = [
     "ProcessStage",
     "Stage",
     "StageResult",
+    "ThreadStage",
     "to_json",
 ]

@@ -143,6 +143,37 @@ def to_json(value: Any) -> Any:
     return value
 
 
+class ThreadStage:
+    """A stage whose worker threads each build their own callable: give this as ``fn`` to `Pipeline.add`.
+
+    For a callable that serves one thread at a time, such as one holding a `Model` (a
+    Model runs one call at a time, so ``workers=2`` over one shared callable queues its
+    calls). Each worker calls ``factory(*args, **options)`` once, in its own thread, on its
+    first frame, and keeps what it returns. N workers then run N calls at once wherever
+    the runtime releases the GIL (LiteRT, NCNN, ONNX Runtime and the int8 engine do). Threads
+    share the frame with no copy and no pipe; their Python steps still take turns on the GIL
+    (`ProcessStage` runs them in processes instead).
+
+    >>> pipe.add("landmarks", ThreadStage(face_mesh_stage), workers=2)  # doctest: +SKIP
+    """
+
+    def __init__(self, factory: Callable[..., Callable], *args: Any, options: dict | None = None):
+        if not callable(factory):
+            raise InputError(f"ThreadStage needs a callable factory, got {factory!r}")
+        self.factory = factory
+        self.args = args
+        self.options = dict(options or {})
+
+    def build(self) -> Callable:
+        built = self.factory(*self.args, **self.options)
+        if not callable(built):
+            raise InputError(f"{self.factory!r} built {built!r}, which is not callable")
+        return built
+
+    def __call__(self, *args):
+        raise PipelineError("a ThreadStage runs on a Pipeline's workers, each with its own callable, not directly")
+
+
 class Stage:
     """One step of a pipeline: a callable, its inputs, its workers and its limits.
 
@@ -203,7 +234,8 @@ class Stage:
         return _Worker(pipeline, self)
 
     def call_on(self, worker: _Worker, job: _Job) -> Any:
-        return self.call(job)
+        fn = self.fn
+        return self.call(job, worker.own(fn) if isinstance(fn, ThreadStage) else fn)
 
     def abandon(self, pipeline: Pipeline, worker: _Worker) -> None:
         """A call hung: leave its thread to finish on its own and serve the stage with a new one."""
@@ -253,7 +285,15 @@ class _Worker:
         self.retired = False  # stop after the current task (hung, or fewer workers wanted)
         self.abandoned = False  # its call hung and a new worker took over
         self.current: tuple | None = None  # (job, started_s) while in a call
+        self.built: dict[int, Callable] = {}  # by id of each ThreadStage variant: this thread's own callable
         self.thread = threading.Thread(target=self._loop, name=f"edgeinf-stage:{stage.name}", daemon=True)
+
+    def own(self, spec: ThreadStage) -> Callable:
+        """This worker's callable of a `ThreadStage`, built on first use (the stage holds the spec)."""
+        fn = self.built.get(id(spec))
+        if fn is None:
+            fn = self.built[id(spec)] = spec.build()
+        return fn
 
     def _loop(self) -> None:
         stage, pipeline = self.stage, self.pipeline
@@ -359,7 +399,8 @@ class Pipeline:
         Args:
             name: unique stage name; its value appears under this name in each result.
             fn: the callable, or ``{variant: callable}`` (the first is used until
-                `configure` picks another). A `ProcessStage` runs in child processes.
+                `configure` picks another). A `ProcessStage` runs in child processes; a
+                `ThreadStage` gives each worker thread a callable of its own.
             inputs: names of earlier stages whose values the stage takes.
             for_each: one of ``inputs`` whose value is a list: ``fn`` is called per item
                 (fan-out) and the stage's value is the list of results (the join).
@@ -392,9 +433,9 @@ class Pipeline:
             raise InputError(f"rate_hz must be positive, got {rate_hz!r}")
         from .process import ProcessStage
 
-        if inline and (isinstance(fn, ProcessStage) or timeout_s is not None):
+        if inline and (isinstance(fn, (ProcessStage, ThreadStage)) or timeout_s is not None):
             raise InputError(
-                f"stage {name!r}: an inline stage runs on another stage's thread: no process, no timeout_s"
+                f"stage {name!r}: an inline stage runs on another stage's thread: no ProcessStage, ThreadStage or timeout_s"
             )
         cls = ProcessStage.stage_class if isinstance(fn, ProcessStage) else Stage
         stage = cls(

@@ -261,6 +261,7 @@ def faces_of(frame: Frame, meshes: list[FaceLandmarks]) -> list[Face]:
 def face_mesh_pipeline(
     *,
     processes: bool | int = False,
+    threads: int | None = None,
     timeout_s: float | None = None,
     num_threads: int = 1,
     max_in_flight: int | None = None,
@@ -275,6 +276,10 @@ def face_mesh_pipeline(
             usable core): N child processes, each running detection and mesh for whole
             frames (`face_mesh_stage`), N frames in flight; ``faces`` is then taken from the
             meshes.
+        threads: instead of processes, N threads of this process each running detection
+            and mesh for whole frames with models of their own (`ThreadStage`), N frames
+            in flight: no frame copy and no pipe, one thread hand-off per frame; the
+            Python steps between the models take turns on the GIL.
         timeout_s: the frame's deadline.
         num_threads: runtime threads per model.
         max_in_flight: frames inside at once (`Pipeline`); default one per worker: two
@@ -282,12 +287,22 @@ def face_mesh_pipeline(
         pacing: admit a frame only once it is predicted to pass every stage unqueued (`Pipeline`).
 
     Raises:
-        InputError: ``processes`` is neither a bool nor a positive integer.
+        InputError: ``processes`` is neither a bool nor a positive integer, ``threads`` is not
+            a positive integer, or both are given.
     """
     from ..model import default_threads
-    from .core import Pipeline
+    from .core import Pipeline, ThreadStage
     from .process import ProcessStage
 
+    if threads is not None:
+        if type(threads) is not int or not 1 <= threads <= 64:
+            raise InputError(f"threads must be an integer from 1 to 64, got {threads!r}")
+        if processes not in (False, 0):
+            raise InputError(f"give threads or processes, not both (threads={threads!r}, processes={processes!r})")
+        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight, pacing=pacing)
+        pipe.add("landmarks", ThreadStage(face_mesh_stage, options={"num_threads": num_threads}), workers=threads)
+        pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)
+        return pipe
     if processes is True:
         processes = min(default_threads(), 64)
     if processes is False or (type(processes) is int and processes == 0):

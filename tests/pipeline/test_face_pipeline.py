@@ -197,3 +197,35 @@ def test_a_bad_frames_in_flight_limit_is_refused_naming_it(processes):
     # checked before any process starts or model loads
     with pytest.raises(InputError, match="max_in_flight must be"):
         face_mesh_pipeline(processes=processes, max_in_flight=0)
+
+
+def test_whole_frames_on_threads_mesh_each_frame_as_the_stage_threads_do(small_clip):
+    pytest.importorskip("ai_edge_litert")
+    with sources.open(small_clip) as source:
+        frames = list(source)
+    with face_mesh_pipeline() as stages, face_mesh_pipeline(threads=2) as whole:
+        futures = [whole.submit(frame) for frame in frames]  # two frames in flight, one per thread
+        for frame, future in zip(frames, futures):
+            expected, result = stages.process(frame), future.result()
+            assert result.ok, result.stages
+            assert [f.box for f in result["faces"]] == [f.box for f in expected["faces"]] and result["faces"]
+            for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
+                np.testing.assert_array_equal(mesh.points, reference.points)
+        workers = whole.stages["landmarks"].live_workers
+        assert len(workers) == 2 and all(len(w.built) == 1 for w in workers)  # each thread its own models
+        first, second = (next(iter(w.built.values())) for w in workers)
+        assert first is not second
+
+
+@pytest.mark.parametrize(
+    "threads, processes, message",
+    [
+        (0, False, "threads must be"),
+        (65, False, "threads must be"),
+        (2.0, False, "threads must be"),
+        (2, 2, "not both"),
+    ],
+)
+def test_a_bad_thread_count_is_refused_naming_it(threads, processes, message):
+    with pytest.raises(InputError, match=message):
+        face_mesh_pipeline(threads=threads, processes=processes)

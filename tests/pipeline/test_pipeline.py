@@ -342,3 +342,72 @@ def test_a_pipeline_file_makes_a_stage_inline(tmp_path):
     with load_pipeline(path) as pipe:
         assert pipe.stages["seq"].inline and not pipe.stages["stats"].inline
         assert pipe.process(frame(3, seq=7))["seq"] == 7
+
+
+class CountingFactory:
+    """Builds a callable per call, noting the thread that built it."""
+
+    def __init__(self, barrier: threading.Barrier | None = None):
+        self.built_on: list[int] = []
+        self.barrier = barrier
+        self.lock = threading.Lock()
+
+    def __call__(self, offset: int, *, scale: int = 1):
+        with self.lock:
+            self.built_on.append(threading.get_ident())
+        builder = threading.get_ident()
+        barrier = self.barrier
+
+        def fn(f):
+            assert threading.get_ident() == builder  # a worker only ever calls its own
+            if barrier is not None:
+                barrier.wait(WAIT_S)  # both workers in a call at once, or the barrier breaks
+            return int(f.data[0, 0]) * scale + offset
+
+        return fn
+
+
+def test_a_thread_stage_gives_each_worker_its_own_callable_and_runs_them_at_once():
+    from edgeinf.pipeline import ThreadStage
+
+    factory = CountingFactory(threading.Barrier(2))
+    with Pipeline("own", max_in_flight=2) as pipe:
+        pipe.add("value", ThreadStage(factory, 1, options={"scale": 10}), workers=2)
+        futures = [pipe.submit(frame(v, seq=v)) for v in range(6)]
+        results = [f.result(WAIT_S) for f in futures]
+    assert [r["value"] for r in results] == [10 * v + 1 for v in range(6)]
+    assert len(factory.built_on) == 2  # once per worker, not per frame
+    assert len(set(factory.built_on)) == 2
+
+
+def test_a_thread_stage_factory_that_fails_fails_the_frame_and_is_tried_again():
+    from edgeinf.pipeline import ThreadStage
+
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise OSError("model file missing")
+        return lambda f: "ok"
+
+    with Pipeline("flaky") as pipe:
+        pipe.add("value", ThreadStage(flaky))
+        first, second = pipe.process(frame(1)), pipe.process(frame(2))
+    assert first.stages["value"].status == "error" and "model file missing" in first.stages["value"].error
+    assert second["value"] == "ok"
+
+
+def test_a_thread_stage_is_checked_and_not_called_directly():
+    from edgeinf.pipeline import ThreadStage
+
+    with pytest.raises(InputError, match="callable factory"):
+        ThreadStage("edgeinf.pipeline.face:face_mesh_stage")
+    with pytest.raises(PipelineError, match="not directly"):
+        ThreadStage(CountingFactory())(frame(1))
+    with pytest.raises(InputError, match="inline"):
+        Pipeline("x").add("value", ThreadStage(CountingFactory()), inline=True)
+    with Pipeline("not callable") as pipe:
+        pipe.add("value", ThreadStage(lambda: 42))
+        result = pipe.process(frame(1))
+    assert result.stages["value"].status == "error" and "not callable" in result.stages["value"].error
