@@ -39,7 +39,9 @@ time goes: each step of the plain loop and of edgeinf's two
 stages run serially on one thread, then, per pipeline, the CPU time per frame of the
 parent and of the stage processes; and the bounds on 2 cores that follow: a two-stage
 split runs at most at the pace of its slower stage, ``(a + b) / max(a, b)`` times the
-serial chain, while whole frames per process reach ``2 / (a + b + parent's share)``.
+serial chain, while whole frames per process reach ``2 / (a + b + parent's share)``; and
+how long a thread idle for 1 ms takes to run once handed an item, the floor under every
+hand-off's latency (a VM's halted virtual CPUs make it long).
 
 Usage: PYTHONPATH=. python benchmarks/bench_pipeline.py [--frames 120] [--rounds 3] [--json out.json] [--quick] [--profile]
        [--max-stolen 0.05]
@@ -56,6 +58,7 @@ import argparse  # noqa: E402
 import math  # noqa: E402
 import queue  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
 from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -262,7 +265,31 @@ def profile_serial(plain: PlainLoop, frames) -> dict:
     return {name: 1e3 * float(np.median(values)) for name, values in steps.items()}
 
 
-def report_profile(serial: dict, rounds: dict) -> dict:
+def hand_off_delay(idle_s: float = 0.001, count: int = 1000) -> dict:
+    """How long a thread blocked on a queue for ``idle_s`` takes to run once an item is put:
+    the floor under every hand-off between a pipeline's threads and processes. A few to tens
+    of microseconds on bare metal; a VM whose idle virtual CPU is halted waits for the
+    hypervisor to run it again."""
+    request, reply = queue.SimpleQueue(), queue.SimpleQueue()
+
+    def waiter():
+        while (sent := request.get()) is not None:
+            reply.put(time.perf_counter() - sent)
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    delays = []
+    for _ in range(count):
+        time.sleep(idle_s)
+        request.put(time.perf_counter())
+        delays.append(reply.get())
+    request.put(None)
+    thread.join()
+    us = np.array(delays[count // 10 :]) * 1e6
+    return {"idle_ms": idle_s * 1e3, "p50_us": float(np.median(us)), "p99_us": float(np.percentile(us, 99))}
+
+
+def report_profile(serial: dict, rounds: dict, hand_off: dict) -> dict:
     """Print the serial steps, the pipelines' CPU per frame and the bounds on 2 cores; the same as data."""
     total = {
         part: sum(v for k, v in serial.items() if k.startswith(part + ":")) for part in ("plain", "faces", "landmarks")
@@ -296,7 +323,17 @@ def report_profile(serial: dict, rounds: dict) -> dict:
     print("bounds on 2 cores, from the serial costs:")
     for name, value in bounds.items():
         print(f"  {name:48s} {value:6.2f}")
-    return {"serial_ms": serial, "serial_total_ms": total, "pipelines": pipelines, "bounds": bounds}
+    print(
+        f"hand-off to a thread idle for {hand_off['idle_ms']:.0f} ms (the floor under each hand-off's latency): "
+        f"p50 {hand_off['p50_us']:.0f} us, p99 {hand_off['p99_us']:.0f} us"
+    )
+    return {
+        "serial_ms": serial,
+        "serial_total_ms": total,
+        "pipelines": pipelines,
+        "bounds": bounds,
+        "hand_off_delay": hand_off,
+    }
 
 
 def summary(count: int, wall: float, latencies, faces: int) -> dict:
@@ -396,7 +433,7 @@ def main() -> None:
             f"{row['contender']:28s} {row['fps']:7.1f} {row['speedup']:8.2f} {row['p50_ms']:8.1f} "
             f"{row['p99_ms']:8.1f} {row['faces']:6d} {row['stolen_share']:7.1%}"
         )
-    profile = report_profile(serial, rounds) if serial is not None else None
+    profile = report_profile(serial, rounds, hand_off_delay()) if serial is not None else None
     if args.json:
         report = document(
             "pipeline",
