@@ -6,6 +6,10 @@ manifest's real photo, 1280x720 BGR):
 - plain loop: OpenCV letterbox + normalization, the detector, decoding and weighted NMS
   (the numpy reference in tests/face_reference.py), an OpenCV rotated crop, the mesh model; one frame at a
   time on one thread, as an app writes it (OpenCV keeps its default thread pool).
+- 2 plain loops side by side: the plain loop in two processes, each on every other frame,
+  released together. Nothing passes between them, so their latency shows what two busy
+  cores do to a frame's time whatever runs on them: the bound on the tail of any pipeline
+  that uses both cores.
 - pipeline, 1 process: `edgeinf.pipeline.face.face_mesh_pipeline()`: the detector and the
   mesh on their own threads, frames overlapping (the runtimes release the GIL, the Python
   around them does not); a frame goes in as soon as there is room (``--profile`` adds the
@@ -56,6 +60,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import math  # noqa: E402
+import multiprocessing  # noqa: E402
 import queue  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
@@ -164,7 +169,8 @@ def opencv_threads(count: int, run, *args) -> dict:
         cv2.setNumThreads(default)
 
 
-def run_plain(loop: PlainLoop, frames) -> dict:
+def plain_latencies(loop: PlainLoop, frames) -> tuple[list[float], float, int]:
+    """Each frame's latency, the wall time and the faces found, one frame after the other."""
     latencies = []
     start = time.perf_counter()
     faces = 0
@@ -172,7 +178,60 @@ def run_plain(loop: PlainLoop, frames) -> dict:
         t0 = time.perf_counter()
         faces += len(loop(bgr))
         latencies.append(time.perf_counter() - t0)
-    return summary(len(frames), time.perf_counter() - start, latencies, faces)
+    return latencies, time.perf_counter() - start, faces
+
+
+def run_plain(loop: PlainLoop, frames) -> dict:
+    latencies, wall, faces = plain_latencies(loop, frames)
+    return summary(len(frames), wall, latencies, faces)
+
+
+class SideBySide:
+    """Two plain loops in two processes, each on every other frame, released together.
+
+    Nothing passes between them: no hand-off, no shared lock, no copy. What two cores give
+    one frame's latency when both are busy, whatever runs on them, is their tail: the bound
+    for any pipeline that uses both cores.
+    """
+
+    def __init__(self, count: int, processes: int = 2):
+        context = multiprocessing.get_context("spawn")
+        self.start = context.Barrier(processes)
+        self.pipes, self.children = [], []
+        for index in range(processes):
+            parent, child = context.Pipe()
+            process = context.Process(target=_side_by_side, args=(child, count, index, processes, self.start))
+            process.start()
+            self.pipes.append(parent)
+            self.children.append(process)
+        for parent in self.pipes:
+            parent.recv()  # ready: frames made, models loaded, warmed up
+
+    def __call__(self) -> dict:
+        for parent in self.pipes:
+            parent.send("run")
+        parts = [parent.recv() for parent in self.pipes]
+        latencies = [latency for part in parts for latency in part["latencies"]]
+        wall = max(part["wall"] for part in parts)
+        return summary(len(latencies), wall, latencies, sum(part["faces"] for part in parts))
+
+    def close(self) -> None:
+        for parent in self.pipes:
+            parent.send(None)
+        for process in self.children:
+            process.join(10)
+
+
+def _side_by_side(conn, count: int, index: int, processes: int, start) -> None:
+    cv2.setNumThreads(1)  # the other loop has the other core
+    frames = video(count)[index::processes]
+    loop = PlainLoop()
+    plain_latencies(loop, frames)
+    conn.send("ready")
+    while conn.recv() is not None:
+        start.wait()
+        latencies, wall, faces = plain_latencies(loop, frames)
+        conn.send({"latencies": latencies, "wall": wall, "faces": faces})
 
 
 def run_pipeline(pipe, frames) -> dict:
@@ -304,7 +363,7 @@ def report_profile(serial: dict, rounds: dict, hand_off: dict) -> dict:
     print("pipelines, ms per frame (CPU: parent / stage processes; mean call per stage):")
     pipelines = {}
     for name, results in rounds.items():
-        if name.startswith("plain loop"):
+        if "parent_cpu_ms" not in results[0]:  # the plain loops
             continue
         row = {key: float(np.median([r[key] for r in results])) for key in ("parent_cpu_ms", "stage_processes_cpu_ms")}
         row["stage_call_ms"] = {
@@ -364,9 +423,11 @@ def main() -> None:
         args.frames, args.rounds = 10, 1
     frames = video(args.frames)
     plain = PlainLoop()
+    side_by_side = SideBySide(args.frames)  # the tail's bound: two cores busy, nothing shared
     contenders = {
         "plain loop": lambda: run_plain(plain, frames),
         "plain loop, OpenCV 1 thread": lambda: opencv_threads(1, run_plain, plain, frames),
+        "2 plain loops side by side": side_by_side,
         "pipeline, 1 process": None,
         "pipeline, 2 threads": None,
         "pipeline, 2 processes": None,
@@ -409,6 +470,7 @@ def main() -> None:
             for name, result in this_round.items():
                 rounds[name].append(result)
     finally:
+        side_by_side.close()
         for pipe in pipes.values():
             pipe.close()
     rows = []
