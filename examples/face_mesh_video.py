@@ -4,6 +4,7 @@
     python examples/face_mesh_video.py clip.mp4 --out annotated.avi
     python examples/face_mesh_video.py 0 --realtime --frames 300   # a USB camera, newest frames only
     python examples/face_mesh_video.py picamera2 --processes       # a Pi camera, a process per core
+    python examples/face_mesh_video.py clip.mp4 --threads 2        # whole frames on two threads
 
 Without a source it makes a short clip from the model manifest's real photo. Prints one
 line per frame and a summary (frames, drops, latency per stage and end to end).
@@ -66,8 +67,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", nargs="?", help="video file, folder, camera index, URL, gst:..., picamera2")
     parser.add_argument("--realtime", action="store_true", help="play a file at its frame rate (drops stale frames)")
-    parser.add_argument(
+    layout = parser.add_mutually_exclusive_group()
+    layout.add_argument(
         "--processes", action="store_true", help="detection and mesh for whole frames in one process per core"
+    )
+    layout.add_argument(
+        "--threads", type=int, help="detection and mesh for whole frames on this many threads, models of their own"
     )
     parser.add_argument("--frames", type=int, default=0, help="stop after this many frames (0: until the end)")
     parser.add_argument("--timeout", type=float, default=1.0, help="a frame's deadline in seconds")
@@ -79,7 +84,7 @@ def main(argv=None) -> int:
     options = {"realtime": True} if args.realtime else {}
     source = sources.open(spec, **options)
     writer = None
-    with face_mesh_pipeline(processes=args.processes, timeout_s=args.timeout) as pipe:
+    with face_mesh_pipeline(processes=args.processes, threads=args.threads, timeout_s=args.timeout) as pipe:
         for result in pipe.run(source, max_frames=args.frames or None):
             faces = result.stages["faces"]
             meshes = result.stages["landmarks"]

@@ -11,7 +11,8 @@ import pytest
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "face_mesh_video.py"
 
 
-def test_example_finds_the_face_and_its_mesh_and_writes_the_annotated_video(tmp_path, capsys):
+@pytest.mark.parametrize("layout", [[], ["--threads", "2"]], ids=["stages", "whole-frames-on-threads"])
+def test_example_finds_the_face_and_its_mesh_and_writes_the_annotated_video(tmp_path, capsys, layout):
     cv2 = pytest.importorskip("cv2")
     spec = importlib.util.spec_from_file_location("face_mesh_video", EXAMPLE)
     example = importlib.util.module_from_spec(spec)
@@ -19,7 +20,7 @@ def test_example_finds_the_face_and_its_mesh_and_writes_the_annotated_video(tmp_
     out = tmp_path / "annotated.avi"
     # a deadline far above any frame's time (an emulated Pi runs the models 20-50x slower):
     # this test is about the answers, the deadlines have their own tests
-    assert example.main(["--frames", "3", "--out", str(out), "--timeout", "300"]) == 0
+    assert example.main(["--frames", "3", "--out", str(out), "--timeout", "300", *layout]) == 0
     lines = capsys.readouterr().out.splitlines()
     frames = [line for line in lines if line.startswith("frame")]
     assert len(frames) == 3
