@@ -21,17 +21,20 @@
     timeout_s = 0.5
 
 A stage with ``inline = true`` runs on the thread of its last input (see `Pipeline.add`).
+A stage on threads with ``workers = N`` (N > 1) gets one callable per worker thread, each
+built there from the factory (`ThreadStage`): N calls run at once, each with its own models.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InputError
 from ..tomlfile import parse_toml
 from .breaker import CircuitBreaker
-from .core import Pipeline
+from .core import Pipeline, ThreadStage
 from .process import ProcessStage
 
 MAX_CONFIG_BYTES = 1 << 20
@@ -87,9 +90,12 @@ def load_pipeline(path: str | Path) -> Pipeline:
             breaker = CircuitBreaker(stage.get("breaker_failures", 3), stage.get("breaker_reset_s", 5.0))
         except ValueError as exc:
             raise InputError(f"{where}: {exc}") from None
+        fn: Callable
         if stage.get("process", False):
             sizes = {k: stage[k] for k in ("frame_bytes", "output_bytes") if k in stage}
             fn = ProcessStage(stage["factory"], *args, options=options, **sizes)
+        elif stage.get("workers", 1) > 1:  # a Model serves one call at a time: one callable per worker
+            fn = ThreadStage(_factory(stage["factory"], where), *args, options=options)
         else:
             fn = _factory(stage["factory"], where)(*args, **options)
         pipe.add(

@@ -102,3 +102,15 @@ def wait_for_partner(directory):
         return {"pid": os.getpid()}
 
     return stage
+
+
+def builder_thread():
+    """A stage returning the thread that built it and the thread that called it."""
+    import threading
+
+    built_on = threading.get_ident()
+
+    def stage(frame):
+        return {"built_on": built_on, "called_on": threading.get_ident()}
+
+    return stage

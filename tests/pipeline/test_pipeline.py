@@ -411,3 +411,15 @@ def test_a_thread_stage_is_checked_and_not_called_directly():
         pipe.add("value", ThreadStage(lambda: 42))
         result = pipe.process(frame(1))
     assert result.stages["value"].status == "error" and "not callable" in result.stages["value"].error
+
+
+def test_a_pipeline_file_with_workers_gives_each_worker_thread_its_own_callable(tmp_path):
+    from edgeinf.pipeline.config import load_pipeline
+
+    path = tmp_path / "workers.toml"
+    path.write_text('[[stage]]\nname = "who"\nfactory = "stage_helpers:builder_thread"\nworkers = 2\n')
+    with load_pipeline(path) as pipe:
+        results = [f.result(WAIT_S) for f in [pipe.submit(frame(v, seq=v)) for v in range(8)]]
+    answers = [r["who"] for r in results]
+    assert all(a["built_on"] == a["called_on"] for a in answers)  # each worker calls what it built
+    assert len({a["built_on"] for a in answers}) <= 2
