@@ -97,15 +97,19 @@ template <Form F>
 struct Requantize16Of {
   const Output& q;
   size_t c;
-  float32x4_t scale[4], offset[4], offset_neg[4];
+  float32x4_t scale[4], offset[4], offset_neg[4];  // offset, offset_neg: the split form's
+  // The unsplit form's offsets, loaded at each use: FMLA overwrites its addend, so one held
+  // in a register would cost a vector move per use, on a NEON pipe.
+  const float* offsets = nullptr;
   int8x16_t lo, hi;
   bool floating() const { return F == Form::kAny ? q.scale != nullptr : F != Form::kFixedPoint; }
   bool split() const { return F == Form::kAny ? q.split : F == Form::kFloatSplit; }
   Requantize16Of(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8) {
     if (!floating()) return;
+    offsets = q.offset + c;
     for (int i = 0; i < 4; ++i) {
-      scale[i] = vld1q_f32(q.scale + c + 4 * i), offset[i] = vld1q_f32(q.offset + c + 4 * i);
-      offset_neg[i] = split() ? vld1q_f32(q.offset_neg + c + 4 * i) : offset[i];
+      scale[i] = vld1q_f32(q.scale + c + 4 * i);
+      if (split()) offset[i] = vld1q_f32(q.offset + c + 4 * i), offset_neg[i] = vld1q_f32(q.offset_neg + c + 4 * i);
     }
   }
   // a[i]: channels c + 4i .. c + 4i + 3
@@ -115,7 +119,7 @@ struct Requantize16Of {
     if (split()) {
       for (int i = 0; i < 4; ++i) v[i] = float_form_split(a[i], scale[i], offset[i], offset_neg[i]);
     } else {
-      for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], offset[i]);
+      for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], vld1q_f32(offsets + 4 * i));
     }
     const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(v[0]), v[1]), h1 = vqmovn_high_s32(vqmovn_s32(v[2]), v[3]);
     return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(h0), h1), lo), hi);

@@ -96,3 +96,21 @@ def test_model_cycles_are_grouped_by_kind_of_work_as_shares_of_xnnpacks_model():
     assert found["depthwise share"] == 0.25 and found["ADD share"] == 0.125
     assert so  # the extension's own name never counts as outside
     assert bounds.group_of(so, {"libc.so.6"}) == "other steps"
+
+
+def test_a_model_ceiling_shrinks_each_kind_of_kernel_work_by_the_room_its_kernel_cases_show():
+    groups = {"depthwise": 40, "conv/FC GEMM": 30, "direct conv": 10, "ADD": 20}
+    rows = [
+        row("XNNPACK", "cortex-a76", "m int8", 80),
+        row("edgeinf", "cortex-a76", "m int8", 100, isa="neondot", by_group=groups),
+    ]
+    (found,) = bounds.model_gaps(rows)
+    assert found["ceiling (kernel work at its route ceilings)"] is None  # no kernel cases ran
+    # each kind's case with a ceiling 2x (depthwise), 1x (GEMM) and 1.25x (stem) its speedup now
+    for case, now, room in (("dw56", 1.0, 2.0), ("dw28s2", 1.0, 1.5), ("gemm256", 1.0, 1.0), ("stem", 1.0, 1.25)):
+        floor = bounds.floors(bounds.KERNEL_WORK[case], "cortex-a76", dot=True)["route_cycles"]
+        rows.append(row("XNNPACK", "cortex-a76", case, floor * room))
+        rows.append(row("edgeinf", "cortex-a76", case, floor * room / now, isa="neondot"))
+    (found,) = bounds.model_gaps(rows)
+    # shares of XNNPACK's 80: 0.5 / 2 + 0.375 / 1 + 0.125 / 1.25 + 0.25 (ADD as it is) = 0.975
+    assert found["ceiling (kernel work at its route ceilings)"] == round(1 / 0.975, 2)

@@ -218,6 +218,12 @@ GROUPS = [
     ("direct conv", ("conv2d_direct", "conv_window_rows")),
     ("ADD", ("qs8_add", "AddStep")),
 ]
+# The kernel cases that stand for each kind of work in a model's ceiling (model_gaps).
+CASES_OF_GROUP = {
+    "depthwise": ("dw56", "dw28s2"),
+    "conv/FC GEMM": ("gemm256", "fc1024", "conv1x1_28", "conv1x1_14", "conv3x3_28"),
+    "direct conv": ("stem",),
+}
 OTHER_STEPS = "other steps"
 OUTSIDE = "outside edgeinf"  # libc, Python, numpy: the call's way in and out
 
@@ -243,9 +249,30 @@ def group_cycles(parts, libraries: set[str]) -> dict[str, float]:
     return out
 
 
+def room_of_groups(rows: list[dict]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (CPU, edgeinf path) and kind of kernel work: the most any of its kernel cases can
+    still shrink under the model, its route ceiling over its speedup now (at least 1)."""
+    room: dict[tuple[str, str], dict[str, float]] = {}
+    case_of = {r["title"]: r["case"] for r in rows}  # kernel_bounds names a case by its title
+    for b in kernel_bounds(rows):
+        group = next((g for g, cases in CASES_OF_GROUP.items() if case_of.get(b["case"]) in cases), None)
+        if group is None or not b["now_issue_limits"]:
+            continue
+        found = room.setdefault((b["cpu"], b["edgeinf_path"]), {})
+        found[group] = max(found.get(group, 1.0), b["ceiling_route"] / b["now_issue_limits"])
+    return room
+
+
 def model_gaps(rows: list[dict]) -> list[dict]:
     """Per model, CPU and the path the board dispatches: edgeinf's cycles by kind of work as a
-    share of XNNPACK's whole model (they add up to 1 / speedup; the goal needs 1 / goal)."""
+    share of XNNPACK's whole model (they add up to 1 / speedup; the goal needs 1 / goal).
+
+    Where the estimate ran the kernel cases of every kind of kernel work, also a ceiling: the
+    model's speedup if each kind's share shrank by the most any of its kernel cases still can
+    (room_of_groups), ADD, the other steps and the way in and out staying as they are. It
+    assumes a model's layers of a kind sit no farther from their floors than the kernel case
+    farthest from its own."""
+    room = room_of_groups(rows)
     out = []
     for mine in rows:
         if mine["contender"] != "edgeinf" or "by_group" not in mine:
@@ -265,6 +292,10 @@ def model_gaps(rows: list[dict]) -> list[dict]:
         }  # fmt: skip
         for name in [g for g, _ in GROUPS] + [OTHER_STEPS, OUTSIDE]:
             row[f"{name} share"] = round(groups.get(name, 0.0) * scale / xnn, 3)
+        kinds = room.get((mine["cpu"], row["edgeinf_path"]), {})
+        best = sum(groups.get(name, 0.0) * scale / xnn / kinds.get(name, 1.0) for name in groups)
+        known = best and all(g in kinds for g in CASES_OF_GROUP)
+        row["ceiling (kernel work at its route ceilings)"] = round(1 / best, 2) if known else None
         out.append(row)
     return out
 
@@ -275,7 +306,10 @@ KERNEL_TITLE = (
 )
 MODEL_TITLE = (
     "Where the whole models' cycles go: edgeinf's issue-limit cycles by kind of work, as a share of XNNPACK's "
-    "whole model (each kind's own cycles, scaled to add up to the model's: 1 / speedup; the goal needs them to add up to needed_share)"
+    "whole model (each kind's own cycles, scaled to add up to the model's: 1 / speedup; the goal needs them to add up to needed_share). "
+    "Ceiling: the model's speedup with each kind of kernel work (depthwise, conv/FC GEMM, direct conv) shrunk by the most "
+    "any of its kernel cases above still can (route ceiling / now), ADD, other steps and the way in and out as they are "
+    "(an assumption, not a floor: the model's layers of a kind taken to be no farther from their floors than that case)"
 )
 
 

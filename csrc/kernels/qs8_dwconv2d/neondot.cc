@@ -7,7 +7,8 @@
 // of an output row is interleaved once (two rounds of ZIP over the group's rows) into a
 // scratch row, which every output pixel whose window covers that column then reads: a
 // 3x3 filter at stride 1 reads each interleaved column three times, where multiplying
-// int8 vectors (neon.cc) widens every product on its own. Rows past k_h in a group have
+// int8 vectors (neon.cc) widens every product on its own; a 3x3 filter's columns stay in
+// registers instead (row_in_registers). Rows past k_h in a group have
 // zero weights, so the row they read does not matter.
 //
 // Raw int8 inputs, padded taps reading the input zero point, against a start value of
@@ -51,13 +52,14 @@ struct Window {
 };
 
 // P adjacent output pixels (sharing each weight load) of the 16 channels from c0: cols is
-// the first pixel's window, w its block's panel, start its accumulators' start values.
+// the first pixel's window, w its block's panel, start its accumulators' start values (loaded
+// into each accumulator: a copy of values held in registers would take a NEON pipe).
 template <int P, int KW, int G, neon_rq::Form F>
-inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w, const int32x4_t (&start)[4],
+inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w, const int32_t* start,
                    const neon_rq::Requantize16Of<F>& rq, int8_t* o, size_t o_step) {
   int32x4_t acc[P][4];
   for (int j = 0; j < 4; ++j) {
-    for (int p = 0; p < P; ++p) acc[p][j] = start[j];
+    for (int p = 0; p < P; ++p) acc[p][j] = vld1q_s32(start + 4 * j);
   }
   for (size_t kx = 0; kx < win.columns(); ++kx) {
     for (size_t g = 0; g < win.row_groups(); ++g, w += kGroupBytes) {
@@ -69,6 +71,99 @@ inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w
     }
   }
   for (int p = 0; p < P; ++p) vst1q_s8(o + p * o_step, rq(acc[p]));
+}
+
+// The four interleaved vectors of one column (interleave's layout, in registers).
+inline void interleave_to(const int8_t* r0, const int8_t* r1, const int8_t* r2, const int8_t* r3, int8x16_t (&d)[4]) {
+  const int8x16_t a = vld1q_s8(r0), b = vld1q_s8(r1), c = vld1q_s8(r2), e = vld1q_s8(r3);
+  const int16x8_t ab0 = vreinterpretq_s16_s8(vzip1q_s8(a, b)), ab1 = vreinterpretq_s16_s8(vzip2q_s8(a, b));
+  const int16x8_t ce0 = vreinterpretq_s16_s8(vzip1q_s8(c, e)), ce1 = vreinterpretq_s16_s8(vzip2q_s8(c, e));
+  d[0] = vreinterpretq_s8_s16(vzip1q_s16(ab0, ce0));
+  d[1] = vreinterpretq_s8_s16(vzip2q_s16(ab0, ce0));
+  d[2] = vreinterpretq_s8_s16(vzip1q_s16(ab1, ce1));
+  d[3] = vreinterpretq_s8_s16(vzip2q_s16(ab1, ce1));
+}
+
+// One row of a 3x3 filter (one group of rows) at stride S (1 or 2) for the 16 channels
+// from c0, its interleaved columns in registers: the window of pixel ox covers columns
+// S * ox .. S * ox + 2, of which the pixel before read the first 3 - S, so the row walks
+// with those kept and S columns interleaved per pixel; nothing goes through a scratch row,
+// whose stores and reloads would outnumber the SDOTs. r: the group's four input rows;
+// first, in_w as in run_form.
+template <int S, neon_rq::Form F>
+void row_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, size_t oc, size_t c0, size_t out_w,
+                      const int8_t* panel, const int32_t* start, const neon_rq::Requantize16Of<F>& rq,
+                      int8x16_t padding, int8_t* o) {
+  static_assert(S == 1 || S == 2, "a column of a 3x3 window is shared at strides 1 and 2");
+  // the rows in locals (an int8 store may alias the array, which would be read again)
+  const int8_t *r0 = r[0] + c0, *r1 = r[1] + c0, *r2 = r[2] + c0, *r3 = r[3] + c0;
+  auto inside = [&](size_t x, int8x16_t(&d)[4]) {
+    const size_t at = static_cast<size_t>(first + static_cast<ptrdiff_t>(x)) * oc;
+    interleave_to(r0 + at, r1 + at, r2 + at, r3 + at, d);
+  };
+  auto column = [&](size_t x, int8x16_t(&d)[4]) {
+    const ptrdiff_t ix = first + static_cast<ptrdiff_t>(x);
+    if (ix < 0 || ix >= in_w) {
+      for (int j = 0; j < 4; ++j) d[j] = padding;  // zero points, interleaved
+    } else {
+      inside(x, d);
+    }
+  };
+  // start + the three columns against the filter's three columns (64 bytes each)
+  auto pixel = [&](const int8x16_t(&c0v)[4], const int8x16_t(&c1v)[4], const int8x16_t(&c2v)[4], size_t ox) {
+    int32x4_t acc[4];
+    for (int j = 0; j < 4; ++j) {
+      acc[j] = vld1q_s32(start + 4 * j);
+      acc[j] = vdotq_s32(acc[j], c0v[j], vld1q_s8(panel + 16 * j));
+      acc[j] = vdotq_s32(acc[j], c1v[j], vld1q_s8(panel + 64 + 16 * j));
+      acc[j] = vdotq_s32(acc[j], c2v[j], vld1q_s8(panel + 128 + 16 * j));
+    }
+    vst1q_s8(o + ox * oc, rq(acc));
+  };
+  // the pixels [lo, hi) read columns inside the input only (past the carried ones)
+  const ptrdiff_t right = in_w - 3 - first;
+  const size_t hi = right < 0 ? 0 : std::min(out_w, static_cast<size_t>(right / S + 1));
+  const ptrdiff_t left = -first - 3 + S;  // pixel ox's first new column, S * ox + 3 - S, inside from ox >= left / S
+  const size_t lo = std::min(hi, left <= 0 ? size_t{0} : static_cast<size_t>((left + S - 1) / S));
+  int8x16_t p[4], m[4], n[4];
+  size_t ox = 0;
+  if constexpr (S == 2) {
+    column(0, p);
+    auto one = [&](size_t x) {  // at the edges: the carried column copied
+      column(2 * x + 1, m);
+      column(2 * x + 2, n);
+      pixel(p, m, n, x);
+      for (int j = 0; j < 4; ++j) p[j] = n[j];
+    };
+    for (; ox < lo; ++ox) one(ox);
+    for (; ox + 2 <= hi; ox += 2) {  // two pixels an iteration: the carried column changes name, not register
+      inside(2 * ox + 1, m);
+      inside(2 * ox + 2, n);
+      pixel(p, m, n, ox);
+      inside(2 * ox + 3, m);
+      inside(2 * ox + 4, p);
+      pixel(n, m, p, ox + 1);
+    }
+    for (; ox < out_w; ++ox) one(ox);
+  } else {
+    column(0, p);
+    column(1, m);
+    auto one = [&](size_t x) {  // at the edges: the carried columns copied
+      column(x + 2, n);
+      pixel(p, m, n, x);
+      for (int j = 0; j < 4; ++j) p[j] = m[j], m[j] = n[j];
+    };
+    for (; ox < lo; ++ox) one(ox);
+    for (; ox + 3 <= hi; ox += 3) {  // three pixels an iteration: the columns change names, not registers
+      inside(ox + 2, n);
+      pixel(p, m, n, ox);
+      inside(ox + 3, p);
+      pixel(m, n, p, ox + 1);
+      inside(ox + 4, m);
+      pixel(n, p, m, ox + 2);
+    }
+    for (; ox < out_w; ++ox) one(ox);
+  }
 }
 
 // The requantization's form F fixed at compile time: with the float form's branch and its
@@ -87,6 +182,7 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
   std::vector<const int8_t*> rp(g.k_h), group_rows(4 * groups);
   const int8x16_t padding = vdupq_n_s8(zp);
   const int32_t* start = w.bias_minus_zero_point_terms();
+  const bool in_registers = KW == 3 && G == 1 && g.dilation_w == 1;
   for (size_t b = 0; b < g.batch; ++b) {
     for (size_t oy = 0; oy < g.out_h; ++oy) {
       rows.get(b, oy, rp.data());
@@ -94,6 +190,18 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
       int8_t* o = out + (b * g.out_h + oy) * g.out_w * oc;
       for (size_t blk = 0; blk < blocks; ++blk) {
         const size_t c0 = std::min(blk * 16, oc - 16);
+        if (in_registers) {
+          const neon_rq::Requantize16Of<F> rq(q, c0);
+          const int8_t* panel = w.neondot_panel() + blk * 3 * column;
+          if (g.stride_w == 1) {
+            row_in_registers<1, F>(group_rows.data(), first, in_w, oc, c0, g.out_w, panel, start + c0, rq, padding,
+                                   o + c0);
+          } else {
+            row_in_registers<2, F>(group_rows.data(), first, in_w, oc, c0, g.out_w, panel, start + c0, rq, padding,
+                                   o + c0);
+          }
+          continue;
+        }
         for (size_t x = 0; x < ncols; ++x) {
           const ptrdiff_t ix = first + static_cast<ptrdiff_t>(x);
           int8_t* d = cols.data() + x * column;
@@ -108,8 +216,7 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
           }
         }
         const int8_t* panel = w.neondot_panel() + blk * g.k_w * column;
-        int32x4_t s[4];
-        for (int j = 0; j < 4; ++j) s[j] = vld1q_s32(start + c0 + 4 * j);
+        const int32_t* s = start + c0;
         const neon_rq::Requantize16Of<F> rq(q, c0);  // in registers across the row
         size_t ox = 0;
         for (; ox + 2 <= g.out_w; ox += 2)
