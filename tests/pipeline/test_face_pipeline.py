@@ -162,6 +162,17 @@ def test_a_slow_pipeline_on_a_realtime_source_processes_the_newest_frames(clip):
     assert np.median([r.latency_s - r.stages["slow"].latency_s for r in results]) < period
 
 
+def assert_same_meshes(frames, futures, reference_pipeline) -> None:
+    """Each future's faces and meshes are exactly those of the two-stage pipeline on its frame."""
+    for frame, future in zip(frames, futures):
+        expected, result = reference_pipeline.process(frame), future.result()
+        assert result.ok, result.stages
+        assert [f.box for f in result["faces"]] == [f.box for f in expected["faces"]] and result["faces"]
+        for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
+            np.testing.assert_array_equal(mesh.points, reference.points)
+            assert mesh.face.box == reference.face.box and mesh.rect == reference.rect
+
+
 def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads_do(small_clip):
     pytest.importorskip("ai_edge_litert")
     shm = Path("/dev/shm")
@@ -176,13 +187,7 @@ def test_the_process_pipeline_meshes_whole_frames_in_each_process_as_the_threads
         stage = processes.stages["landmarks"]
         assert len({w.process.pid for w in stage.live_workers}) == 2  # two replicas of the whole chain
         futures = [processes.submit(frame) for frame in frames]  # two frames in flight, one per process
-        for frame, future in zip(frames, futures):
-            expected, result = threads.process(frame), future.result()
-            assert result.ok, result.stages
-            assert [f.box for f in result["faces"]] == [f.box for f in expected["faces"]] and result["faces"]
-            for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
-                np.testing.assert_array_equal(mesh.points, reference.points)
-                assert mesh.face.box == reference.face.box and mesh.rect == reference.rect
+        assert_same_meshes(frames, futures, threads)
     assert not {p.name for p in shm.glob(ours)} - before, "a shared-memory segment outlived the pipeline"
 
 
@@ -205,12 +210,7 @@ def test_whole_frames_on_threads_mesh_each_frame_as_the_stage_threads_do(small_c
         frames = list(source)
     with face_mesh_pipeline() as stages, face_mesh_pipeline(threads=2) as whole:
         futures = [whole.submit(frame) for frame in frames]  # two frames in flight, one per thread
-        for frame, future in zip(frames, futures):
-            expected, result = stages.process(frame), future.result()
-            assert result.ok, result.stages
-            assert [f.box for f in result["faces"]] == [f.box for f in expected["faces"]] and result["faces"]
-            for mesh, reference in zip(result["landmarks"], expected["landmarks"]):
-                np.testing.assert_array_equal(mesh.points, reference.points)
+        assert_same_meshes(frames, futures, stages)
         workers = whole.stages["landmarks"].live_workers
         assert len(workers) == 2 and all(len(w.built) == 1 for w in workers)  # each thread its own models
         first, second = (next(iter(w.built.values())) for w in workers)
