@@ -200,7 +200,9 @@ class SideBySide:
         self.pipes, self.children = [], []
         for index in range(processes):
             parent, child = context.Pipe()
-            process = context.Process(target=_side_by_side, args=(child, count, index, processes, self.start))
+            process = context.Process(
+                target=_side_by_side, args=(child, count, index, processes, self.start), daemon=True
+            )  # daemons: a run that fails before close() does not wait on them at exit
             process.start()
             self.pipes.append(parent)
             self.children.append(process)

@@ -285,14 +285,14 @@ class _Worker:
         self.retired = False  # stop after the current task (hung, or fewer workers wanted)
         self.abandoned = False  # its call hung and a new worker took over
         self.current: tuple | None = None  # (job, started_s) while in a call
-        self.built: dict[int, Callable] = {}  # by id of each ThreadStage variant: this thread's own callable
+        self.built: dict[ThreadStage, Callable] = {}  # this thread's own callable of each ThreadStage variant
         self.thread = threading.Thread(target=self._loop, name=f"edgeinf-stage:{stage.name}", daemon=True)
 
     def own(self, spec: ThreadStage) -> Callable:
         """This worker's callable of a `ThreadStage`, built on first use (the stage holds the spec)."""
-        fn = self.built.get(id(spec))
+        fn = self.built.get(spec)
         if fn is None:
-            fn = self.built[id(spec)] = spec.build()
+            fn = self.built[spec] = spec.build()
         return fn
 
     def _loop(self) -> None:

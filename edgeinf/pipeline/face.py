@@ -294,28 +294,28 @@ def face_mesh_pipeline(
     from .core import Pipeline, ThreadStage
     from .process import ProcessStage
 
+    options = {"num_threads": num_threads}
+    chain: ThreadStage | ProcessStage
     if threads is not None:
         if type(threads) is not int or not 1 <= threads <= 64:
             raise InputError(f"threads must be an integer from 1 to 64, got {threads!r}")
         if processes not in (False, 0):
             raise InputError(f"give threads or processes, not both (threads={threads!r}, processes={processes!r})")
-        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight, pacing=pacing)
-        pipe.add("landmarks", ThreadStage(face_mesh_stage, options={"num_threads": num_threads}), workers=threads)
-        pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)
-        return pipe
-    if processes is True:
-        processes = min(default_threads(), 64)
-    if processes is False or (type(processes) is int and processes == 0):
-        pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight, pacing=pacing)
-        pipe.add("faces", detection_stage(num_threads=num_threads))
-        pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
-        return pipe
-    if not isinstance(processes, int) or not 1 <= processes <= 64:
-        raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
-    # By default one frame per process in flight: a frame never waits behind another one's chain.
-    in_flight = processes if max_in_flight is None else max_in_flight
+        chain, workers = ThreadStage(face_mesh_stage, options=options), threads
+    else:
+        if processes is True:
+            processes = min(default_threads(), 64)
+        if processes is False or (type(processes) is int and processes == 0):
+            pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=max_in_flight, pacing=pacing)
+            pipe.add("faces", detection_stage(num_threads=num_threads))
+            pipe.add("landmarks", landmark_stage(num_threads=num_threads), inputs=["faces"], for_each="faces")
+            return pipe
+        if not isinstance(processes, int) or not 1 <= processes <= 64:
+            raise InputError(f"processes must be False, True or an integer from 1 to 64, got {processes!r}")
+        chain, workers = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options=options), processes
+    # Whole frames per worker, by default one each in flight: a frame never waits behind another one's chain.
+    in_flight = workers if max_in_flight is None else max_in_flight
     pipe = Pipeline("face_mesh", timeout_s=timeout_s, max_in_flight=in_flight, pacing=pacing)
-    chain = ProcessStage("edgeinf.pipeline.face:face_mesh_stage", options={"num_threads": num_threads})
-    pipe.add("landmarks", chain, workers=processes)
+    pipe.add("landmarks", chain, workers=workers)
     pipe.add("faces", faces_of, inputs=["landmarks"], inline=True)  # no thread hand-off for a list
     return pipe
