@@ -114,3 +114,49 @@ def test_a_model_ceiling_shrinks_each_kind_of_kernel_work_by_the_room_its_kernel
     (found,) = bounds.model_gaps(rows)
     # shares of XNNPACK's 80: 0.5 / 2 + 0.375 / 1 + 0.125 / 1.25 + 0.25 (ADD as it is) = 0.975
     assert found["ceiling (kernel work at its route ceilings)"] == round(1 / 0.975, 2)
+
+
+def test_a_split_requantization_costs_a_compare_and_a_select_per_four_outputs():
+    layer = {"group": "conv/FC GEMM", "work": vars(bounds.Work("gemm", 16 * 100, 4)), "split": False}
+    unsplit = bounds.layer_floor(layer, "cortex-a76", dot=True)
+    split = bounds.layer_floor({**layer, "split": True}, "cortex-a76", dot=True)
+    # 100 blocks of 16 outputs: 4 SDOTs and 20 requantizing operations, then 8 more, on two vector pipes
+    assert unsplit == pytest.approx(100 * (4 + 20) / 2) and split == pytest.approx(100 * (4 + 28) / 2)
+
+
+def test_add_costs_twenty_vector_operations_per_16_values_by_its_int16_linear_form():
+    add = {"group": "ADD", "values": 16 * 10}
+    assert bounds.layer_floor(add, "cortex-a76", dot=True) == pytest.approx(10 * 20 / 2)
+    # on the A53 the eight SMLALs of 64-bit halves issue one a cycle, the rest as 128-bit operations twice
+    assert bounds.layer_floor(add, "cortex-a53", dot=False) >= 10 * 20
+
+
+def test_the_layers_of_a_real_int8_model_are_its_planned_steps():
+    pytest.importorskip("numpy")
+    from edgeinf.quantize import int8_path
+
+    layers = bounds.model_layers(str(int8_path("face_detection_short_range")))
+    groups = [layer["group"] for layer in layers]
+    assert groups.count("direct conv") == 1 and groups.count("depthwise") == 16 and groups.count("ADD") == 16
+    assert groups.count("conv/FC GEMM") == 20
+    stem = layers[groups.index("direct conv")]  # 5x5 stride 2, 3 -> 24 channels, 128 -> 64
+    assert stem["work"] == vars(bounds.Work("gemm", 64 * 64 * 24, 5 * 5 * 3))
+    # int8 TFLite rescales every layer down: a right shift, rounded half away from zero
+    assert all(layer["split"] for layer in layers if layer["group"] != "ADD")
+
+
+def test_a_model_floor_sums_its_layers_floors_and_keeps_the_other_steps_as_they_run():
+    groups = {"depthwise": 40, "conv/FC GEMM": 30, "ADD": 20, "other steps": 6, "outside edgeinf": 4}
+    rows = [
+        row("XNNPACK", "cortex-a76", "m int8", 80),
+        row("edgeinf", "cortex-a76", "m int8", 100, isa="neondot", by_group=groups),
+    ]
+    layers = [
+        {"group": "conv/FC GEMM", "work": vars(bounds.Work("gemm", 16, 4)), "split": True},  # 16 cycles
+        {"group": "ADD", "values": 32},  # 20 cycles
+    ]
+    (found,) = bounds.model_floors(rows, {"m int8": layers})
+    assert found["conv/FC GEMM floor share"] == round(16 / 80, 3) and found["ADD floor share"] == 0.25
+    assert found["depthwise floor share"] == 0.0 and found["other steps share (as now)"] == 0.075
+    assert found["ceiling (every layer at its floor)"] == round(80 / (16 + 20 + 6 + 4), 2)
+    assert bounds.model_floors(rows, {}) == []  # no layers for the model: no floor

@@ -300,6 +300,117 @@ def model_gaps(rows: list[dict]) -> list[dict]:
     return out
 
 
+# ------------------------------------------------------------------ whole models, layer by layer
+
+# The requantization's extra work where a layer's reference rounds half away from zero (a
+# right shift, or FULLY_CONNECTED's double): the float form's offset chosen by the sign of
+# each accumulator (rq_neon_inl.h's float_form_split), per 16 outputs. Every layer of the
+# face models has one; the float form without it would be off on about one accumulator in 2^r.
+SPLIT_16 = [(4, "cmlt v0.4s, v1.4s, #0"), (4, "bsl v0.16b, v1.16b, v2.16b")]
+
+# ADD of 16 values by its cheapest exact route: the linear form (qs8_binary/binary.h's
+# AddLinear) with int16 coefficients. Both inputs widened to int16, their products summed
+# into int32 lanes by SMULL/SMLAL by element, a narrowing floor shift, int8 saturation and
+# the clamp; the bias is left out.
+ADD_16 = [
+    (4, "sxtl v0.8h, v1.8b"),
+    (8, "smlal v0.4s, v1.4h, v2.h[0]"),
+    (4, "sqshrn v0.4h, v1.4s, #8"),
+    (2, "sqxtn v0.8b, v1.8h"),
+    (1, "smax v0.16b, v0.16b, v1.16b"),
+    (1, "smin v0.16b, v0.16b, v1.16b"),
+]
+
+# Input channels up to which a spatial conv runs on the direct kernel (conv2d.h's
+# kSmallInputChannels): by_function counts those layers as "direct conv".
+SMALL_INPUT_CHANNELS = 4
+
+
+def model_layers(path: str) -> list[dict]:
+    """The work of an int8 model's layers as the engine plans them (edgeinf.engine.plan):
+    per conv, depthwise and fully connected step its Work, kind of work (GROUPS' names) and
+    whether its requantization is split; per ADD its values. Imports edgeinf (the host's)."""
+    from edgeinf.engine.plan import plan_model  # noqa: PLC0415 (the rest of this module is stdlib)
+    from edgeinf.formats.tflite import read_tflite  # noqa: PLC0415
+
+    layers = []
+    for step in plan_model(read_tflite(path)).steps:
+        a = step.args
+        if step.method in ("conv2d", "depthwise_conv2d"):
+            batch, _, _, in_c, out_h, out_w, _, stride_w = a["geometry"][:8]
+            pixels, (n, k_h, k_w, last) = batch * out_h * out_w, a["weights"].shape
+            split = bool((a["shift"] < 0).any())
+            if step.method == "depthwise_conv2d":  # weights [1, k_h, k_w, channels]
+                work, group = Work("dw", pixels * last, k_h * k_w, k_h=k_h, stride=stride_w), "depthwise"
+            else:
+                work = Work("gemm", pixels * n, k_h * k_w * last)
+                direct = k_h * k_w > 1 and in_c <= SMALL_INPUT_CHANNELS
+                group = "direct conv" if direct else "conv/FC GEMM"
+            layers.append({"group": group, "work": vars(work), "split": split})
+        elif step.method == "fully_connected":
+            n, k = a["weights"].shape
+            layers.append({"group": "conv/FC GEMM", "work": vars(Work("gemm", a["rows"] * n, k)), "split": True})
+        elif step.method == "add":
+            values = 1
+            for d in a["shape"]:
+                values *= d
+            layers.append({"group": "ADD", "values": values})
+    return layers
+
+
+def layer_floor(layer: dict, cpu: str, dot: bool) -> float:
+    """The least a layer of model_layers needs (issue-limit cycles): the cheapest route of its
+    work with its own requantization (split or not), or ADD by ADD_16."""
+    if layer["group"] == "ADD":
+        return _cycles([(layer["values"] / 16 * n, text) for n, text in ADD_16], cpu)[0]
+    work = Work(**layer["work"])
+    requantize = REQUANTIZE_16 + (SPLIT_16 if layer["split"] else [])
+    parts = [(work.outputs / 16 * n, text) for n, text in requantize]
+    best = None
+    for route, needs_dot in ROUTES_OF[work.kind].values():
+        if needs_dot and not dot:
+            continue
+        cycles = _cycles(route(work) + parts, cpu)[0]
+        best = cycles if best is None else min(best, cycles)
+    assert best is not None
+    return best
+
+
+def model_floors(rows: list[dict], layers: dict[str, list[dict]]) -> list[dict]:
+    """Per model, CPU and the path the board dispatches: each kind of layer work at its floor,
+    summed layer by layer (layer_floor), as a share of XNNPACK's whole model; the other steps
+    and the way in and out as edgeinf runs them now. The ceiling is XNNPACK's cycles over that
+    sum: what edgeinf would reach if every conv, depthwise, fully connected and ADD layer issued
+    only its multiplies, the interleaving a depthwise SDOT needs and its exact requantization,
+    with no load, store or loop."""
+    out = []
+    for mine in rows:
+        found = layers.get(mine["case"])
+        if mine["contender"] != "edgeinf" or "by_group" not in mine or not found or _not_dispatched(mine):
+            continue
+        theirs = _xnnpack_row(rows, mine)
+        if theirs is None or not mine["throughput_cycles"]:
+            continue
+        xnn, groups = theirs["throughput_cycles"], mine["by_group"]
+        scale = mine["throughput_cycles"] / (sum(groups.values()) or 1)  # as in model_gaps
+        floor: dict[str, float] = {}
+        for layer in found:
+            cost = layer_floor(layer, mine["cpu"], dot=mine["isa"] == "neondot")
+            floor[layer["group"]] = floor.get(layer["group"], 0.0) + cost
+        as_now = {name: groups.get(name, 0.0) * scale for name in (OTHER_STEPS, OUTSIDE)}
+        row = {
+            "model": mine["case"], "cpu": mine["cpu"], "edgeinf_path": f"edgeinf {mine['isa']}",
+            "now_issue_limits": round(xnn / mine["throughput_cycles"], 2), "goal": GOALS[mine["cpu"]],
+        }  # fmt: skip
+        for name, _ in GROUPS:
+            row[f"{name} floor share"] = round(floor.get(name, 0.0) / xnn, 3)
+        for name, cycles in as_now.items():
+            row[f"{name} share (as now)"] = round(cycles / xnn, 3)
+        row["ceiling (every layer at its floor)"] = round(xnn / (sum(floor.values()) + sum(as_now.values())), 2)
+        out.append(row)
+    return out
+
+
 KERNEL_TITLE = (
     "Ceilings of the kernel cases (issue limits): XNNPACK's cycles over the least an exact kernel must issue "
     "(tools/arm64/bounds.py); a ceiling under the goal is out of reach for that route family"
@@ -312,10 +423,23 @@ MODEL_TITLE = (
     "(an assumption, not a floor: the model's layers of a kind taken to be no farther from their floors than that case)"
 )
 
+FLOOR_TITLE = (
+    "The whole models' floors, layer by layer (issue limits): every conv, depthwise, fully connected and ADD layer "
+    "of the model at the least its cheapest exact route must issue (its multiplies, a depthwise SDOT's interleaving, "
+    "its requantization with the split offsets the reference's rounding needs; ADD by its linear form with int16 "
+    "coefficients; no loads, stores or loops), as shares of XNNPACK's whole model, the other steps and the way in "
+    "and out as edgeinf runs them now. Ceiling: XNNPACK's cycles over that sum, the most edgeinf can reach under "
+    "the model while the other steps stay as they are"
+)
 
-def tables(rows: list[dict]) -> list[dict]:
-    """The bound tables of an estimate, as benchmarks/README.md renders them."""
-    return [
+
+def tables(rows: list[dict], layers: dict[str, list[dict]] | None = None) -> list[dict]:
+    """The bound tables of an estimate, as benchmarks/README.md renders them; layers: the
+    models' model_layers by case name, for the layer-by-layer floors."""
+    out = [
         {"title": KERNEL_TITLE, "rows": kernel_bounds(rows)},
         {"title": MODEL_TITLE, "rows": model_gaps(rows)},
     ]
+    if layers:
+        out.append({"title": FLOOR_TITLE, "rows": model_floors(rows, layers)})
+    return out

@@ -664,7 +664,8 @@ def estimate(
         "sanity": sanity(rows),
     }
     result["rows"] = report_rows(result)
-    result["tables"] = bounds.tables(rows)
+    layers = {case: bounds.model_layers(path) for case, path in host_models(model_names).items()}
+    result["tables"] = bounds.tables(rows, layers)
     return result
 
 
