@@ -83,10 +83,15 @@ class Epilogue {
         p1_[h] = vld1q_s32(rq.left_shift.data() + col0 + 4 * h);
         p2_[h] = vnegq_s32(vld1q_s32(rq.right_shift.data() + col0 + 4 * h));
       }
+      shifts_right_only_ = true;
+      for (size_t c = col0; c < col0 + kNr; ++c) {
+        shifts_right_only_ = shifts_right_only_ && rq.left_shift[c] == 0 && rq.right_shift[c] >= 1;
+      }
     }
   }
 
-  enum Mode { kFixed, kDouble, kFloat, kFloatSplit };
+  // kFixedRight: kFixed where every column shifts right and none left (shifts_right_only).
+  enum Mode { kFixed, kDouble, kFloat, kFloatSplit, kFixedRight };
   Mode mode() const { return mode_; }
 
   // The requantization of one row's 8 accumulators, for mode() == M.
@@ -116,10 +121,20 @@ class Epilogue {
       return neon_rq::float_form_split(a, f(p0_[h]), f(p1_[h]), f(p2_[h]));
     } else if constexpr (M == kDouble) {
       return scaled_double(a, ds_ + 4 * h, zp_);
+    } else if constexpr (M == kFixedRight) {
+      // mbqm without its left shift (by 0), and its fixup (high & -right_shift) >> 31 is
+      // high >> 31 when every right shift is at least 1: added by one SSRA, where SQADD
+      // cannot saturate (SQRDMULH gives at least INT32_MIN + 1, the multiplier being
+      // below 2^31).
+      const int32x4_t high = vqrdmulhq_s32(a, p0_[h]);
+      return vaddq_s32(vrshlq_s32(vsraq_n_s32(high, high, 31), p2_[h]), zp_);
     } else {
       return vaddq_s32(mbqm(a, p0_[h], p1_[h], p2_[h]), zp_);
     }
   }
+
+  // Mode kFixed, and every column of the 8 shifts right and none left (kFixedRight applies).
+  bool shifts_right_only() const { return shifts_right_only_; }
 
   // The activation range as int8, in 16 lanes.
   int8x16_t lo16() const { return lo16_; }
@@ -134,6 +149,7 @@ class Epilogue {
   int8x8_t lo_, hi_;
   const double* ds_ = nullptr;
   int8x16_t lo16_, hi16_;
+  bool shifts_right_only_ = false;
 };
 
 // The first n < 8 bytes of v stored at o, by lanes of 4, 2 and 1 bytes: a memcpy of a

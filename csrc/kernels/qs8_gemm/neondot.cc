@@ -220,7 +220,10 @@ inline void store_pairs(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t 
                                        e.lanes<M>(acc[r + 1][1], 1), e.lo16(), e.hi16());
   }
   int8x8_t last = {};
-  if constexpr (R % 2 == 1) last = e.apply<M>(acc[R - 1][0], acc[R - 1][1]);
+  if constexpr (R % 2 == 1) {
+    last = neon::narrow_clamp(e.lanes<M>(acc[R - 1][0], 0), e.lanes<M>(acc[R - 1][1], 1), vget_low_s8(e.lo16()),
+                              vget_low_s8(e.hi16()));
+  }
 #pragma GCC unroll 8
   for (int r = 0; r + 1 < R; r += 2) {
     int8_t* o = out + r * out_stride;
@@ -298,6 +301,7 @@ void dot_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, cons
     case Epilogue::kDouble:
       return store<Epilogue::kDouble, R>(acc, e, ncols, out, out_stride);
     default:
+      if (e.shifts_right_only()) return store<Epilogue::kFixedRight, R>(acc, e, ncols, out, out_stride);
       return store<Epilogue::kFixed, R>(acc, e, ncols, out, out_stride);
   }
 }
