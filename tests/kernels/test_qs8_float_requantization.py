@@ -115,11 +115,10 @@ def test_direct_conv_takes_the_float_form():
         assert conv._op._float_requantization
 
 
-@pytest.mark.parametrize("scales", SCALES)
-def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scales):
-    """A 1x1 convolution with 8 input channels runs as a GEMM, whose epilogue has the float
-    form too (the multiplier's left shift applied there, not folded). Output channel c
-    weighs input channel 0 by 1 and the others by 0, so it sweeps like the depthwise layer."""
+def _gemm_sweep(scales):
+    """A 1x1 convolution with 8 input channels, which runs as a GEMM: output channel c
+    weighs input channel 0 by 1 and the others by 0, so it sweeps like the depthwise layer.
+    Returns the layer, its input and TFLite's output."""
     in_scale, w_scale, out_scale = (float(np.float32(s)) for s in scales)
     in_q, out_q = (in_scale, -5), (out_scale, 9)
     x1, _, bias = _sweep(in_q, w_scale, out_q)
@@ -134,11 +133,32 @@ def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scale
     want = run(model, [x])
     conv = quant.Conv2D(weights, bias, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
                         weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    assert want.min() == -128 and want.max() == 127
+    return conv, x, want
+
+
+@pytest.mark.parametrize("scales", SCALES)
+def test_gemm_epilogue_requantizes_every_unsaturated_accumulator_as_tflite(scales):
+    """The GEMM's epilogue has the float form too (the multiplier's left shift applied
+    there, not folded)."""
+    conv, x, want = _gemm_sweep(scales)
     for isa, got in run_each_isa(lambda: conv(x)).items():
         assert_same(got, want, f"GEMM sweep of {scales} on {isa}")
-    assert want.min() == -128 and want.max() == 127
     if FITS:
         assert conv._op._float_requantization
+
+
+@pytest.mark.skipif(platform.system() != "Linux", reason="glibc fesetround")
+@pytest.mark.parametrize("scales", SCALES)
+def test_gemm_epilogue_fixed_point_steps_requantize_every_unsaturated_accumulator_as_tflite(scales):
+    """The same sweep under round-toward-zero, where the kernels take TFLite's fixed-point
+    steps: a multiplier below 1 shifts every channel right (the NEON dot-product tiles' form
+    without the left shift), one above 1 left."""
+    conv, x, want = _gemm_sweep(scales)
+    with _rounding_toward_zero():
+        results = run_each_isa(lambda: conv(x))
+    for isa, got in results.items():
+        assert_same(got, want, f"GEMM sweep of {scales} in fixed point on {isa}")
 
 
 @pytest.mark.parametrize("scales", SCALES)

@@ -7,6 +7,9 @@ kernel path of this CPU must give exactly the same int8 output.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+
 import numpy as np
 import pytest
 from qs8_oracle import (
@@ -113,6 +116,50 @@ def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
         x = random_int8(rng, (1, k))
     bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
     assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
+
+
+def _before_guard_page(x: np.ndarray) -> np.ndarray:
+    """A copy of x whose last byte is the last before an inaccessible page: a kernel that
+    reads past the end of its input faults instead of reading its neighbour's bytes."""
+    page = mmap.PAGESIZE
+    pages = (x.nbytes + page - 1) // page + 1
+    buf = mmap.mmap(-1, pages * page)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    start = ctypes.c_char.from_buffer(buf)
+    if libc.mprotect(ctypes.addressof(start) + (pages - 1) * page, page, 0) != 0:  # PROT_NONE
+        pytest.skip(f"mprotect: errno {ctypes.get_errno()}")
+    out = np.frombuffer(buf, np.int8, count=x.size, offset=(pages - 1) * page - x.nbytes).reshape(x.shape)
+    out[...] = x
+    return out
+
+
+# K not a multiple of 16: the SDOT tiles read their rows in place to K exactly (the last
+# 4, 8 or 12 values by loads of those bytes), the last row ending the caller's buffer;
+# row counts ending inside and at a tile of 8, columns ending inside a panel of 8.
+@pytest.mark.parametrize("k", [4, 8, 12, 20, 24, 36])
+@pytest.mark.parametrize("m, n", [(1, 20), (8, 12), (13, 28), (16, 6), (23, 1)])
+def test_fully_connected_rows_read_to_their_end(k, m, n):
+    rng = np.random.default_rng(7000 + 100 * k + m)
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, n)
+    out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
+    w = rng.integers(-127, 128, (n, k), dtype=np.int8)
+    bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
+    x = _before_guard_page(random_int8(rng, (m, k)))
+    assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, act=ACTIVATIONS[k % 4], note="guarded")
+
+
+@pytest.mark.parametrize("k", [8, 12, 20, 24, 36])
+@pytest.mark.parametrize("variant", ["per_channel", "per_tensor_no_shift"])
+def test_conv2d_pointwise_rows_read_to_their_end(k, variant):
+    rng = np.random.default_rng(7500 + k + (variant != "per_channel"))
+    o = [12, 28, 8, 48, 1][k % 5]
+    in_q, ws, out_q, act = _schedule_quantization(rng, variant, [-128, 127, 9], o, k, "relu")
+    weights = rng.integers(-127, 128, (o, 1, 1, k), dtype=np.int8)
+    bias = rng.integers(-(2**14), 2**14, o).astype(np.int32)
+    x = _before_guard_page(random_int8(rng, (1, 7, 9, k)))
+    assert_conv_matches_reference(x, weights, bias, (1, 1), (1, 1), "valid", in_q, out_q, ws, act, note=variant)
 
 
 def test_fully_connected_saturates_like_tflite():

@@ -10,8 +10,11 @@
 //       const int8_t* a, const int8_t* packed, int8_t* out_row);
 //
 // with kp the K of the packed panels (`packed`: kLayout's) and `negatable`
-// GemmWeights::weights_negatable(). gemv_row computes a single row (batch 1) of the first
-// panels, returns how many (the tiles do the rest); gemv_in_groups below is one way.
+// GemmWeights::weights_negatable(); the rows of A hold kp values (zeros past K), to be read
+// no further (in place, the last one ends the caller's buffer). gemv_row computes a single
+// row (batch 1) of the first panels, returns how many (the tiles do the rest);
+// gemv_in_groups below is one way. A kernel may supply `template <int R> static void
+// run_tile(...)` of TileFn's signature instead of tile: the whole tile, requantized and stored.
 // Accumulators start at bias - zero_point * sum(w)
 // (GemmWeights::bias_minus_zero_point_terms()), as the kernels multiply raw int8 activations.
 //
@@ -25,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "../../quant/neon_inl.h"
@@ -44,6 +48,13 @@ inline int8x8_t narrow_clamp(int32x4_t a, int32x4_t b, int8x8_t lo, int8x8_t hi)
   return vmin_s8(vmax_s8(vqmovn_s16(vcombine_s16(vqmovn_s32(a), vqmovn_s32(b))), lo), hi);
 }
 
+// 16 such lanes (v[i]: lanes 4i .. 4i + 3) to bytes, as narrow_clamp: half its narrowing
+// and clamping operations per output.
+inline int8x16_t narrow_clamp16(int32x4_t v0, int32x4_t v1, int32x4_t v2, int32x4_t v3, int8x16_t lo, int8x16_t hi) {
+  const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(v0), v1), h1 = vqmovn_high_s32(vqmovn_s32(v2), v3);
+  return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(h0), h1), lo), hi);
+}
+
 // The requantization of columns [col0, col0 + 8), its parameters held in registers:
 // the float form where it was fitted (rq_params.h; FCVTNS saturates as SQXTN does),
 // else the double requantization of FULLY_CONNECTED, else TFLite's fixed-point steps.
@@ -53,6 +64,7 @@ class Epilogue {
     const Requantization& rq = w.requantization();
     lo_ = vdup_n_s8(static_cast<int8_t>(std::max<int32_t>(rq.act_min, -128)));
     hi_ = vdup_n_s8(static_cast<int8_t>(std::min<int32_t>(rq.act_max, 127)));
+    lo16_ = vcombine_s8(lo_, lo_), hi16_ = vcombine_s8(hi_, hi_);
     zp_ = vdupq_n_s32(rq.output_zero_point);
     if (fl) {
       mode_ = fl->split ? kFloatSplit : kFloat;
@@ -71,10 +83,15 @@ class Epilogue {
         p1_[h] = vld1q_s32(rq.left_shift.data() + col0 + 4 * h);
         p2_[h] = vnegq_s32(vld1q_s32(rq.right_shift.data() + col0 + 4 * h));
       }
+      shifts_right_only_ = true;
+      for (size_t c = col0; c < col0 + kNr; ++c) {
+        shifts_right_only_ = shifts_right_only_ && rq.left_shift[c] == 0 && rq.right_shift[c] >= 1;
+      }
     }
   }
 
-  enum Mode { kFixed, kDouble, kFloat, kFloatSplit };
+  // kFixedRight: kFixed where every column shifts right and none left (shifts_right_only).
+  enum Mode { kFixed, kDouble, kFloat, kFloatSplit, kFixedRight };
   Mode mode() const { return mode_; }
 
   // The requantization of one row's 8 accumulators, for mode() == M.
@@ -94,6 +111,35 @@ class Epilogue {
     }
   }
 
+  // Accumulators of columns col0 + 4h .. col0 + 4h + 3 requantized to int32 with the zero
+  // point, not yet clamped.
+  template <Mode M>
+  int32x4_t lanes(int32x4_t a, int h) const {
+    if constexpr (M == kFloat) {
+      return neon_rq::float_form(a, f(p0_[h]), f(p1_[h]));
+    } else if constexpr (M == kFloatSplit) {
+      return neon_rq::float_form_split(a, f(p0_[h]), f(p1_[h]), f(p2_[h]));
+    } else if constexpr (M == kDouble) {
+      return scaled_double(a, ds_ + 4 * h, zp_);
+    } else if constexpr (M == kFixedRight) {
+      // mbqm without its left shift (by 0), and its fixup (high & -right_shift) >> 31 is
+      // high >> 31 when every right shift is at least 1: added by one SSRA, where SQADD
+      // cannot saturate (SQRDMULH gives at least INT32_MIN + 1, the multiplier being
+      // below 2^31).
+      const int32x4_t high = vqrdmulhq_s32(a, p0_[h]);
+      return vaddq_s32(vrshlq_s32(vsraq_n_s32(high, high, 31), p2_[h]), zp_);
+    } else {
+      return vaddq_s32(mbqm(a, p0_[h], p1_[h], p2_[h]), zp_);
+    }
+  }
+
+  // Mode kFixed, and every column of the 8 shifts right and none left (kFixedRight applies).
+  bool shifts_right_only() const { return shifts_right_only_; }
+
+  // The activation range as int8, in 16 lanes.
+  int8x16_t lo16() const { return lo16_; }
+  int8x16_t hi16() const { return hi16_; }
+
  private:
   static float32x4_t f(int32x4_t v) { return vreinterpretq_f32_s32(v); }
   Mode mode_;
@@ -102,6 +148,8 @@ class Epilogue {
   int32x4_t zp_;
   int8x8_t lo_, hi_;
   const double* ds_ = nullptr;
+  int8x16_t lo16_, hi16_;
+  bool shifts_right_only_ = false;
 };
 
 // The first n < 8 bytes of v stored at o, by lanes of 4, 2 and 1 bytes: a memcpy of a
@@ -164,10 +212,21 @@ void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool neg
 using TileFn = void (*)(size_t, const int8_t*, size_t, const int8_t*, bool, const int32_t*, const Epilogue&, size_t,
                         int8_t*, size_t);
 
+// The tile of R rows: K::run_tile<R> where the micro-kernel requantizes its own tiles
+// (TileFn's signature), else tile<K, R>.
+template <class K, int R, class = void>
+struct TileOf {
+  static constexpr TileFn fn = &tile<K, R>;
+};
+template <class K, int R>
+struct TileOf<K, R, std::void_t<decltype(&K::template run_tile<R>)>> {
+  static constexpr TileFn fn = &K::template run_tile<R>;
+};
+
 // tiles[h]: the tile of h rows, h = 1 .. sizeof...(R).
 template <class K, size_t... R>
 constexpr std::array<TileFn, sizeof...(R) + 1> tile_table(std::index_sequence<R...>) {
-  return {nullptr, &tile<K, static_cast<int>(R) + 1>...};
+  return {nullptr, TileOf<K, static_cast<int>(R) + 1>::fn...};
 }
 
 // One row (batch-1 fully connected), kGemvBlocks panels at a time, prefetching the next

@@ -17,6 +17,8 @@
 namespace edgeinf::qs8 {
 namespace {
 
+using neon::Epilogue;
+
 constexpr size_t kRowCols = kNeonDotRowLayout.nr;  // 32
 
 // 16 values of K of the row (av) against the next 512 bytes of a panel of
@@ -138,42 +140,203 @@ void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, co
   }
 }
 
+// 4 values of K into the low lane of a register by one scalar-FP load (LDR S): the last
+// quad of a row read in place ends the caller's buffer, and a lane insert would take a
+// NEON pipe.
+inline int8x8_t load_quad(const int8_t* p) {
+  int8x8_t v;
+  __asm__("ldr %s[v], %[p]" : [v] "=w"(v) : [p] "m"(*reinterpret_cast<const int8_t(*)[4]>(p)));
+  return v;
+}
+
+// acc[r] += row r of A (a + r * a_stride, kp values) times a panel of kNeonDotLayout, C
+// accumulators a row: 2 for the panel's 8 columns, 1 for its first 4 (the last panel of a
+// layer whose columns end there: the other half of each quad is skipped). Sixteen values
+// of a row a load, the last 4, 8 or 12 by loads of exactly those bytes.
+template <int R, int C>
+inline void multiply(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, int32x4_t (&acc)[R][C]) {
+  // Quad `q` of K (lane q of av) against the panel's next 32 bytes.
+#define EDGEINF_SDOT_QUAD(dot, q)                                             \
+  {                                                                           \
+    const int8x16_t b0 = vld1q_s8(b);                                         \
+    const int8x16_t b1 = C == 2 ? vld1q_s8(b + 16) : b0;                      \
+    b += 32;                                                                  \
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {                     \
+      acc[r][0] = dot(acc[r][0], b0, av[r], q);                               \
+      if constexpr (C == 2) acc[r][C - 1] = dot(acc[r][C - 1], b1, av[r], q); \
+    }                                                                         \
+  }
+  size_t k0 = 0;
+  for (; k0 + 16 <= kp; k0 += 16) {
+    int8x16_t av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) av[r] = vld1q_s8(a + r * a_stride + k0);
+    EDGEINF_SDOT_QUAD(vdotq_laneq_s32, 0)
+    EDGEINF_SDOT_QUAD(vdotq_laneq_s32, 1)
+    EDGEINF_SDOT_QUAD(vdotq_laneq_s32, 2)
+    EDGEINF_SDOT_QUAD(vdotq_laneq_s32, 3)
+  }
+  if (kp - k0 >= 8) {
+    int8x8_t av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) av[r] = vld1_s8(a + r * a_stride + k0);
+    EDGEINF_SDOT_QUAD(vdotq_lane_s32, 0)
+    EDGEINF_SDOT_QUAD(vdotq_lane_s32, 1)
+    k0 += 8;
+  }
+  if (kp - k0 == 4) {
+    int8x8_t av[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) av[r] = load_quad(a + r * a_stride + k0);
+    EDGEINF_SDOT_QUAD(vdotq_lane_s32, 0)
+  }
+#undef EDGEINF_SDOT_QUAD
+}
+
+// Byte lanes 4i .. 4i + n - 1 of v (n <= 4) stored at o.
+template <int I>
+inline void store_quad(int8x16_t v, size_t n, int8_t* o) {
+  if (n == 4) {
+    vst1q_lane_s32(reinterpret_cast<int32_t*>(o), vreinterpretq_s32_s8(v), I);
+    return;
+  }
+  if (n & 2) {
+    vst1q_lane_s16(reinterpret_cast<int16_t*>(o), vreinterpretq_s16_s8(v), 2 * I);
+    if (n & 1) vst1q_lane_s8(o + 2, v, 4 * I + 2);
+  } else {
+    vst1q_lane_s8(o, v, 4 * I);
+  }
+}
+
+// The tile's rows requantized two at a time into 16 lanes (8 columns each), the last of an
+// odd count alone; every row converted before the first store (an int8 store may alias
+// the epilogue's parameters, which the compiler would then load again).
+template <Epilogue::Mode M, int R>
+inline void store_pairs(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  int8x16_t pair[R / 2];
+#pragma GCC unroll 8
+  for (int r = 0; r + 1 < R; r += 2) {
+    pair[r / 2] = neon::narrow_clamp16(e.lanes<M>(acc[r][0], 0), e.lanes<M>(acc[r][1], 1), e.lanes<M>(acc[r + 1][0], 0),
+                                       e.lanes<M>(acc[r + 1][1], 1), e.lo16(), e.hi16());
+  }
+  int8x8_t last = {};
+  if constexpr (R % 2 == 1) {
+    last = neon::narrow_clamp(e.lanes<M>(acc[R - 1][0], 0), e.lanes<M>(acc[R - 1][1], 1), vget_low_s8(e.lo16()),
+                              vget_low_s8(e.hi16()));
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r + 1 < R; r += 2) {
+    int8_t* o = out + r * out_stride;
+    if (ncols == neon::kNr) {
+      // The second row's half by a lane store: vget_high_s8 would cost a NEON move.
+      vst1_s8(o, vget_low_s8(pair[r / 2]));
+      vst1q_lane_s64(reinterpret_cast<int64_t*>(o + out_stride), vreinterpretq_s64_s8(pair[r / 2]), 1);
+    } else {
+      neon::store_first(vget_low_s8(pair[r / 2]), ncols, o);
+      neon::store_first(vget_high_s8(pair[r / 2]), ncols, o + out_stride);
+    }
+  }
+  if constexpr (R % 2 == 1) {
+    int8_t* o = out + (R - 1) * out_stride;
+    if (ncols == neon::kNr) {
+      vst1_s8(o, last);
+    } else {
+      neon::store_first(last, ncols, o);
+    }
+  }
+}
+
+// The rows of a 4-column tile requantized four at a time into 16 lanes (a group of fewer
+// repeats its last row, computed and not stored).
+template <Epilogue::Mode M, int R>
+inline void store_quads(const int32x4_t (&acc)[R][1], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  constexpr int kGroups = (R + 3) / 4;
+  int8x16_t group[kGroups];
+#pragma GCC unroll 8
+  for (int g = 0; g < kGroups; ++g) {
+    const int r = 4 * g;
+    group[g] = neon::narrow_clamp16(e.lanes<M>(acc[r][0], 0), e.lanes<M>(acc[std::min(r + 1, R - 1)][0], 0),
+                                    e.lanes<M>(acc[std::min(r + 2, R - 1)][0], 0),
+                                    e.lanes<M>(acc[std::min(r + 3, R - 1)][0], 0), e.lo16(), e.hi16());
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < kGroups; ++g) {
+    int8_t* o = out + 4 * g * out_stride;
+    store_quad<0>(group[g], ncols, o);
+    if (4 * g + 1 < R) store_quad<1>(group[g], ncols, o + out_stride);
+    if (4 * g + 2 < R) store_quad<2>(group[g], ncols, o + 2 * out_stride);
+    if (4 * g + 3 < R) store_quad<3>(group[g], ncols, o + 3 * out_stride);
+  }
+}
+
+template <Epilogue::Mode M, int R>
+inline void store(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  store_pairs<M, R>(acc, e, ncols, out, out_stride);
+}
+template <Epilogue::Mode M, int R>
+inline void store(const int32x4_t (&acc)[R][1], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  store_quads<M, R>(acc, e, ncols, out, out_stride);
+}
+
+// One tile of R rows by C groups of 4 columns.
+template <int R, int C>
+void dot_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const int32_t* start, const Epilogue& e,
+              size_t ncols, int8_t* out, size_t out_stride) {
+  int32x4_t acc[R][C];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    // Each row's start values loaded anew (the empty asm hides that the address repeats):
+    // copies of one load would be register moves, which take the SDOTs' NEON pipes.
+    const int32_t* s = start;
+    __asm__ volatile("" : "+r"(s));
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = vld1q_s32(s + 4 * c);
+  }
+  multiply<R, C>(kp, a, a_stride, b, acc);
+  switch (e.mode()) {
+    case Epilogue::kFloat:
+      return store<Epilogue::kFloat, R>(acc, e, ncols, out, out_stride);
+    case Epilogue::kFloatSplit:
+      return store<Epilogue::kFloatSplit, R>(acc, e, ncols, out, out_stride);
+    case Epilogue::kDouble:
+      return store<Epilogue::kDouble, R>(acc, e, ncols, out, out_stride);
+    default:
+      if (e.shifts_right_only()) return store<Epilogue::kFixedRight, R>(acc, e, ncols, out, out_stride);
+      return store<Epilogue::kFixed, R>(acc, e, ncols, out, out_stride);
+  }
+}
+
 struct DotKernel {
   static constexpr PackLayout kLayout = kNeonDotLayout;
 
+  // neon::gemm's tile of R rows, by SDOT by lane: quads of K, four columns an accumulator.
   template <int R>
-  static void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool /*negatable*/,
-                   int32x4_t (&acc)[R][2]) {
-    for (size_t k0 = 0; k0 < kp; k0 += 16) {
-      int8x16_t av[R];
-      for (int r = 0; r < R; ++r) av[r] = vld1q_s8(a + r * a_stride + k0);
-        // Four quads of K per A load; lane q of av selects quad q.
-#define EDGEINF_SDOT_QUAD(q)                                 \
-  {                                                          \
-    const int8x16_t b0 = vld1q_s8(b), b1 = vld1q_s8(b + 16); \
-    b += 32;                                                 \
-    for (int r = 0; r < R; ++r) {                            \
-      acc[r][0] = vdotq_laneq_s32(acc[r][0], b0, av[r], q);  \
-      acc[r][1] = vdotq_laneq_s32(acc[r][1], b1, av[r], q);  \
-    }                                                        \
-  }
-      EDGEINF_SDOT_QUAD(0)
-      EDGEINF_SDOT_QUAD(1)
-      EDGEINF_SDOT_QUAD(2)
-      EDGEINF_SDOT_QUAD(3)
-#undef EDGEINF_SDOT_QUAD
+  static void run_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool /*negatable*/,
+                       const int32_t* start, const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+    if (ncols <= 4) {
+      dot_tile<R, 1>(kp, a, a_stride, b, start, e, ncols, out, out_stride);
+    } else {
+      dot_tile<R, 2>(kp, a, a_stride, b, start, e, ncols, out, out_stride);
     }
   }
 
-  // The whole row (kNeonDotRowLayout's panels, not `packed`); every panel done.
+  // The whole row (kNeonDotRowLayout's panels, not `packed`); every panel done. Its K is
+  // padded to 16: a row of fewer values is copied first.
   static size_t gemv_row(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a,
                          const int8_t* /*packed*/, int8_t* out_row) {
+    const size_t kp16 = round_up(w.k(), kNeonDotRowLayout.kpad);
+    if (kp16 != kp) {
+      int8_t* row = scratch<int8_t, 1>(kp16);
+      std::memcpy(row, a, kp);
+      std::memset(row + kp, 0, kp16 - kp);
+      a = row;
+    }
     if (!fl) {
-      gemv_all<neon_rq::Form::kFixedPoint>(w, nullptr, kp, a, out_row);
+      gemv_all<neon_rq::Form::kFixedPoint>(w, nullptr, kp16, a, out_row);
     } else if (fl->split) {
-      gemv_all<neon_rq::Form::kFloatSplit>(w, fl, kp, a, out_row);
+      gemv_all<neon_rq::Form::kFloatSplit>(w, fl, kp16, a, out_row);
     } else {
-      gemv_all<neon_rq::Form::kFloat>(w, fl, kp, a, out_row);
+      gemv_all<neon_rq::Form::kFloat>(w, fl, kp16, a, out_row);
     }
     return (w.n() + neon::kNr - 1) / neon::kNr;
   }
