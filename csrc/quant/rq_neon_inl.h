@@ -45,13 +45,15 @@ struct Output {
   bool split = false;
   int32x4_t zero_point, lo, hi;
   int8x16_t lo8, hi8;  // the activation range as int8 (it lies within int8)
+  bool clamps;         // ... narrower than int8: a value narrowed with saturation needs clamping
   explicit Output(const Requantization& r, const FloatRequantization* f = nullptr)
       : rq(r),
         zero_point(vdupq_n_s32(r.output_zero_point)),
         lo(vdupq_n_s32(r.act_min)),
         hi(vdupq_n_s32(r.act_max)),
         lo8(vdupq_n_s8(static_cast<int8_t>(r.act_min))),
-        hi8(vdupq_n_s8(static_cast<int8_t>(r.act_max))) {
+        hi8(vdupq_n_s8(static_cast<int8_t>(r.act_max))),
+        clamps(r.act_min > -128 || r.act_max < 127) {
     if (const FloatRequantization* fl = usable(f)) {
       scale = fl->scale.data(), offset = fl->offset.data(), offset_neg = fl->offset_neg.data();
       split = fl->split;
@@ -92,7 +94,8 @@ static inline Form form_of(const Output& q) {
 // the compiler reload them (an int8 store may alias anything). The float form is narrowed
 // with saturation and clamped as int8, two operations for 16 lanes where the int32 clamp
 // takes eight: saturation is monotonic and the activation range lies within int8, so the
-// result equals requantize8's. F: the Output's form (form_of), or kAny.
+// result equals requantize8's, and without an activation (the range all of int8) it
+// needs no clamp. F: the Output's form (form_of), or kAny.
 template <Form F>
 struct Requantize16Of {
   const Output& q;
@@ -102,9 +105,10 @@ struct Requantize16Of {
   // in a register would cost a vector move per use, on a NEON pipe.
   const float* offsets = nullptr;
   int8x16_t lo, hi;
+  bool clamps;
   bool floating() const { return F == Form::kAny ? q.scale != nullptr : F != Form::kFixedPoint; }
   bool split() const { return F == Form::kAny ? q.split : F == Form::kFloatSplit; }
-  Requantize16Of(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8) {
+  Requantize16Of(const Output& out, size_t channel) : q(out), c(channel), lo(out.lo8), hi(out.hi8), clamps(out.clamps) {
     if (!floating()) return;
     offsets = q.offset + c;
     for (int i = 0; i < 4; ++i) {
@@ -122,7 +126,8 @@ struct Requantize16Of {
       for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], vld1q_f32(offsets + 4 * i));
     }
     const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(v[0]), v[1]), h1 = vqmovn_high_s32(vqmovn_s32(v[2]), v[3]);
-    return vminq_s8(vmaxq_s8(vqmovn_high_s16(vqmovn_s16(h0), h1), lo), hi);
+    const int8x16_t b = vqmovn_high_s16(vqmovn_s16(h0), h1);
+    return clamps ? vminq_s8(vmaxq_s8(b, lo), hi) : b;
   }
 };
 using Requantize16 = Requantize16Of<Form::kAny>;

@@ -240,3 +240,29 @@ def test_another_rounding_mode_falls_back_to_the_fixed_point_form():
         assert_same(got, want, f"float-form layer under round-toward-zero on {isa}")
     assert not built._op._float_requantization
     assert_same(built(x), want, "layer built under round-toward-zero")
+
+
+@pytest.mark.parametrize("scales", SCALES)
+@pytest.mark.parametrize("channels", [24, 40])
+def test_direct_conv_blocks_of_8_requantize_as_tflite_in_both_forms(scales, channels):
+    """A 1x1 convolution of one input channel with weights 1 runs the direct kernel and sweeps
+    like the depthwise layer; 24 and 40 channels end in a block of 8 (NEON's 8-column
+    tiles). Run again under round-toward-zero, the fixed-point steps (with multipliers below
+    1/2 every shift is to the right: the NEON dot-product kernel's shorter form)."""
+    in_scale, w_scale, out_scale = (float(np.float32(s)) for s in scales)
+    in_q, out_q = (in_scale, -5), (out_scale, 9)
+    x, weights, bias = _sweep(in_q, w_scale, out_q, channels=channels)
+    x, weights = np.ascontiguousarray(x[..., :1]), weights.reshape(channels, 1, 1, 1)
+    model = conv_model(x.shape, weights, bias, stride=(1, 1), dilation=(1, 1), padding="valid", in_q=in_q,
+                       out_q=out_q, weight_scale=w_scale, activation="none")  # fmt: skip
+    want = run(model, [x])
+    conv = quant.Conv2D(weights, bias, padding="valid", input_scale=in_q[0], input_zero_point=in_q[1],
+                        weight_scale=w_scale, output_scale=out_q[0], output_zero_point=out_q[1])  # fmt: skip
+    for isa, got in run_each_isa(lambda: conv(x)).items():
+        assert_same(got, want, f"direct conv sweep of {scales}, {channels} channels on {isa}")
+    if not FITS or platform.system() != "Linux":
+        return
+    with _rounding_toward_zero():
+        got_fixed = run_each_isa(lambda: conv(x))
+    for isa, got in got_fixed.items():
+        assert_same(got, want, f"direct conv sweep of {scales}, {channels} channels, fixed point, on {isa}")
