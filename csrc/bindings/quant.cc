@@ -626,7 +626,8 @@ void bind_quant(py::module_& m) {
   // add and mul take their parameter structs (qs8::AddParams, qs8::MulParams) as flat sequences.
   m.def("add", &binary<qs8::AddParams, 12, add_params, qs8::qs8_add>, py::arg("a"), py::arg("b"), py::arg("params"),
         py::arg("out") = py::none());
-  // ADD through its linear form where one is exact (as the engine runs it), and that form.
+  // ADD through its linear form where one is exact (as the engine runs it), and that form:
+  // (x_coefficient, y_coefficient, bias, shift, int16_step), int16_step -1 for the int32 form.
   m.def("add_prepared", &binary<qs8::PreparedAdd, 12, prepared_add_params, qs8::qs8_add_prepared>, py::arg("a"),
         py::arg("b"), py::arg("params"), py::arg("out") = py::none());
   m.def(
@@ -634,7 +635,7 @@ void bind_quant(py::module_& m) {
       [](const std::array<int32_t, 12>& params) -> py::object {
         const std::optional<qs8::AddLinear> f = qs8::fit_add_linear(add_params(params));
         if (!f) return py::none();
-        return py::make_tuple(f->x_coefficient, f->y_coefficient, f->bias, f->shift);
+        return py::make_tuple(f->x_coefficient, f->y_coefficient, f->bias, f->shift, f->int16_step);
       },
       py::arg("params"));
   m.def("mul", &binary<qs8::MulParams, 7, mul_params, qs8::qs8_mul>, py::arg("a"), py::arg("b"), py::arg("params"),

@@ -168,13 +168,29 @@ def test_face_models_planned_on_a_vnni_path_equal_the_reference(tmp_path, face_d
 
 def test_every_add_of_the_face_models_runs_its_linear_form(face_landmark_int8, face_detection_int8):
     # The engine's equal-shape ADD takes its fast AVX2 or NEON form only where a linear form exact on
-    # all 65536 input pairs exists: every ADD of the calibrated face models must have one.
+    # all 65536 input pairs exists: every ADD of the calibrated face models must have one, and
+    # each path's kernel for that form (int16 or int32) gives the reference on every pair.
     from edgeinf import _C
     from edgeinf.engine.plan import plan_model
     from edgeinf.formats.tflite import read_tflite
+    from edgeinf.isa import supported_isas, use_isa
 
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
     for data in (face_landmark_int8, face_detection_int8):
         adds = [s for s in plan_model(read_tflite(data)).steps if s.method == "add" and not s.args["subtract"]]
         assert adds
         for step in adds:
-            assert _C.add_linear_form(step.args["params"]) is not None, f"ADD {step.nodes}: {step.args['params']}"
+            params = step.args["params"]
+            form = _C.add_linear_form(params)
+            assert form is not None, f"ADD {step.nodes}: {params}"
+            with use_isa("scalar"):
+                want = _C.add(a, b, params)
+            for isa in supported_isas():
+                with use_isa(isa):
+                    got = _C.add_prepared(a, b, params)
+                wrong = np.flatnonzero(got != want)
+                assert not wrong.size, (
+                    f"ADD {step.nodes} form {form} on {isa}: pair ({a[wrong[0]]}, {b[wrong[0]]}) "
+                    f"gives {got[wrong[0]]}, the reference {want[wrong[0]]}"
+                )

@@ -217,6 +217,63 @@ def test_add_linear_form_of_every_shift_equals_the_reference(gain):
         assert_same(got, want, f"ADD's linear form {form}, params={params} on {isa}")
 
 
+# ADD parameters (qs8::AddParams) whose linear form has int16 coefficients: output zero
+# points near an end of the range, ReLU and narrower clamps (int16 steps 6 to 8, shifts 19 to
+# 23). Ordinary ones, the face detectors' among them, take the int32 form.
+INT16_FORM_PARAMS = [
+    (29, 4, 20, 1073741824, 0, 1346397709, -4, 1726803427, -20, 94, -128, 127),
+    (-65, -109, 20, 1393623963, -2, 1073741824, 0, 1537748866, -17, -126, -128, 127),
+    (9, 98, 20, 1431574375, -2, 1073741824, 0, 1227260964, -16, 24, -128, 127),
+    (-36, 40, 20, 1230528699, -1, 1073741824, 0, 2056734174, -17, 87, 87, 127),
+    (-96, -86, 20, 1073741824, 0, 1109226478, -2, 1307519969, -15, 37, 37, 127),
+    (-123, -48, 20, 1201052420, -1, 1073741824, 0, 1454661061, -20, -37, -37, -31),
+]
+INT32_FORM_PARAMS = [
+    (128, -2, 20, 1808960512, -2, 1073741824, 0, 1950076798, -18, -128, -128, 127),  # face_detection_full_range
+    (128, -41, 20, 1833883763, -2, 1073741824, 0, 1398192687, -17, -128, -128, 127),  # face_detection_short_range
+]
+
+
+@pytest.mark.parametrize("params", INT16_FORM_PARAMS + INT32_FORM_PARAMS)
+def test_add_int16_and_int32_linear_forms_equal_the_reference_on_every_pair(params):
+    # The NEON kernel multiplies int16 lanes by the int16 form's coefficients, and splits the
+    # int32 form's at 2^16; with the int8 range it narrows without a clamp. Every length ends
+    # in another tail of the vector loops.
+    form = _C.add_linear_form(params)
+    assert form is not None, f"no linear form for ADD {params}"
+    assert (form[4] >= 0) == (params in INT16_FORM_PARAMS), f"ADD {params}: form {form}"
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    with use_isa("scalar"):
+        want = _C.add(a, b, params)
+    for n in (len(a), len(a) - 37, 15, 17, 47, 63, 65, 100):
+        for isa, got in run_each_isa(lambda x=a[-n:], y=b[-n:]: _C.add_prepared(x, y, params)).items():
+            assert_same(got, want[-n:], f"ADD's linear form {form} on {n} values, params={params} on {isa}")
+
+
+def test_add_linear_forms_of_random_scales_equal_the_reference():
+    # Scale ratios from 1/20 to 20, output scales from 0.1 to 4 times the larger input's, every
+    # activation: both forms occur, and each is exact on every pair.
+    rng = np.random.default_rng(9300)
+    a = np.repeat(np.arange(-128, 128, dtype=np.int8), 256)
+    b = np.tile(np.arange(-128, 128, dtype=np.int8), 256)
+    steps = set()
+    for case in range(12 if EMULATED else 48):
+        sa = random_scale(rng)
+        sb = float(np.float32(sa * np.exp(rng.uniform(np.log(0.05), np.log(20.0)))))
+        qo = (float(np.float32(max(sa, sb) * np.exp(rng.uniform(np.log(0.1), np.log(4.0))))), random_zero_point(rng))
+        params = add_params((sa, random_zero_point(rng)), (sb, random_zero_point(rng)), qo, ACTIVATIONS[case % 4])
+        form = _C.add_linear_form(params)
+        if form is None:
+            continue
+        steps.add(form[4])
+        with use_isa("scalar"):
+            want = _C.add(a, b, params)
+        for isa, got in run_each_isa(lambda p=params: _C.add_prepared(a, b, p)).items():
+            assert_same(got, want, f"ADD's linear form {form}, params={params} on {isa}")
+    assert -1 in steps and max(steps) >= 0, f"int16 steps seen: {sorted(steps)}"
+
+
 @pytest.mark.parametrize("op", ["MAX_POOL_2D", "AVERAGE_POOL_2D"])
 @pytest.mark.parametrize("c", [24, 28, 42, 88])
 def test_pooling_channels_past_a_simd_block(op, c):

@@ -126,26 +126,45 @@ void qs8_add__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, cons
   for (; i < n; ++i) out[i] = add_one(a[i], b[i], p);
 }
 
-// 32 values per step: two 32-bit multiplies, two adds and a shift per 8 values, then
-// saturating packs (within int8 they change nothing the clamp would not) and the clamp on
-// bytes.
-void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
-  const __m256i cx = _mm256_set1_epi32(f.x_coefficient), cy = _mm256_set1_epi32(f.y_coefficient);
-  const __m256i bias = _mm256_set1_epi32(f.bias);
-  const __m128i shift = _mm_cvtsi32_si128(f.shift);
+namespace {
+
+// 32 values per step. Each input pair (a, b) is one int32 lane of two int16 halves, so one
+// VPMADDWD forms cx * a + cy * b for 8 values: for the int16 form (binary.h) with the int16
+// coefficients, plus the bias and the shift divided by 2^int16_step; for the int32 form
+// twice, with the coefficients' signed low halves and their high ones shifted by 16 (the sum
+// wraps modulo 2^32 like the value, which is within int32). Then saturating packs (within
+// int8 they change nothing the clamp would not) and the clamp on bytes.
+template <bool kInt16>
+void add_linear(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
+  const SplitCoefficients c(f);
+  const __m256i low = _mm256_set1_epi32(kInt16 ? int16_pair(f.x_int16(), f.y_int16()) : int16_pair(c.x_low, c.y_low));
+  const __m256i high = _mm256_set1_epi32(int16_pair(c.x_high, c.y_high));
+  const __m256i bias = _mm256_set1_epi32(kInt16 ? f.bias >> f.int16_step : f.bias);
+  const __m128i shift = _mm_cvtsi32_si128(kInt16 ? f.shift - f.int16_step : f.shift);
   const __m256i lo = _mm256_set1_epi8(static_cast<int8_t>(f.act_min));
   const __m256i hi = _mm256_set1_epi8(static_cast<int8_t>(f.act_max));
   // packs_epi32 then packs_epi16 leave, per 128-bit half, 4-byte groups of values
   // 0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31: this puts them back in order.
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  auto eight = [&](size_t i) {
-    const __m256i sum = _mm256_add_epi32(_mm256_mullo_epi32(lanes(a + i), cx), _mm256_mullo_epi32(lanes(b + i), cy));
-    return _mm256_sra_epi32(_mm256_add_epi32(sum, bias), shift);
+  // floor((cx * a + cy * b + bias) / 2^shift) of 8 values from their (a, b) int16 pairs
+  auto eight = [&](__m256i pairs) {
+    __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(pairs, low), bias);
+    if (!kInt16) sum = _mm256_add_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(pairs, high), 16));
+    return _mm256_sra_epi32(sum, shift);
+  };
+  // values i .. i + 15 as two vectors of 8
+  auto sixteen = [&](size_t i, __m256i& first, __m256i& second) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i y = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + i));
+    first = eight(_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x, y)));
+    second = eight(_mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x, y)));
   };
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i w0 = _mm256_packs_epi32(eight(i), eight(i + 8));
-    const __m256i w1 = _mm256_packs_epi32(eight(i + 16), eight(i + 24));
+    __m256i v0, v1, v2, v3;
+    sixteen(i, v0, v1);
+    sixteen(i + 16, v2, v3);
+    const __m256i w0 = _mm256_packs_epi32(v0, v1), w1 = _mm256_packs_epi32(v2, v3);
     const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(w0, w1), order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_min_epi8(_mm256_max_epi8(bytes, lo), hi));
   }
@@ -153,6 +172,13 @@ void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t 
     const int32_t v = (f.x_coefficient * a[i] + f.y_coefficient * b[i] + f.bias) >> f.shift;
     out[i] = static_cast<int8_t>(std::min(f.act_max, std::max(f.act_min, v)));
   }
+}
+
+}  // namespace
+
+void qs8_add_linear__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f) {
+  if (f.is_int16()) return add_linear<true>(a, b, out, n, f);
+  add_linear<false>(a, b, out, n, f);
 }
 
 void qs8_mul__avx2(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const MulParams& p) {

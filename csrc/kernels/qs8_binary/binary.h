@@ -52,12 +52,41 @@ void qs8_add(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddP
 //   out = clamp((x_coefficient * a + y_coefficient * b + bias) >> shift, act_min, act_max)
 // (an arithmetic shift: the floor). fit_add_linear() finds one that equals add_one() on
 // all 65536 input pairs, checked on every pair, or none; every |x_coefficient * a +
-// y_coefficient * b + bias| is below 2^31. Two 32-bit multiplies and a shift per value
-// instead of the reference's three fixed-point rescalings.
+// y_coefficient * b + bias| is below 2^31. Two multiplies and a shift per value instead of
+// the reference's three fixed-point rescalings.
+//
+// Two forms. The int16 form (int16_step >= 0, tried first): both coefficients are int16
+// values times 2^int16_step, int16_step <= kInt16MaxStep and shift >= kInt16MinShift, so
+// the products come from int16 lanes (the inputs shifted left by int16_step, or the bias
+// and the shift divided by 2^int16_step: floor((v * 2^k + bias) / 2^s) = floor((v +
+// floor(bias / 2^k)) / 2^(s - k)) for integer v). The int32 form (int16_step = -1), finer,
+// where the int16 one is not exact: int32 coefficients.
 struct AddLinear {
   int32_t x_coefficient, y_coefficient, bias, shift;
   int32_t act_min, act_max;
+  int32_t int16_step;
+  bool is_int16() const { return int16_step >= 0; }
+  int16_t x_int16() const { return static_cast<int16_t>(x_coefficient >> int16_step); }
+  int16_t y_int16() const { return static_cast<int16_t>(y_coefficient >> int16_step); }
 };
+// The int32 form's coefficients split at 2^16 for products of int16 lanes: c = high * 2^16 +
+// low, low the signed low half (|high| < 2^9 as |c| < 2^24).
+struct SplitCoefficients {
+  int16_t x_low, y_low, x_high, y_high;
+  explicit SplitCoefficients(const AddLinear& f)
+      : x_low(static_cast<int16_t>(f.x_coefficient & 0xFFFF)),
+        y_low(static_cast<int16_t>(f.y_coefficient & 0xFFFF)),
+        x_high(static_cast<int16_t>((f.x_coefficient - x_low) / 65536)),
+        y_high(static_cast<int16_t>((f.y_coefficient - y_low) / 65536)) {}
+};
+
+// x and y as the int16 halves of an int32, x in the low one: a coefficient pair for x86's
+// VPMADDWD on (a, b) pairs.
+inline int32_t int16_pair(int16_t x, int16_t y) {
+  return static_cast<int32_t>((static_cast<uint32_t>(static_cast<uint16_t>(y)) << 16) | static_cast<uint16_t>(x));
+}
+constexpr int kInt16MaxStep = 8;    // NEON's widening shift of int8 lanes takes 0 to 8
+constexpr int kInt16MinShift = 16;  // NEON's ADDHN divides by 2^16 on the way
 
 std::optional<AddLinear> fit_add_linear(const AddParams& p);
 

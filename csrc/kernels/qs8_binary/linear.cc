@@ -11,9 +11,10 @@ namespace {
 
 constexpr int64_t kUnbounded = int64_t{1} << 50;  // beyond any x_coefficient * a + ...
 constexpr int kMaxShift = 30;
-// The coefficients are the ideal ones rounded at 2^shift, then moved by up to this much
-// each: the reference's own roundings and ties can ask for a neighbour.
+// The coefficients are the ideal ones rounded at their resolution, then moved by up to this
+// much each: the reference's own roundings and ties can ask for a neighbour.
 constexpr int kNudge = 2;
+constexpr int64_t kInt16Max = std::numeric_limits<int16_t>::max();
 
 // Where the reference result of the pair (a, b) is kept.
 size_t pair_index(int a, int b) { return static_cast<size_t>(a + 128) * 256 + static_cast<size_t>(b + 128); }
@@ -38,10 +39,39 @@ std::optional<int64_t> fit_bias(const std::array<int8_t, 65536>& want, int64_t c
       if (t > p.act_min) lower = std::max(lower, t * (int64_t{1} << shift) - line);
       if (t < p.act_max) upper = std::min(upper, (t + 1) * (int64_t{1} << shift) - line);
     }
+    if (lower >= upper) return std::nullopt;  // most lines that miss do so early: the fit runs at load
   }
   if (lower == -kUnbounded) lower = std::min<int64_t>(upper - 1, 0);
   if (lower >= upper) return std::nullopt;
   return lower;
+}
+
+// The form at `shift` whose coefficients are multiples of 2^step (their quotients the ideal
+// ones rounded, then nudged, and within int16 when `int16`), or none.
+std::optional<AddLinear> fit_at(const std::array<int8_t, 65536>& want, double fx, double fy, int shift, int step,
+                                bool int16, const AddParams& p) {
+  const int64_t cx0 = std::llround(std::ldexp(fx, shift - step)), cy0 = std::llround(std::ldexp(fy, shift - step));
+  for (int distance = 0; distance <= 2 * kNudge; ++distance) {
+    // (dx, dy) in order of distance from (0, 0): |dx| + |dy| = 0, 1, 2, ...
+    for (int dx = -kNudge; dx <= kNudge; ++dx) {
+      for (int dy = -kNudge; dy <= kNudge; ++dy) {
+        if (std::abs(dx) + std::abs(dy) != distance) continue;
+        if (int16 && (std::abs(cx0 + dx) > kInt16Max || std::abs(cy0 + dy) > kInt16Max)) continue;
+        const int64_t cx = (cx0 + dx) * (int64_t{1} << step), cy = (cy0 + dy) * (int64_t{1} << step);
+        const std::optional<int64_t> bias = fit_bias(want, cx, cy, shift, p);
+        if (!bias) continue;
+        if (128 * (std::abs(cx) + std::abs(cy)) + std::abs(*bias) > std::numeric_limits<int32_t>::max()) continue;
+        return AddLinear{static_cast<int32_t>(cx),
+                         static_cast<int32_t>(cy),
+                         static_cast<int32_t>(*bias),
+                         shift,
+                         p.act_min,
+                         p.act_max,
+                         int16 ? step : -1};
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -62,26 +92,18 @@ std::optional<AddLinear> fit_add_linear(const AddParams& p) {
   const double reach = 256.0 * (std::abs(fx) + std::abs(fy)) + 129.0;
   int top = 0;
   while (top < kMaxShift && std::ldexp(reach, top + 1) < std::ldexp(1.0, 31)) ++top;
+  // The int16 form first: the coefficients rounded at the finest resolution that keeps the
+  // nudged ones within int16, 2^-step of the shift's (the bias keeps the shift's).
+  const double largest = std::max(std::abs(fx), std::abs(fy));
+  int finest = 0;
+  while (finest < kMaxShift && std::ldexp(largest, finest + 1) + kNudge < static_cast<double>(kInt16Max)) ++finest;
+  for (int shift = top; shift >= std::max(kInt16MinShift, top - 1); --shift) {
+    const int step = std::max(0, shift - finest);
+    if (step > kInt16MaxStep) continue;
+    if (std::optional<AddLinear> f = fit_at(want, fx, fy, shift, step, true, p)) return f;
+  }
   for (int shift = top; shift >= std::max(0, top - 1); --shift) {
-    const int64_t cx0 = std::llround(std::ldexp(fx, shift)), cy0 = std::llround(std::ldexp(fy, shift));
-    for (int step = 0; step <= 2 * kNudge; ++step) {
-      // (dx, dy) in order of distance from (0, 0): |dx| + |dy| = 0, 1, 2, ...
-      for (int dx = -kNudge; dx <= kNudge; ++dx) {
-        for (int dy = -kNudge; dy <= kNudge; ++dy) {
-          if (std::abs(dx) + std::abs(dy) != step) continue;
-          const int64_t cx = cx0 + dx, cy = cy0 + dy;
-          const std::optional<int64_t> bias = fit_bias(want, cx, cy, shift, p);
-          if (!bias) continue;
-          if (128 * (std::abs(cx) + std::abs(cy)) + std::abs(*bias) > std::numeric_limits<int32_t>::max()) continue;
-          return AddLinear{static_cast<int32_t>(cx),
-                           static_cast<int32_t>(cy),
-                           static_cast<int32_t>(*bias),
-                           shift,
-                           p.act_min,
-                           p.act_max};
-        }
-      }
-    }
+    if (std::optional<AddLinear> f = fit_at(want, fx, fy, shift, 0, false, p)) return f;
   }
   return std::nullopt;
 }
