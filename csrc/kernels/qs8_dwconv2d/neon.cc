@@ -150,10 +150,37 @@ EDGEINF_DW_INLINE void accumulate(const int8_t* wt, const int8_t* const* src, si
 // A 3x3 filter, P adjacent pixels (P = 1 or 2) at horizontal stride S, pairs of taps in
 // int16. x(t, j) is where pixel j reads tap t (ky * 3 + kx): within the row, pixel 1's tap
 // in column kx is pixel 0's column kx + S, so a pair loads 3 + S input columns of each
-// filter row where tap by tap it would load six.
-template <int P, int H, class Input>
+// filter row where tap by tap it would load six. At stride 2 (kPairLoads) a block of 16
+// channels loads each input column and each tap's weights as two 8-byte halves in one LD1:
+// fewer load instructions for the A72's three issue slots, the multiplies still on 64-bit
+// halves (one pass each of the A53's 64-bit datapath, where a high-half VMULL2 takes two).
+// At stride 1 the register pairs LD1 needs cost more copies than the loads they save.
+template <int P, int H, bool kPairLoads = false, class Input>
 EDGEINF_DW_INLINE void accumulate3x3(const int8_t* wt, Input x, const int32_t* start_values,
                                      int32x4_t (&acc)[P][2 * H]) {
+  if constexpr (H == 2 && kPairLoads) {
+    auto in = [&](int t, int j) { return vld1_s8_x2(x(t, j)); };
+    auto f = [&](int t) { return vld1_s8_x2(wt + t * kTapBytes); };
+    int32x4_t s[4];
+    for (int i = 0; i < 4; ++i) s[i] = vld1q_s32(start_values + 4 * i);
+    const int8x8x2_t f0 = f(0);
+    for (int j = 0; j < P; ++j) {
+      const int8x8x2_t v = in(0, j);
+      for (int h = 0; h < 2; ++h)
+        widen_add<true>(acc[j][2 * h], acc[j][2 * h + 1], s[2 * h], s[2 * h + 1], vmull_s8(v.val[h], f0.val[h]));
+    }
+    for (int t = 1; t < 9; t += 2) {
+      const int8x8x2_t fa = f(t), fb = f(t + 1);
+      for (int j = 0; j < P; ++j) {
+        const int8x8x2_t va = in(t, j), vb = in(t + 1, j);
+        for (int h = 0; h < 2; ++h) {
+          const int16x8_t p = vmlal_s8(vmull_s8(va.val[h], fa.val[h]), vb.val[h], fb.val[h]);
+          widen_add<false>(acc[j][2 * h], acc[j][2 * h + 1], s[2 * h], s[2 * h + 1], p);
+        }
+      }
+    }
+    return;
+  }
   auto in = [&](int t, int j, int h) { return vld1_s8(x(t, j) + 8 * h); };
   auto f = [&](int t, int h) { return vld1_s8(wt + t * kTapBytes + 8 * h); };
   for (int h = 0; h < H; ++h) {
@@ -215,7 +242,7 @@ void row_3x3(const RowBlock& r, const int32_t* start_values, const Output& q) {
       src[t] = ix >= 0 && ix < in_w ? rows[t / 3] + ix * static_cast<ptrdiff_t>(oc) : zero;
     }
     int32x4_t acc[1][2 * H];
-    accumulate3x3<1, H>(
+    accumulate3x3<1, H, S == 2>(
         panel, [&](int t, int) { return src[t]; }, start, acc);
     rq.store(acc[0], o + ox * oc);
   };
@@ -231,14 +258,14 @@ void row_3x3(const RowBlock& r, const int32_t* start_values, const Output& q) {
     auto x = [&](int t, int j) { return p[t / 3] + (t % 3 + j * S) * oc; };
     for (; ox + 2 <= hi; ox += 2) {
       int32x4_t acc[2][2 * H];
-      accumulate3x3<2, H>(panel, x, start, acc);
+      accumulate3x3<2, H, S == 2>(panel, x, start, acc);
       rq.store(acc[0], o + ox * oc);
       rq.store(acc[1], o + (ox + 1) * oc);
       for (auto& row : p) row += 2 * S * oc;
     }
     if (ox < hi) {
       int32x4_t acc[1][2 * H];
-      accumulate3x3<1, H>(panel, x, start, acc);
+      accumulate3x3<1, H, S == 2>(panel, x, start, acc);
       rq.store(acc[0], o + ox * oc);
       ++ox;
     }
