@@ -360,10 +360,10 @@ def add_prepared(a: _Array, b: _Array, params: Sequence[_Int], out: _Array | Non
     ADD as the engine runs it: through its linear form where one is exact (add_linear_form).
     """
 
-def add_linear_form(params: Sequence[_Int]) -> tuple[int, int, int, int] | None:
+def add_linear_form(params: Sequence[_Int]) -> tuple[int, int, int, int, int] | None:
     """
-    ADD's linear form (x_coefficient, y_coefficient, bias, shift), exact on all 65536 input
-    pairs, or None.
+    ADD's linear form (x_coefficient, y_coefficient, bias, shift, int16_step), exact on all
+    65536 input pairs, or None; int16_step is -1 for the int32 form.
     """
 
 def best_isa() -> str: ...
