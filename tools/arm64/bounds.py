@@ -214,7 +214,7 @@ def kernel_bounds(rows: list[dict]) -> list[dict]:
 # The engine's work by kind, from the function that holds each instruction (first match).
 GROUPS = [
     ("depthwise", ("DwWeights", "dwconv", "Depthwise")),
-    ("conv/FC GEMM", ("PairKernel", "DotKernel", "gemm", "gather_rows", "FullyConnected")),
+    ("conv/FC GEMM", ("PairKernel", "DotKernel", "dot_tile", "gemm", "gather_rows", "FullyConnected")),
     ("direct conv", ("conv2d_direct", "conv_window_rows")),
     ("ADD", ("qs8_add", "AddStep")),
 ]
@@ -308,6 +308,22 @@ def model_gaps(rows: list[dict]) -> list[dict]:
 # face models has one; the float form without it would be off on about one accumulator in 2^r.
 SPLIT_16 = [(4, "cmlt v0.4s, v1.4s, #0"), (4, "bsl v0.16b, v1.16b, v2.16b")]
 
+# ... or, where every channel shifts right, the fixed-point steps themselves, per 16 outputs:
+# SQRDMULH, then SSRA by 31 (a negative value down by one) and SRSHL (rounding half up: half
+# away from zero together), saturating narrows with the zero point added in int16, the clamp.
+FIXED_RIGHT_16 = [
+    (4, "sqrdmulh v0.4s, v0.4s, v1.4s"),
+    (4, "ssra v0.4s, v0.4s, #31"),
+    (4, "srshl v0.4s, v0.4s, v1.4s"),
+    (2, "sqxtn v0.4h, v1.4s"),
+    (2, "sqxtn2 v0.8h, v1.4s"),
+    (2, "sqadd v0.8h, v0.8h, v1.8h"),
+    (1, "sqxtn v0.8b, v1.8h"),
+    (1, "sqxtn2 v0.16b, v1.8h"),
+    (1, "smax v0.16b, v0.16b, v1.16b"),
+    (1, "smin v0.16b, v0.16b, v1.16b"),
+]
+
 # ADD of 16 values by its cheapest exact route: the linear form (qs8_binary/binary.h's
 # AddLinear) with int16 coefficients. Both inputs widened to int16, their products summed
 # into int32 lanes by SMULL/SMLAL by element, a narrowing floor shift, int8 saturation and
@@ -360,18 +376,20 @@ def model_layers(path: str) -> list[dict]:
 
 def layer_floor(layer: dict, cpu: str, dot: bool) -> float:
     """The least a layer of model_layers needs (issue-limit cycles): the cheapest route of its
-    work with its own requantization (split or not), or ADD by ADD_16."""
+    work with the cheapest exact requantization (the float form, or where the reference
+    shifts right the split float form or the fixed-point steps), or ADD by ADD_16."""
     if layer["group"] == "ADD":
         return _cycles([(layer["values"] / 16 * n, text) for n, text in ADD_16], cpu)[0]
     work = Work(**layer["work"])
-    requantize = REQUANTIZE_16 + (SPLIT_16 if layer["split"] else [])
-    parts = [(work.outputs / 16 * n, text) for n, text in requantize]
+    forms = [REQUANTIZE_16 + SPLIT_16, FIXED_RIGHT_16] if layer["split"] else [REQUANTIZE_16]
     best = None
-    for route, needs_dot in ROUTES_OF[work.kind].values():
-        if needs_dot and not dot:
-            continue
-        cycles = _cycles(route(work) + parts, cpu)[0]
-        best = cycles if best is None else min(best, cycles)
+    for requantize in forms:
+        parts = [(work.outputs / 16 * n, text) for n, text in requantize]
+        for route, needs_dot in ROUTES_OF[work.kind].values():
+            if needs_dot and not dot:
+                continue
+            cycles = _cycles(route(work) + parts, cpu)[0]
+            best = cycles if best is None else min(best, cycles)
     assert best is not None
     return best
 
@@ -426,7 +444,7 @@ MODEL_TITLE = (
 FLOOR_TITLE = (
     "The whole models' floors, layer by layer (issue limits): every conv, depthwise, fully connected and ADD layer "
     "of the model at the least its cheapest exact route must issue (its multiplies, a depthwise SDOT's interleaving, "
-    "its requantization with the split offsets the reference's rounding needs; ADD by its linear form with int16 "
+    "its cheapest exact requantization (the float form with the split offsets the reference's rounding needs, or the fixed-point steps where every channel shifts right); ADD by its linear form with int16 "
     "coefficients; no loads, stores or loops), as shares of XNNPACK's whole model, the other steps and the way in "
     "and out as edgeinf runs them now. Ceiling: XNNPACK's cycles over that sum, the most edgeinf can reach under "
     "the model while the other steps stay as they are"
