@@ -159,6 +159,22 @@ void qs8_add__neon(const int8_t* a, const int8_t* b, int8_t* out, size_t n, cons
 
 namespace {
 
+// out[i] = clamp(sixteen(a[i..], b[i..])) over [0, n) in steps of 16 (the clamp only where
+// kClamp), the tail by the linear form on scalars.
+template <bool kClamp, class Sixteen>
+void linear_rows(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const AddLinear& f, Sixteen sixteen) {
+  const int8x16_t lo = vdupq_n_s8(static_cast<int8_t>(f.act_min)), hi = vdupq_n_s8(static_cast<int8_t>(f.act_max));
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const int8x16_t v = sixteen(vld1q_s8(a + i), vld1q_s8(b + i));
+    vst1q_s8(out + i, kClamp ? vminq_s8(vmaxq_s8(v, lo), hi) : v);
+  }
+  for (; i < n; ++i) {
+    const int32_t v = (f.x_coefficient * a[i] + f.y_coefficient * b[i] + f.bias) >> f.shift;
+    out[i] = static_cast<int8_t>(std::min(f.act_max, std::max(f.act_min, v)));
+  }
+}
+
 // The linear form (binary.h's AddLinear), 16 values per step. Where the shift is 17 to 24,
 // each coefficient is split at 2^16 (binary.h's SplitCoefficients), so that the products come
 // from int16 lanes (22 NEON instructions per 16 values where int32 lanes take 28): the sum of the
@@ -175,7 +191,6 @@ void add_linear(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const A
   const SplitCoefficients c(f);
   const int32x4_t cx = vdupq_n_s32(f.x_coefficient), cy = vdupq_n_s32(f.y_coefficient);
   const int32x4_t bias = vdupq_n_s32(f.bias), neg_shift = vdupq_n_s32(-f.shift);
-  const int8x16_t lo = vdupq_n_s8(static_cast<int8_t>(f.act_min)), hi = vdupq_n_s8(static_cast<int8_t>(f.act_max));
   auto sum = [&](int16x4_t x, int16x4_t y) { return vmlaq_s32(vmulq_s32(vmovl_s16(x), cx), vmovl_s16(y), cy); };
   // 8 results from int16 lanes of x and y, before the clamp
   auto eight = [&](int16x8_t x, int16x8_t y) -> int8x8_t {
@@ -191,18 +206,10 @@ void add_linear(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const A
       return vqmovn_s16(vqmovn_high_s32(vqmovn_s32(sl), sh));
     }
   };
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const int8x16_t x = vld1q_s8(a + i), y = vld1q_s8(b + i);
-    const int8x8_t l = eight(vmovl_s8(vget_low_s8(x)), vmovl_s8(vget_low_s8(y)));
-    const int8x8_t h = eight(vmovl_high_s8(x), vmovl_high_s8(y));
-    const int8x16_t v = vcombine_s8(l, h);
-    vst1q_s8(out + i, kClamp ? vminq_s8(vmaxq_s8(v, lo), hi) : v);
-  }
-  for (; i < n; ++i) {
-    const int32_t v = (f.x_coefficient * a[i] + f.y_coefficient * b[i] + f.bias) >> f.shift;
-    out[i] = static_cast<int8_t>(std::min(f.act_max, std::max(f.act_min, v)));
-  }
+  linear_rows<kClamp>(a, b, out, n, f, [&](int8x16_t x, int8x16_t y) {
+    return vcombine_s8(eight(vmovl_s8(vget_low_s8(x)), vmovl_s8(vget_low_s8(y))),
+                       eight(vmovl_high_s8(x), vmovl_high_s8(y)));
+  });
 }
 
 template <bool kClamp>
@@ -238,24 +245,15 @@ void add_linear16(const int8_t* a, const int8_t* b, int8_t* out, size_t n, const
   const int16_t cx = f.x_int16(), cy = f.y_int16();
   const int32x4_t bias = vdupq_n_s32(f.bias);
   const int16x8_t neg_rest = vdupq_n_s16(static_cast<int16_t>(16 - f.shift));
-  const int8x16_t lo = vdupq_n_s8(static_cast<int8_t>(f.act_min)), hi = vdupq_n_s8(static_cast<int8_t>(f.act_max));
   auto eight = [&](int16x8_t x, int16x8_t y) -> int8x8_t {
     const int32x4_t l = vmlal_n_s16(vmull_n_s16(vget_low_s16(x), cx), vget_low_s16(y), cy);
     const int32x4_t h = vmlal_high_n_s16(vmull_high_n_s16(x, cx), y, cy);
     return vqmovn_s16(vshlq_s16(vaddhn_high_s32(vaddhn_s32(l, bias), h, bias), neg_rest));
   };
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const int8x16_t x = vld1q_s8(a + i), y = vld1q_s8(b + i);
-    const int8x8_t l = eight(vshll_n_s8(vget_low_s8(x), kStep), vshll_n_s8(vget_low_s8(y), kStep));
-    const int8x8_t h = eight(vshll_high_n_s8(x, kStep), vshll_high_n_s8(y, kStep));
-    const int8x16_t v = vcombine_s8(l, h);
-    vst1q_s8(out + i, kClamp ? vminq_s8(vmaxq_s8(v, lo), hi) : v);
-  }
-  for (; i < n; ++i) {
-    const int32_t v = (f.x_coefficient * a[i] + f.y_coefficient * b[i] + f.bias) >> f.shift;
-    out[i] = static_cast<int8_t>(std::min(f.act_max, std::max(f.act_min, v)));
-  }
+  linear_rows<kClamp>(a, b, out, n, f, [&](int8x16_t x, int8x16_t y) {
+    return vcombine_s8(eight(vshll_n_s8(vget_low_s8(x), kStep), vshll_n_s8(vget_low_s8(y), kStep)),
+                       eight(vshll_high_n_s8(x, kStep), vshll_high_n_s8(y, kStep)));
+  });
 }
 
 template <bool kClamp>
