@@ -19,6 +19,14 @@ static inline int32x4_t mbqm(int32x4_t x, int32x4_t multiplier, int32x4_t left_s
   return vrshlq_s32(vqaddq_s32(high, fixup), neg_right_shift);
 }
 
+// mbqm where every lane shifts right by at least one bit and none left (neg_right_shift
+// <= -1): the fixup is then x >> 31 for every lane, added by one SSRA, which cannot wrap
+// (VQRDMULH of a multiplier below 2^31 never gives INT32_MIN).
+static inline int32x4_t mbqm_right(int32x4_t x, int32x4_t multiplier, int32x4_t neg_right_shift) {
+  const int32x4_t high = vqrdmulhq_s32(x, multiplier);
+  return vrshlq_s32(vsraq_n_s32(high, high, 31), neg_right_shift);
+}
+
 static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_t left_shift, int32x4_t neg_right_shift,
                                    int32x4_t zero_point, int32x4_t lo, int32x4_t hi) {
   const int32x4_t v = vaddq_s32(mbqm(acc, multiplier, left_shift, neg_right_shift), zero_point);

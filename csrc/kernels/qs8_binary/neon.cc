@@ -16,10 +16,6 @@ namespace {
 
 constexpr int32_t kHalfMultiplier = int32_t{1} << 30;  // with shift 0: a factor of exactly 1/2
 
-// rounding_divide_by_pot by e >= 1 (neg_e = -e) for |x| < 2^31 - 1: SRSHL rounds ties
-// toward +inf, so a negative value first moves down by one (ties away from zero).
-inline int32x4_t divide_by_pot(int32x4_t x, int32x4_t neg_e) { return vrshlq_s32(vsraq_n_s32(x, x, 31), neg_e); }
-
 // A multiply_by_quantized_multiplier: any shift, or a right shift of at least one bit
 // (kRightOnly), which needs neither the left shift nor the saturating fix-up.
 template <bool kRightOnly>
@@ -30,7 +26,7 @@ struct Scale {
         left(vdupq_n_s32(shift > 0 ? shift : 0)),
         neg_right(vdupq_n_s32(shift > 0 ? 0 : shift)) {}
   int32x4_t apply(int32x4_t x) const {
-    if (kRightOnly) return divide_by_pot(vqrdmulhq_s32(x, multiplier), neg_right);
+    if (kRightOnly) return neon::mbqm_right(x, multiplier, neg_right);
     return neon::mbqm(x, multiplier, left, neg_right);
   }
 };

@@ -24,9 +24,7 @@ using neon_rq::Output;
 constexpr size_t kRows = 4;
 
 // The fixed-point steps when every channel shifts right (shift < 0, so no left shift),
-// as int8 lanes: SQRDMULH, then rounding_divide_by_pot as SRSHL of x - 1 for negative x
-// (SRSHL rounds ties up, the reference away from zero). SQRDMULH never gives INT32_MIN,
-// so SSRA's x + (x >> 31) cannot wrap; after a right shift |x| <= 2^30, so adding the
+// as int8 lanes (neon::mbqm_right); after a right shift |x| <= 2^30, so adding the
 // zero point after saturating to int16 and clamping as int8 equals the reference's int32
 // addition and clamp (saturation is monotonic and the activation range lies in int8).
 struct RightShiftRq {
@@ -35,8 +33,7 @@ struct RightShiftRq {
   int16x8_t zero_point;
   int8x16_t lo, hi;
   int32x4_t scale4(int32x4_t acc, size_t c) const {
-    const int32x4_t high = vqrdmulhq_s32(acc, vld1q_s32(multiplier + c));
-    return vrshlq_s32(vsraq_n_s32(high, high, 31), vld1q_s32(neg_right_shift + c));
+    return neon::mbqm_right(acc, vld1q_s32(multiplier + c), vld1q_s32(neg_right_shift + c));
   }
   int16x8_t scale8(int32x4_t a0, int32x4_t a1, size_t c) const {
     return vqaddq_s16(vqmovn_high_s32(vqmovn_s32(scale4(a0, c)), scale4(a1, c + 4)), zero_point);

@@ -122,12 +122,7 @@ class Epilogue {
     } else if constexpr (M == kDouble) {
       return scaled_double(a, ds_ + 4 * h, zp_);
     } else if constexpr (M == kFixedRight) {
-      // mbqm without its left shift (by 0), and its fixup (high & -right_shift) >> 31 is
-      // high >> 31 when every right shift is at least 1: added by one SSRA, where SQADD
-      // cannot saturate (SQRDMULH gives at least INT32_MIN + 1, the multiplier being
-      // below 2^31).
-      const int32x4_t high = vqrdmulhq_s32(a, p0_[h]);
-      return vaddq_s32(vrshlq_s32(vsraq_n_s32(high, high, 31), p2_[h]), zp_);
+      return vaddq_s32(mbqm_right(a, p0_[h], p2_[h]), zp_);
     } else {
       return vaddq_s32(mbqm(a, p0_[h], p1_[h], p2_[h]), zp_);
     }
