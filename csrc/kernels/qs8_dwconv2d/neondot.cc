@@ -231,11 +231,13 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
 template <int KW, int G>
 void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, size_t blocks) {
   const Output q(w.requantization(), w.neon_float_requantization());
-  switch (neon_rq::form_of(q)) {
+  switch (neon_rq::fastest_form(q, g.in_c * g.depth_multiplier)) {
     case neon_rq::Form::kFloat:
       return run_form<KW, G, neon_rq::Form::kFloat>(w, g, in, out, q, blocks);
     case neon_rq::Form::kFloatSplit:
       return run_form<KW, G, neon_rq::Form::kFloatSplit>(w, g, in, out, q, blocks);
+    case neon_rq::Form::kFixedRight:
+      return run_form<KW, G, neon_rq::Form::kFixedRight>(w, g, in, out, q, blocks);
     default:
       return run_form<KW, G, neon_rq::Form::kFixedPoint>(w, g, in, out, q, blocks);
   }
