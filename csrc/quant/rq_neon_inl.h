@@ -7,6 +7,7 @@
 #include <arm_neon.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "neon_inl.h"
 #include "requantization.h"
@@ -46,6 +47,9 @@ struct Output {
   int32x4_t zero_point, lo, hi;
   int8x16_t lo8, hi8;  // the activation range as int8 (it lies within int8)
   bool clamps;         // ... narrower than int8: a value narrowed with saturation needs clamping
+  // -right_shift per channel, for kernels that load kFixedRight's parameters at each use
+  // (negated_right_shifts; set by the kernel that made it)
+  const int32_t* neg_right_shift = nullptr;
   explicit Output(const Requantization& r, const FloatRequantization* f = nullptr)
       : rq(r),
         zero_point(vdupq_n_s32(r.output_zero_point)),
@@ -97,6 +101,14 @@ static inline bool shifts_right_only(const Requantization& rq, size_t channels) 
     if (rq.left_shift[c] != 0 || rq.right_shift[c] < 1) return false;
   }
   return true;
+}
+
+// -right_shift of channels [0, channels): kFixedRight's SRSHL operand, made once per call
+// by kernels that would otherwise negate it at each use.
+static inline std::vector<int32_t> negated_right_shifts(const Requantization& rq, size_t channels) {
+  std::vector<int32_t> neg(channels);
+  for (size_t c = 0; c < channels; ++c) neg[c] = -rq.right_shift[c];
+  return neg;
 }
 
 // The form a kernel with Requantize16Of should compile for channels [0, channels): the

@@ -163,18 +163,16 @@ void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, con
   const Requantization& rq = w.gemm().requantization();
   const Output q(rq, w.gemm().float_requantization());
   RightShiftRq rr{rq.multiplier.data(), nullptr, vdupq_n_s16(static_cast<int16_t>(rq.output_zero_point)), q.lo8, q.hi8};
-  switch (neon_rq::form_of(q)) {
+  const size_t n = g.out_c;
+  switch (neon_rq::fastest_form(q, n)) {
     case Form::kFloat:
       return run<Form::kFloat, false>(w, g, in, out, q, rr);
     case Form::kFloatSplit:
       return run<Form::kFloatSplit, false>(w, g, in, out, q, rr);
+    case Form::kFixedPoint:
+      return run<Form::kFixedPoint, false>(w, g, in, out, q, rr);
     default:
       break;
-  }
-  const size_t n = g.out_c;
-  if (!std::all_of(rq.right_shift.begin(), rq.right_shift.begin() + static_cast<ptrdiff_t>(n),
-                   [](int32_t s) { return s > 0; })) {
-    return run<Form::kFixedPoint, false>(w, g, in, out, q, rr);
   }
   std::vector<int32_t> neg_right((n + 15) / 16 * 16, -1);
   for (size_t c = 0; c < n; ++c) neg_right[c] = -rq.right_shift[c];

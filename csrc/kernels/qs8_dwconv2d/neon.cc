@@ -40,23 +40,36 @@ constexpr size_t kTapBytes = 16;  // a block panel's weights of one tap (8 used 
 #define EDGEINF_DW_INLINE __attribute__((always_inline)) inline
 
 // The requantization of a block of 8H channels from c: as Requantize16Of (rq_neon_inl.h),
-// saturating narrows and then the activation clamp on int8 lanes. The float form's
-// parameters are loaded at each use rather than held in registers: FMLA overwrites its
-// offset operand, and a load costs less than a register copy.
+// saturating narrows and then the activation clamp on int8 lanes. The float form's and
+// kFixedRight's parameters are loaded at each use rather than held in registers: FMLA
+// overwrites its offset operand, and a load costs less than a register copy.
 template <int H, Form F>
 struct BlockRq {
   const Output& q;
   size_t c;
-  const float *scale, *offset, *offset_neg;  // at channel c (copies: an int8 store could alias q's)
+  // at channel c (copies: an int8 store could alias q's)
+  const float *scale, *offset, *offset_neg;
+  const int32_t *multiplier, *neg_right_shift;  // kFixedRight's
   int8x16_t lo, hi;
+  int16x8_t zero_point16;
   BlockRq(const Output& out, size_t channel)
       : q(out),
         c(channel),
         scale(out.scale ? out.scale + channel : nullptr),
         offset(out.offset ? out.offset + channel : nullptr),
         offset_neg(out.offset_neg ? out.offset_neg + channel : nullptr),
+        multiplier(out.rq.multiplier.data() + channel),
+        neg_right_shift(out.neg_right_shift ? out.neg_right_shift + channel : nullptr),
         lo(out.lo8),
-        hi(out.hi8) {}
+        hi(out.hi8),
+        zero_point16(vdupq_n_s16(static_cast<int16_t>(out.rq.output_zero_point))) {}
+  // kFixedRight's channels 8h .. 8h + 7 of the block, with the zero point, in int16 lanes
+  EDGEINF_DW_INLINE int16x8_t fixed_right8(int32x4_t a0, int32x4_t a1, int h) const {
+    const int32x4_t v0 = neon::mbqm_right(a0, vld1q_s32(multiplier + 8 * h), vld1q_s32(neg_right_shift + 8 * h));
+    const int32x4_t v1 =
+        neon::mbqm_right(a1, vld1q_s32(multiplier + 8 * h + 4), vld1q_s32(neg_right_shift + 8 * h + 4));
+    return vqaddq_s16(vqmovn_high_s32(vqmovn_s32(v0), v1), zero_point16);
+  }
   // the float form of channels 4i .. 4i + 3 of the block
   EDGEINF_DW_INLINE int32x4_t scaled(int32x4_t a, float32x4_t s, int i) const {
     const float32x4_t o = vld1q_f32(offset + 4 * i);
@@ -66,6 +79,11 @@ struct BlockRq {
   EDGEINF_DW_INLINE void store(const int32x4_t (&a)[2 * H], int8_t* o) const {
     if constexpr (F == Form::kFixedPoint) {
       for (int h = 0; h < H; ++h) vst1_s8(o + 8 * h, neon_rq::requantize8(a[2 * h], a[2 * h + 1], q, c + 8 * h));
+    } else if constexpr (F == Form::kFixedRight && H == 2) {
+      const int8x16_t b = vqmovn_high_s16(vqmovn_s16(fixed_right8(a[0], a[1], 0)), fixed_right8(a[2], a[3], 1));
+      vst1q_s8(o, vminq_s8(vmaxq_s8(b, lo), hi));
+    } else if constexpr (F == Form::kFixedRight) {
+      vst1_s8(o, vmin_s8(vmax_s8(vqmovn_s16(fixed_right8(a[0], a[1], 0)), vget_low_s8(lo)), vget_low_s8(hi)));
     } else if constexpr (H == 2) {
       const float32x4x4_t s = vld1q_f32_x4(scale);
       const int16x8_t h0 = vqmovn_high_s32(vqmovn_s32(scaled(a[0], s.val[0], 0)), scaled(a[1], s.val[1], 1));
@@ -380,12 +398,18 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
 
 template <bool kPairs, size_t kTaps>
 void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out, size_t from = 0) {
-  const Output q(w.requantization(), w.neon_float_requantization());
-  switch (neon_rq::form_of(q)) {
+  Output q(w.requantization(), w.neon_float_requantization());
+  const size_t oc = g.in_c * g.depth_multiplier;
+  switch (neon_rq::fastest_form(q, oc)) {
     case Form::kFloat:
       return run_form<kPairs, kTaps, Form::kFloat>(w, g, in, out, q, from);
     case Form::kFloatSplit:
       return run_form<kPairs, kTaps, Form::kFloatSplit>(w, g, in, out, q, from);
+    case Form::kFixedRight: {
+      const std::vector<int32_t> neg_right = neon_rq::negated_right_shifts(w.requantization(), oc);
+      q.neg_right_shift = neg_right.data();
+      return run_form<kPairs, kTaps, Form::kFixedRight>(w, g, in, out, q, from);
+    }
     default:
       return run_form<kPairs, kTaps, Form::kFixedPoint>(w, g, in, out, q, from);
   }

@@ -70,6 +70,9 @@ class GemmWeights {
   const int32_t* bias_minus_u8_zero_point_terms() const { return bias_u8_.data(); }
   const Requantization& requantization() const { return rq_; }  // padded to 16 channels
   bool requantizes_in_double() const { return !double_scale_.empty(); }
+  // The fixed-point requantization (not double), every channel shifting right by at least
+  // one bit and none left: its short form applies (neon::mbqm_right).
+  bool shifts_right_only() const { return shifts_right_only_; }
   // No weight is -128, so sign(w) * w and w negated stay in int8: TFLite's symmetric
   // int8 weights ([-127, 127]) always qualify.
   bool weights_negatable() const { return weights_negatable_; }
@@ -96,6 +99,7 @@ class GemmWeights {
   size_t n_, k_;
   int32_t input_zero_point_;
   bool weights_negatable_;
+  bool shifts_right_only_ = false;
   std::vector<int8_t> w_;
   std::vector<int32_t> bias_, bias_zp_, bias_u8_;
   Requantization rq_;
