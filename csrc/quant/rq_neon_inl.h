@@ -141,9 +141,7 @@ struct Requantize16Of {
   const float* offsets = nullptr;
   int8x16_t lo, hi;
   bool clamps;
-  bool floating() const {
-    return F == Form::kAny ? q.scale != nullptr : F == Form::kFloat || F == Form::kFloatSplit;
-  }
+  bool floating() const { return F == Form::kAny ? q.scale != nullptr : F == Form::kFloat || F == Form::kFloatSplit; }
   bool split() const { return F == Form::kAny ? q.split : F == Form::kFloatSplit; }
   int32x4_t multiplier[4], neg_right_shift[4];  // kFixedRight's
   int16x8_t zero_point16;

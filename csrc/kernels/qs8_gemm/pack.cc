@@ -36,9 +36,10 @@ GemmWeights::GemmWeights(const int8_t* w, size_t n, size_t k, const int32_t* bia
         std::all_of(double_scale_.begin(), double_scale_.end(), [](double s) { return s >= 0.0 && std::isfinite(s); }));
     double_scale_.resize(padded, 0.0);
   }
-  shifts_right_only_ = double_scale_.empty() &&
-                      std::all_of(rq_.left_shift.begin(), rq_.left_shift.begin() + n, [](int32_t l) { return l == 0; }) &&
-                      std::all_of(rq_.right_shift.begin(), rq_.right_shift.begin() + n, [](int32_t r) { return r >= 1; });
+  shifts_right_only_ =
+      double_scale_.empty() &&
+      std::all_of(rq_.left_shift.begin(), rq_.left_shift.begin() + n, [](int32_t l) { return l == 0; }) &&
+      std::all_of(rq_.right_shift.begin(), rq_.right_shift.begin() + n, [](int32_t r) { return r >= 1; });
   // Accumulators: bias + (a - zero_point) * w in the tiles, bias_zp + a * w in the GEMV.
   std::vector<int64_t> bound = abs_weight_sums(w, n, k, k, 1);
   for (size_t c = 0; c < n; ++c) {
