@@ -119,6 +119,19 @@ static inline Form fastest_form(const Output& q, size_t channels) {
   return f != Form::kFloat && shifts_right_only(q.rq, channels) ? Form::kFixedRight : f;
 }
 
+// offsets[4i .. 4i + 3] + x * scale: FMLA into the register the offsets are loaded into. One
+// asm statement, as the compiler left to itself may load two offsets as a pair and copy one
+// into FMLA's destination, a vector move on a NEON pipe; the offsets' address is one register
+// for the four (an "m" operand each takes a register of its own).
+template <int I>
+static inline float32x4_t fma_loaded(const float* offsets, float32x4_t x, float32x4_t scale) {
+  float32x4_t r;
+  __asm__("ldr %q0, [%1, #%4]\n\tfmla %0.4s, %2.4s, %3.4s"
+          : "=&w"(r)
+          : "r"(offsets), "w"(x), "w"(scale), "n"(16 * I), "m"(*reinterpret_cast<const float(*)[16]>(offsets)));
+  return r;
+}
+
 // The requantization of 16 channels c .. c + 15, its float form's parameters held in
 // registers: built once before a loop over pixels, whose int8 stores would otherwise make
 // the compiler reload them (an int8 store may alias anything). The float form is narrowed
@@ -131,7 +144,9 @@ static inline Form fastest_form(const Output& q, size_t channels) {
 // value shifted right lies within +-2^30, and saturating it to int16 before adding a zero
 // point in int8, then to int8, gives what the reference's int32 addition and clamp give
 // (saturation is monotonic and the activation range lies within int8).
-template <Form F>
+//
+// L: the unsplit float form's FMLA by fma_loaded, where a kernel's loop showed the copies.
+template <Form F, bool L = false>
 struct Requantize16Of {
   const Output& q;
   size_t c;
@@ -160,8 +175,9 @@ struct Requantize16Of {
       if (split()) offset[i] = vld1q_f32(q.offset + c + 4 * i), offset_neg[i] = vld1q_f32(q.offset_neg + c + 4 * i);
     }
   }
-  // a[i]: channels c + 4i .. c + 4i + 3
-  int8x16_t operator()(const int32x4_t (&a)[4]) const {
+  // a[i]: channels c + 4i .. c + 4i + 3 (inlined into a kernel's loop, whose accumulators
+  // would otherwise go through memory)
+  __attribute__((always_inline)) int8x16_t operator()(const int32x4_t (&a)[4]) const {
     if constexpr (F == Form::kFixedRight) {
       int16x8_t h[2];
       for (int i = 0; i < 2; ++i) {
@@ -176,6 +192,11 @@ struct Requantize16Of {
     int32x4_t v[4];
     if (split()) {
       for (int i = 0; i < 4; ++i) v[i] = float_form_split(a[i], scale[i], offset[i], offset_neg[i]);
+    } else if constexpr (L) {
+      v[0] = vcvtnq_s32_f32(fma_loaded<0>(offsets, vcvtq_f32_s32(a[0]), scale[0]));
+      v[1] = vcvtnq_s32_f32(fma_loaded<1>(offsets, vcvtq_f32_s32(a[1]), scale[1]));
+      v[2] = vcvtnq_s32_f32(fma_loaded<2>(offsets, vcvtq_f32_s32(a[2]), scale[2]));
+      v[3] = vcvtnq_s32_f32(fma_loaded<3>(offsets, vcvtq_f32_s32(a[3]), scale[3]));
     } else {
       for (int i = 0; i < 4; ++i) v[i] = float_form(a[i], scale[i], vld1q_f32(offsets + 4 * i));
     }

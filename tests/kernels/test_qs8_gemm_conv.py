@@ -345,6 +345,11 @@ DW_SHAPES = [
     (6, 9, 12, 1, (3, 3), (1, 1), (1, 1), "same"),
     (5, 10, 42, 1, (3, 3), (1, 1), (1, 1), "valid"),
     (7, 8, 28, 1, (3, 3), (2, 2), (1, 1), "same"),
+    # the dot product's 3-column rows at stride 2: four filter rows, two, and a row narrower
+    # than the filter (its one pixel at the edge)
+    (7, 11, 32, 1, (4, 3), (2, 2), (1, 1), "same"),
+    (6, 9, 20, 1, (2, 3), (1, 2), (1, 1), "valid"),
+    (5, 2, 16, 1, (3, 3), (2, 2), (1, 1), "same"),
 ]
 
 

@@ -17,6 +17,7 @@
 #include <arm_neon.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "../../quant/rq_neon_inl.h"
@@ -26,6 +27,10 @@ namespace edgeinf::qs8 {
 namespace {
 
 using neon_rq::Output;
+
+// the per-pixel steps of a row inlined: called from several places of one loop, they
+// would otherwise be calls that pass the accumulators and columns through memory
+#define EDGEINF_DWD_INLINE __attribute__((always_inline))
 
 constexpr size_t kGroupBytes = 64;  // 16 channels x 4 rows
 
@@ -73,9 +78,12 @@ inline void pixels(const Window<KW, G>& win, const int8_t* cols, const int8_t* w
   for (int p = 0; p < P; ++p) vst1q_s8(o + p * o_step, rq(acc[p]));
 }
 
-// The four interleaved vectors of one column (interleave's layout, in registers).
+// The four interleaved vectors of one column (interleave's layout, in registers). R3: the
+// fourth row is read; without it (three rows, the fourth's taps zero) the third row stands in
+// for it, a load spared.
+template <bool R3>
 inline void interleave_to(const int8_t* r0, const int8_t* r1, const int8_t* r2, const int8_t* r3, int8x16_t (&d)[4]) {
-  const int8x16_t a = vld1q_s8(r0), b = vld1q_s8(r1), c = vld1q_s8(r2), e = vld1q_s8(r3);
+  const int8x16_t a = vld1q_s8(r0), b = vld1q_s8(r1), c = vld1q_s8(r2), e = R3 ? vld1q_s8(r3) : c;
   const int16x8_t ab0 = vreinterpretq_s16_s8(vzip1q_s8(a, b)), ab1 = vreinterpretq_s16_s8(vzip2q_s8(a, b));
   const int16x8_t ce0 = vreinterpretq_s16_s8(vzip1q_s8(c, e)), ce1 = vreinterpretq_s16_s8(vzip2q_s8(c, e));
   d[0] = vreinterpretq_s8_s16(vzip1q_s16(ab0, ce0));
@@ -89,19 +97,24 @@ inline void interleave_to(const int8_t* r0, const int8_t* r1, const int8_t* r2, 
 // S * ox .. S * ox + 2, of which the pixel before read the first 3 - S, so the row walks
 // with those kept and S columns interleaved per pixel; nothing goes through a scratch row,
 // whose stores and reloads would outnumber the SDOTs. r: the group's four input rows;
-// first, in_w as in run_form.
-template <int S, neon_rq::Form F>
-void row_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, size_t oc, size_t c0, size_t out_w,
-                      const int8_t* panel, const int32_t* start, const neon_rq::Requantize16Of<F>& rq,
-                      int8x16_t padding, int8_t* o) {
+// first, in_w, q as in run_form; R3 as in interleave_to; C: q.clamps fixed (0 or 1) so that the
+// loop has one path, or -1: read at each pixel.
+template <int S, bool R3, int C, neon_rq::Form F>
+EDGEINF_DWD_INLINE inline void row_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, size_t oc,
+                                                size_t c0, size_t out_w, const int8_t* panel, const int32_t* start,
+                                                const Output& q, int8x16_t padding, int8_t* o) {
   static_assert(S == 1 || S == 2, "a column of a 3x3 window is shared at strides 1 and 2");
+  // at stride 2, the FMLAs by fma_loaded (a vector move spared a pixel)
+  neon_rq::Requantize16Of<F, S == 2> rq(q, c0);
+  if constexpr (C >= 0) rq.clamps = C == 1;
   // the rows in locals (an int8 store may alias the array, which would be read again)
   const int8_t *r0 = r[0] + c0, *r1 = r[1] + c0, *r2 = r[2] + c0, *r3 = r[3] + c0;
-  auto inside = [&](size_t x, int8x16_t(&d)[4]) {
-    const size_t at = static_cast<size_t>(first + static_cast<ptrdiff_t>(x)) * oc;
-    interleave_to(r0 + at, r1 + at, r2 + at, r3 + at, d);
-  };
-  auto column = [&](size_t x, int8x16_t(&d)[4]) {
+  // the column at byte offset `at` of the rows
+  auto at_offset = [&](size_t at, int8x16_t(&d)[4])
+                       EDGEINF_DWD_INLINE { interleave_to<R3>(r0 + at, r1 + at, r2 + at, r3 + at, d); };
+  auto inside = [&](size_t x, int8x16_t(&d)[4])
+                    EDGEINF_DWD_INLINE { at_offset(static_cast<size_t>(first + static_cast<ptrdiff_t>(x)) * oc, d); };
+  auto column = [&](size_t x, int8x16_t(&d)[4]) EDGEINF_DWD_INLINE {
     const ptrdiff_t ix = first + static_cast<ptrdiff_t>(x);
     if (ix < 0 || ix >= in_w) {
       for (int j = 0; j < 4; ++j) d[j] = padding;  // zero points, interleaved
@@ -110,45 +123,101 @@ void row_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, s
     }
   };
   // start + the three columns against the filter's three columns (64 bytes each)
-  auto pixel = [&](const int8x16_t(&c0v)[4], const int8x16_t(&c1v)[4], const int8x16_t(&c2v)[4], size_t ox) {
-    int32x4_t acc[4];
-    for (int j = 0; j < 4; ++j) {
-      acc[j] = vld1q_s32(start + 4 * j);
-      acc[j] = vdotq_s32(acc[j], c0v[j], vld1q_s8(panel + 16 * j));
-      acc[j] = vdotq_s32(acc[j], c1v[j], vld1q_s8(panel + 64 + 16 * j));
-      acc[j] = vdotq_s32(acc[j], c2v[j], vld1q_s8(panel + 128 + 16 * j));
-    }
-    vst1q_s8(o + ox * oc, rq(acc));
-  };
+  auto pixel = [&](const int8x16_t(&c0v)[4], const int8x16_t(&c1v)[4], const int8x16_t(&c2v)[4], size_t ox)
+                   EDGEINF_DWD_INLINE {
+                     int32x4_t acc[4];
+                     for (int j = 0; j < 4; ++j) {
+                       acc[j] = vld1q_s32(start + 4 * j);
+                       acc[j] = vdotq_s32(acc[j], c0v[j], vld1q_s8(panel + 16 * j));
+                       acc[j] = vdotq_s32(acc[j], c1v[j], vld1q_s8(panel + 64 + 16 * j));
+                       acc[j] = vdotq_s32(acc[j], c2v[j], vld1q_s8(panel + 128 + 16 * j));
+                     }
+                     vst1q_s8(o + ox * oc, rq(acc));
+                   };
   // the pixels [lo, hi) read columns inside the input only (past the carried ones)
   const ptrdiff_t right = in_w - 3 - first;
   const size_t hi = right < 0 ? 0 : std::min(out_w, static_cast<size_t>(right / S + 1));
   const ptrdiff_t left = -first - 3 + S;  // pixel ox's first new column, S * ox + 3 - S, inside from ox >= left / S
   const size_t lo = std::min(hi, left <= 0 ? size_t{0} : static_cast<size_t>((left + S - 1) / S));
-  int8x16_t p[4], m[4], n[4];
+  int8x16_t m[4], n[4];
   size_t ox = 0;
   if constexpr (S == 2) {
-    column(0, p);
-    auto one = [&](size_t x) {  // at the edges: the carried column copied
-      column(2 * x + 1, m);
-      column(2 * x + 2, n);
-      pixel(p, m, n, x);
-      for (int j = 0; j < 4; ++j) p[j] = n[j];
+    // A column serves at most two pixels, the third of one and the first of the next: its
+    // products go into both pixels' accumulators at once. The next pixel's carry over in
+    // memory, not registers: the compiler copies registers carried round a loop (vector
+    // moves, on the NEON pipes this loop is bound by); a store and a load take none.
+    alignas(16) int32_t carried[16];
+    __asm__("" : : "r"(carried));  // escapes: kept in memory, as an int8 store may alias it
+    auto begin = [&](int32x4_t(&acc)[4], const int8x16_t(&c)[4]) EDGEINF_DWD_INLINE {
+      for (int j = 0; j < 4; ++j) acc[j] = vdotq_s32(vld1q_s32(start + 4 * j), c[j], vld1q_s8(panel + 16 * j));
     };
-    for (; ox < lo; ++ox) one(ox);
-    for (; ox + 2 <= hi; ox += 2) {  // two pixels an iteration: the carried column changes name, not register
+    auto add = [&](int32x4_t(&acc)[4], const int8x16_t(&c)[4], int kx) EDGEINF_DWD_INLINE {
+      for (int j = 0; j < 4; ++j) acc[j] = vdotq_s32(acc[j], c[j], vld1q_s8(panel + 64 * kx + 16 * j));
+    };
+    auto carry = [&](const int8x16_t(&c)[4]) EDGEINF_DWD_INLINE {
+      int32x4_t acc[4];
+      begin(acc, c);
+      for (int j = 0; j < 4; ++j) vst1q_s32(carried + 4 * j, acc[j]);
+    };
+    auto resume = [&](int32x4_t(&acc)[4]) EDGEINF_DWD_INLINE {
+      for (int j = 0; j < 4; ++j) acc[j] = vld1q_s32(carried + 4 * j);
+    };
+    int32x4_t a[4], b[4];
+    // the carried pixel finished from its second and third columns into dst, the next begun
+    // from the third where there is one
+    auto one = [&](const int8x16_t(&c1)[4], const int8x16_t(&c2)[4], bool next, int8_t* dst) EDGEINF_DWD_INLINE {
+      resume(a);
+      add(a, c1, 1);
+      add(a, c2, 2);
+      if (next) carry(c2);
+      vst1q_s8(dst, rq(a));
+    };
+    column(0, n);
+    carry(n);
+    for (; ox < lo; ++ox) {  // at the left edge
+      column(2 * ox + 1, m);
+      column(2 * ox + 2, n);
+      one(m, n, ox + 1 < out_w, o + ox * oc);
+    }
+    // two pixels an iteration, the second's accumulators begun in registers; the columns
+    // found by one byte offset and the pixels by one pointer, each stepped once
+    if (ox + 2 <= hi) {
+      size_t at = static_cast<size_t>(first + static_cast<ptrdiff_t>(2 * ox + 1)) * oc;
+      int8_t* dst = o + ox * oc;
+      const size_t pairs = (hi - ox) / 2;
+      for (size_t i = 0; i < pairs; ++i, at += 4 * oc, dst += 2 * oc) {
+        at_offset(at, m);
+        at_offset(at + oc, n);
+        resume(a);
+        add(a, m, 1);
+        add(a, n, 2);
+        begin(b, n);
+        vst1q_s8(dst, rq(a));
+        at_offset(at + 2 * oc, m);
+        at_offset(at + 3 * oc, n);
+        add(b, m, 1);
+        add(b, n, 2);
+        carry(n);
+        vst1q_s8(dst + oc, rq(b));
+      }
+      ox += 2 * pairs;
+    }
+    if (ox < hi) {  // the last one inside
       inside(2 * ox + 1, m);
       inside(2 * ox + 2, n);
-      pixel(p, m, n, ox);
-      inside(2 * ox + 3, m);
-      inside(2 * ox + 4, p);
-      pixel(n, m, p, ox + 1);
+      one(m, n, ox + 1 < out_w, o + ox * oc);
+      ++ox;
     }
-    for (; ox < out_w; ++ox) one(ox);
+    for (; ox < out_w; ++ox) {  // at the right edge; the last pixel begins none
+      column(2 * ox + 1, m);
+      column(2 * ox + 2, n);
+      one(m, n, ox + 1 < out_w, o + ox * oc);
+    }
   } else {
+    int8x16_t p[4];
     column(0, p);
     column(1, m);
-    auto one = [&](size_t x) {  // at the edges: the carried columns copied
+    auto one = [&](size_t x) EDGEINF_DWD_INLINE {  // at the edges: the carried columns copied
       column(x + 2, n);
       pixel(p, m, n, x);
       for (int j = 0; j < 4; ++j) p[j] = m[j], m[j] = n[j];
@@ -163,6 +232,20 @@ void row_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, s
       pixel(n, p, m, ox + 2);
     }
     for (; ox < out_w; ++ox) one(ox);
+  }
+}
+
+// row_in_registers for the first `blocks` blocks of 16 channels of one output row; panels:
+// the first block's panel, each block's panel_step bytes further. Not inlined: in the
+// caller's loops the compiler spills the row pointers.
+template <int S, bool R3, int C, neon_rq::Form F>
+__attribute__((noinline)) void rows_in_registers(const int8_t* const* r, ptrdiff_t first, ptrdiff_t in_w, size_t oc,
+                                                 size_t blocks, size_t out_w, const int8_t* panels, size_t panel_step,
+                                                 const int32_t* start, const Output& q, int8x16_t padding, int8_t* o) {
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    const size_t c0 = std::min(blk * 16, oc - 16);
+    row_in_registers<S, R3, C, F>(r, first, in_w, oc, c0, out_w, panels + blk * panel_step, start + c0, q, padding,
+                                  o + c0);
   }
 }
 
@@ -188,18 +271,28 @@ void run_form(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t*
       rows.get(b, oy, rp.data());
       for (size_t i = 0; i < 4 * groups; ++i) group_rows[i] = rp[std::min(i, g.k_h - 1)];
       int8_t* o = out + (b * g.out_h + oy) * g.out_w * oc;
+      if (in_registers && g.stride_w == 2) {
+        // the filter's rows (R3) and whether the output clamps (C) fixed
+        auto row = [&](auto r3, auto c) {
+          rows_in_registers<2, r3(), c(), F>(group_rows.data(), first, in_w, oc, blocks, g.out_w, w.neondot_panel(),
+                                             3 * column, start, q, padding, o);
+        };
+        using Yes = std::true_type;
+        using No = std::false_type;
+        using Clamps = std::integral_constant<int, 1>;
+        using Passes = std::integral_constant<int, 0>;
+        if (g.k_h > 3) {
+          row(Yes{}, Clamps{});
+        } else {
+          q.clamps ? row(No{}, Clamps{}) : row(No{}, Passes{});
+        }
+        continue;
+      }
       for (size_t blk = 0; blk < blocks; ++blk) {
         const size_t c0 = std::min(blk * 16, oc - 16);
         if (in_registers) {
-          const neon_rq::Requantize16Of<F> rq(q, c0);
-          const int8_t* panel = w.neondot_panel() + blk * 3 * column;
-          if (g.stride_w == 1) {
-            row_in_registers<1, F>(group_rows.data(), first, in_w, oc, c0, g.out_w, panel, start + c0, rq, padding,
-                                   o + c0);
-          } else {
-            row_in_registers<2, F>(group_rows.data(), first, in_w, oc, c0, g.out_w, panel, start + c0, rq, padding,
-                                   o + c0);
-          }
+          row_in_registers<1, true, -1, F>(group_rows.data(), first, in_w, oc, c0, g.out_w,
+                                           w.neondot_panel() + blk * 3 * column, start + c0, q, padding, o + c0);
           continue;
         }
         for (size_t x = 0; x < ncols; ++x) {
