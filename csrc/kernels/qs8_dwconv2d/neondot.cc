@@ -24,6 +24,8 @@
 #include "dwconv2d.h"
 
 namespace edgeinf::qs8 {
+// (named so that per-function profiles, tools/arm64/bounds.py, file these under depthwise)
+namespace dwconv_neondot {
 namespace {
 
 using neon_rq::Output;
@@ -337,8 +339,10 @@ void run(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out,
 }
 
 }  // namespace
+}  // namespace dwconv_neondot
 
 void qs8_dwconv2d__neondot(const DwWeights& w, const DwGeometry& g, const int8_t* in, int8_t* out) {
+  using namespace dwconv_neondot;
   if (g.batch == 0 || g.out_h == 0 || g.out_w == 0) return;
   // Fewer than 16 channels, or a horizontal stride above 2, where each interleaved column
   // serves at most one pixel of a 3x3 filter and the interleaving costs more than it saves:
