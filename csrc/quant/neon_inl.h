@@ -27,6 +27,15 @@ static inline int32x4_t mbqm_right(int32x4_t x, int32x4_t multiplier, int32x4_t 
   return vrshlq_s32(vsraq_n_s32(high, high, 31), neg_right_shift);
 }
 
+// Eight lanes of mbqm_right with the zero point added, in int16 lanes: a value shifted right
+// lies within +-2^30, and saturating it to int16 before adding a zero point in int8, then
+// narrowing to int8 with saturation and clamping there, gives what the reference's int32
+// addition and clamp give (saturation is monotonic and the activation range lies in int8).
+static inline int16x8_t mbqm_right8(int32x4_t a0, int32x4_t a1, int32x4_t m0, int32x4_t m1, int32x4_t neg_r0,
+                                    int32x4_t neg_r1, int16x8_t zero_point) {
+  return vqaddq_s16(vqmovn_high_s32(vqmovn_s32(mbqm_right(a0, m0, neg_r0)), mbqm_right(a1, m1, neg_r1)), zero_point);
+}
+
 static inline int32x4_t requantize(int32x4_t acc, int32x4_t multiplier, int32x4_t left_shift, int32x4_t neg_right_shift,
                                    int32x4_t zero_point, int32x4_t lo, int32x4_t hi) {
   const int32x4_t v = vaddq_s32(mbqm(acc, multiplier, left_shift, neg_right_shift), zero_point);

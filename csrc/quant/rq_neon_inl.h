@@ -140,10 +140,7 @@ static inline float32x4_t fma_loaded(const float* offsets, float32x4_t x, float3
 // result equals requantize8's, and without an activation (the range all of int8) it
 // needs no clamp. F: the Output's form (form_of), or kAny.
 //
-// kFixedRight narrows after neon::mbqm_right and adds the zero point in int16 lanes: a
-// value shifted right lies within +-2^30, and saturating it to int16 before adding a zero
-// point in int8, then to int8, gives what the reference's int32 addition and clamp give
-// (saturation is monotonic and the activation range lies within int8).
+// kFixedRight: neon::mbqm_right8, the zero point added in int16 lanes.
 //
 // L: the unsplit float form's FMLA by fma_loaded, where a kernel's loop showed the copies.
 template <Form F, bool L = false>
@@ -181,9 +178,8 @@ struct Requantize16Of {
     if constexpr (F == Form::kFixedRight) {
       int16x8_t h[2];
       for (int i = 0; i < 2; ++i) {
-        const int32x4_t v0 = neon::mbqm_right(a[2 * i], multiplier[2 * i], neg_right_shift[2 * i]);
-        const int32x4_t v1 = neon::mbqm_right(a[2 * i + 1], multiplier[2 * i + 1], neg_right_shift[2 * i + 1]);
-        h[i] = vqaddq_s16(vqmovn_high_s32(vqmovn_s32(v0), v1), zero_point16);
+        h[i] = neon::mbqm_right8(a[2 * i], a[2 * i + 1], multiplier[2 * i], multiplier[2 * i + 1],
+                                 neg_right_shift[2 * i], neg_right_shift[2 * i + 1], zero_point16);
       }
       const int8x16_t b = vqmovn_high_s16(vqmovn_s16(h[0]), h[1]);
       return clamps ? vminq_s8(vmaxq_s8(b, lo), hi) : b;

@@ -24,19 +24,15 @@ using neon_rq::Output;
 constexpr size_t kRows = 4;
 
 // The fixed-point steps when every channel shifts right (shift < 0, so no left shift),
-// as int8 lanes (neon::mbqm_right); after a right shift |x| <= 2^30, so adding the
-// zero point after saturating to int16 and clamping as int8 equals the reference's int32
-// addition and clamp (saturation is monotonic and the activation range lies in int8).
+// with the zero point in int16 lanes (neon::mbqm_right8), then clamped as int8.
 struct RightShiftRq {
   const int32_t* multiplier;
   const int32_t* neg_right_shift;
   int16x8_t zero_point;
   int8x16_t lo, hi;
-  int32x4_t scale4(int32x4_t acc, size_t c) const {
-    return neon::mbqm_right(acc, vld1q_s32(multiplier + c), vld1q_s32(neg_right_shift + c));
-  }
   int16x8_t scale8(int32x4_t a0, int32x4_t a1, size_t c) const {
-    return vqaddq_s16(vqmovn_high_s32(vqmovn_s32(scale4(a0, c)), scale4(a1, c + 4)), zero_point);
+    return neon::mbqm_right8(a0, a1, vld1q_s32(multiplier + c), vld1q_s32(multiplier + c + 4),
+                             vld1q_s32(neg_right_shift + c), vld1q_s32(neg_right_shift + c + 4), zero_point);
   }
 };
 
@@ -174,8 +170,8 @@ void qs8_conv2d_direct__neondot(const ConvWeights& w, const ConvGeometry& g, con
     default:
       break;
   }
-  std::vector<int32_t> neg_right((n + 15) / 16 * 16, -1);
-  for (size_t c = 0; c < n; ++c) neg_right[c] = -rq.right_shift[c];
+  // the tiles read whole blocks of 16 channels (rq is padded to them)
+  const std::vector<int32_t> neg_right = neon_rq::negated_right_shifts(rq, rq.channels());
   rr.neg_right_shift = neg_right.data();
   run<Form::kFixedPoint, true>(w, g, in, out, q, rr);
 }

@@ -65,10 +65,8 @@ struct BlockRq {
         zero_point16(vdupq_n_s16(static_cast<int16_t>(out.rq.output_zero_point))) {}
   // kFixedRight's channels 8h .. 8h + 7 of the block, with the zero point, in int16 lanes
   EDGEINF_DW_INLINE int16x8_t fixed_right8(int32x4_t a0, int32x4_t a1, int h) const {
-    const int32x4_t v0 = neon::mbqm_right(a0, vld1q_s32(multiplier + 8 * h), vld1q_s32(neg_right_shift + 8 * h));
-    const int32x4_t v1 =
-        neon::mbqm_right(a1, vld1q_s32(multiplier + 8 * h + 4), vld1q_s32(neg_right_shift + 8 * h + 4));
-    return vqaddq_s16(vqmovn_high_s32(vqmovn_s32(v0), v1), zero_point16);
+    return neon::mbqm_right8(a0, a1, vld1q_s32(multiplier + 8 * h), vld1q_s32(multiplier + 8 * h + 4),
+                             vld1q_s32(neg_right_shift + 8 * h), vld1q_s32(neg_right_shift + 8 * h + 4), zero_point16);
   }
   // the float form of channels 4i .. 4i + 3 of the block
   EDGEINF_DW_INLINE int32x4_t scaled(int32x4_t a, float32x4_t s, int i) const {

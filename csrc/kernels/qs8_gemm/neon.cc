@@ -27,7 +27,6 @@ inline int8x16_t pair_at(const int8_t* p) {
 
 struct PairKernel {
   static constexpr PackLayout kLayout = kNeonLayout;
-  static constexpr bool kFixedRightOverSplit = true;  // Epilogue's
 
   template <int R>
   static void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool negatable,

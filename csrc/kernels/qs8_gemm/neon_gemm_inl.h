@@ -56,22 +56,20 @@ inline int8x16_t narrow_clamp16(int32x4_t v0, int32x4_t v1, int32x4_t v2, int32x
 }
 
 // The requantization of columns [col0, col0 + 8), its parameters held in registers:
-// the float form where it was fitted (rq_params.h; FCVTNS saturates as SQXTN does), else
-// the double requantization of FULLY_CONNECTED, else TFLite's fixed-point steps
-// (kFixedRight's where every column shifts right). fixed_right_over_split: kFixedRight in
-// place of the split float form where both apply, for the kernels that issue it in fewer
-// cycles (the dot-product ones, estimated on the Cortex-A76; the A53 and A72 run the
-// split float form faster).
+// the float form where it was fitted (rq_params.h; FCVTNS saturates as SQXTN does) unless
+// it needs the split offsets and every column shifts right, else the double
+// requantization of FULLY_CONNECTED, else TFLite's fixed-point steps (kFixedRight's where
+// every column shifts right: fewer operations than the split float form).
 class Epilogue {
  public:
-  Epilogue(const GemmWeights& w, const FloatRequantization* fl, size_t col0, bool fixed_right_over_split) {
+  Epilogue(const GemmWeights& w, const FloatRequantization* fl, size_t col0) {
     const Requantization& rq = w.requantization();
     lo_ = vdup_n_s8(static_cast<int8_t>(std::max<int32_t>(rq.act_min, -128)));
     hi_ = vdup_n_s8(static_cast<int8_t>(std::min<int32_t>(rq.act_max, 127)));
     lo16_ = vcombine_s8(lo_, lo_), hi16_ = vcombine_s8(hi_, hi_);
     zp_ = vdupq_n_s32(rq.output_zero_point);
     zp16_ = vdupq_n_s16(static_cast<int16_t>(rq.output_zero_point));
-    if (fixed_right_over_split && fl && fl->split && w.shifts_right_only()) fl = nullptr;
+    if (fl && fl->split && w.shifts_right_only()) fl = nullptr;
     if (fl) {
       mode_ = fl->split ? kFloatSplit : kFloat;
       for (int h = 0; h < 2; ++h) {
@@ -108,9 +106,8 @@ class Epilogue {
                           neon_rq::float_form_split(a1, f(p0_[1]), f(p1_[1]), f(p2_[1])), lo_, hi_);
     } else if constexpr (M == kDouble) {
       return narrow_clamp(scaled_double(a0, ds_, zp_), scaled_double(a1, ds_ + 4, zp_), lo_, hi_);
-    } else if constexpr (M == kFixedRight) {  // the zero point added in int16 (Requantize16Of's kFixedRight)
-      const int16x8_t h = vqmovn_high_s32(vqmovn_s32(mbqm_right(a0, p0_[0], p2_[0])), mbqm_right(a1, p0_[1], p2_[1]));
-      return vmin_s8(vmax_s8(vqmovn_s16(vqaddq_s16(h, zp16_)), lo_), hi_);
+    } else if constexpr (M == kFixedRight) {
+      return vmin_s8(vmax_s8(vqmovn_s16(mbqm_right8(a0, a1, p0_[0], p0_[1], p2_[0], p2_[1], zp16_)), lo_), hi_);
     } else {
       return narrow_clamp(vaddq_s32(mbqm(a0, p0_[0], p1_[0], p2_[0]), zp_),
                           vaddq_s32(mbqm(a1, p0_[1], p1_[1], p2_[1]), zp_), lo_, hi_);
@@ -252,7 +249,7 @@ void gemv_group(size_t kp, const int8_t* a, const int8_t* panel, size_t panel_by
   K::gemv(kp, a, b, prefetch_next ? kGemvBlocks * panel_bytes : 0, w.weights_negatable(), acc);
   for (size_t q = 0; q < kGemvBlocks; ++q) {
     const int32x4_t row[1][2] = {{acc[q][0], acc[q][1]}};
-    store_rows<1>(row, Epilogue(w, fl, col0 + q * kNr, K::kFixedRightOverSplit), kNr, out_row + col0 + q * kNr, 0);
+    store_rows<1>(row, Epilogue(w, fl, col0 + q * kNr), kNr, out_row + col0 + q * kNr, 0);
   }
 }
 
@@ -302,7 +299,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
     for (size_t j = j0; j < blocks; ++j) {
       const int8_t* panel = packed + j * kp * kNr;
       const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);
-      const Epilogue e(w, fl, col0, K::kFixedRightOverSplit);
+      const Epilogue e(w, fl, col0);
       const int32_t* start = w.bias_minus_zero_point_terms() + col0;
       for (size_t r0 = 0; r0 < rows; r0 += kMr) {
         const size_t height = std::min(kMr, rows - r0);

@@ -129,7 +129,7 @@ void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, co
       if constexpr (F == neon_rq::Form::kFixedPoint) {  // no float form: the epilogue, 8 columns at a time
         for (size_t e = 0; e < 16 && c0 + h + e < n; e += 8) {
           const int32x4_t row[1][2] = {{part[e / 4], part[e / 4 + 1]}};
-          neon::store_rows<1>(row, neon::Epilogue(w, nullptr, c0 + h + e, false), std::min<size_t>(8, n - c0 - h - e),
+          neon::store_rows<1>(row, neon::Epilogue(w, nullptr, c0 + h + e), std::min<size_t>(8, n - c0 - h - e),
                               out_row + c0 + h + e, 0);
         }
       } else {
@@ -308,7 +308,6 @@ void dot_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, cons
 
 struct DotKernel {
   static constexpr PackLayout kLayout = kNeonDotLayout;
-  static constexpr bool kFixedRightOverSplit = true;  // Epilogue's
 
   // neon::gemm's tile of R rows, by SDOT by lane: quads of K, four columns an accumulator.
   template <int R>
