@@ -175,7 +175,7 @@ struct K16Kernel {
 };
 
 // The K from which K16Kernel runs in place of PairKernel.
-constexpr size_t kLongK = 64;
+constexpr size_t kLongK = 32;
 static_assert(kLongK > 16, "K16Kernel::run takes two steps of K at least");
 
 }  // namespace
