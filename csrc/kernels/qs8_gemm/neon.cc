@@ -1,4 +1,5 @@
-// NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles.
+// NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles of broadcast K
+// pairs (PairKernel) below K = kLongK, 3x8 tiles of 16 K values a row (K16Kernel) from it.
 //
 // Raw int8 activations times int8 weights: VMULL gives exact int16 products (at most
 // 128 * 128), VPADAL adds the pair of K values of each column into int32. The zero
