@@ -1,5 +1,6 @@
 // NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles of broadcast K
-// pairs (PairKernel) below K = kLongK, 3x8 tiles of 16 K values a row (K16Kernel) from it.
+// pairs (PairKernel); on out-of-order cores, 3x8 tiles of 16 K values a row (K16Kernel)
+// from K = kLongK.
 //
 // Raw int8 activations times int8 weights: VMULL gives exact int16 products (at most
 // 128 * 128), VPADAL adds the pair of K values of each column into int32. The zero
@@ -11,6 +12,7 @@
 
 #include <cstring>
 
+#include "../../dispatch.h"
 #include "gemm.h"
 #include "neon_gemm_inl.h"
 
@@ -175,14 +177,17 @@ struct K16Kernel {
   }
 };
 
-// The K from which K16Kernel runs in place of PairKernel.
+// The K from which K16Kernel runs in place of PairKernel, on out-of-order cores only: the
+// A72 issues PairKernel's broadcasts on the NEON pipes beside its multiplies, while the
+// in-order A53 stalls on K16Kernel's chains of multiply-accumulates (by llvm-mca's
+// models: A72 FC 0.75x -> 1.03x XNNPACK, A53 1.66x -> 0.81x).
 constexpr size_t kLongK = 32;
 static_assert(kLongK > 16, "K16Kernel::run takes two steps of K at least");
 
 }  // namespace
 
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
-  if (a.k() >= kLongK) {
+  if (a.k() >= kLongK && cpu_info().arm_out_of_order) {
     neon::gemm<K16Kernel>(w, a, out, out_stride);
   } else {
     neon::gemm<PairKernel>(w, a, out, out_stride);
