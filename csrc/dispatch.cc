@@ -64,8 +64,8 @@ void detect_vnni(CpuInfo& info) {
 #endif
 
 #if defined(__aarch64__) && defined(__linux__)
-// Arm Ltd's cores (MIDR_EL1 implementer 0x41) by part number; only the parts whose
-// schedule a kernel may choose by, and their neighbours of Raspberry Pi-class boards.
+// Arm Ltd's cores (MIDR_EL1 implementer 0x41) by part number, and whether each issues out
+// of order; other implementers' cores (NVIDIA's Carmel, ...) stay unknown.
 struct ArmPart {
   unsigned part;
   const char* name;
@@ -99,6 +99,7 @@ void detect_arm_core(CpuInfo& info, uint64_t midr) {
     if (known.part == part) {
       info.arm_core = known.name;
       info.arm_out_of_order = known.out_of_order;
+      return;
     }
   }
 }
