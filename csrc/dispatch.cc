@@ -15,6 +15,9 @@
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
+
+#include <cstdint>
+#include <fstream>
 #endif
 
 namespace edgeinf {
@@ -60,6 +63,48 @@ void detect_vnni(CpuInfo& info) {
 }
 #endif
 
+#if defined(__aarch64__) && defined(__linux__)
+// Arm Ltd's cores (MIDR_EL1 implementer 0x41) by part number, and whether each issues out
+// of order; other implementers' cores (NVIDIA's Carmel, ...) stay unknown.
+struct ArmPart {
+  unsigned part;
+  const char* name;
+  bool out_of_order;
+};
+constexpr ArmPart kArmParts[] = {
+    {0xd03, "cortex-a53", false}, {0xd04, "cortex-a35", false}, {0xd05, "cortex-a55", false},
+    {0xd07, "cortex-a57", true},  {0xd08, "cortex-a72", true},  {0xd09, "cortex-a73", true},
+    {0xd0a, "cortex-a75", true},  {0xd0b, "cortex-a76", true},  {0xd0c, "neoverse-n1", true},
+    {0xd0d, "cortex-a77", true},  {0xd41, "cortex-a78", true},  {0xd46, "cortex-a510", false},
+    {0xd47, "cortex-a710", true}, {0xd4b, "cortex-a78c", true},
+};
+
+// MIDR_EL1, 0 where neither way can read it.
+uint64_t read_midr(unsigned long hwcap) {
+  if ((hwcap & HWCAP_CPUID) != 0) {
+    uint64_t midr = 0;
+    __asm__("mrs %0, midr_el1" : "=r"(midr));
+    return midr;
+  }
+  std::ifstream file("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1");
+  uint64_t midr = 0;
+  file >> std::hex >> midr;
+  return file ? midr : 0;
+}
+
+void detect_arm_core(CpuInfo& info, uint64_t midr) {
+  const unsigned implementer = (midr >> 24) & 0xff, part = (midr >> 4) & 0xfff;
+  if (implementer != 0x41) return;
+  for (const ArmPart& known : kArmParts) {
+    if (known.part == part) {
+      info.arm_core = known.name;
+      info.arm_out_of_order = known.out_of_order;
+      return;
+    }
+  }
+}
+#endif
+
 CpuInfo detect_cpu() {
   CpuInfo info;
 #if defined(__x86_64__) || defined(__i386__)
@@ -79,6 +124,7 @@ CpuInfo detect_cpu() {
 #ifdef HWCAP2_I8MM
   info.i8mm = (getauxval(AT_HWCAP2) & HWCAP2_I8MM) != 0;
 #endif
+  detect_arm_core(info, read_midr(hwcap));
 #endif
   return info;
 }

@@ -45,6 +45,14 @@ struct CpuInfo {
   bool neon = false;
   bool dotprod = false;  // SDOT/UDOT (Armv8.2 DotProd): A76 and later, not A53/A72
   bool i8mm = false;
+  // The Arm core this process started on, from MIDR_EL1 (aarch64 Linux): read by MRS where
+  // the kernel emulates it for user space (HWCAP_CPUID; qemu-user gives its emulated core's),
+  // else from sysfs. Null where unknown. Boards with one kind of core (every Raspberry Pi)
+  // give the same answer on any core.
+  const char* arm_core = nullptr;  // "cortex-a72", ...
+  // Whether that core issues out of order (A57, A72, A73, ...): one ISA, two best schedules
+  // where the in-order A53/A55 stall on chains that an out-of-order core hides.
+  bool arm_out_of_order = false;
 };
 
 const CpuInfo& cpu_info();

@@ -61,8 +61,12 @@ def built_isas() -> list[str]:
     return list(_C.built_isas())
 
 
-def cpu_features() -> dict[str, bool]:
-    """CPU features that matter to the kernels (avx2, fma, neon, dotprod, ...)."""
+def cpu_features() -> dict[str, bool | str | None]:
+    """CPU features that matter to the kernels (avx2, fma, neon, dotprod, ...).
+
+    On aarch64 Linux also ``arm_core`` (``"cortex-a72"``; None where the core is not known)
+    and ``arm_out_of_order``: the plain NEON GEMM picks its schedule by them.
+    """
     return dict(_C.cpu_features())
 
 

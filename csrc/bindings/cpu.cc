@@ -29,6 +29,8 @@ void bind_cpu(py::module_& m) {
     d["neon"] = c.neon;
     d["dotprod"] = c.dotprod;
     d["i8mm"] = c.i8mm;
+    d["arm_core"] = c.arm_core != nullptr ? py::str(c.arm_core) : py::object(py::none());
+    d["arm_out_of_order"] = c.arm_out_of_order;
     return d;
   });
   m.def("built_isas", [] {

@@ -46,6 +46,17 @@ def test_dispatch_picks_the_best_path_this_cpu_has():
     assert native_isa.supported_isas() == (["scalar", "neon", "neondot"] if here.dotprod else ["scalar", "neon"])
 
 
+def test_native_core_is_the_one_the_board_names():
+    """The kernels' core (MIDR_EL1, read natively) agrees with /proc/cpuinfo's, where the
+    board has one kind of core that both know."""
+    here = board.detect()
+    features = native_isa.cpu_features()
+    if len(here.cores) != 1 or features["arm_core"] is None:
+        pytest.skip(f"cores {here.cores}, native {features['arm_core']}")
+    assert features["arm_core"] == here.cores[0].lower(), here.summary()
+    assert features["arm_out_of_order"] == (here.cores[0] not in ("Cortex-A53", "Cortex-A55", "Cortex-A35"))
+
+
 @pytest.mark.skipif("PI" not in os.environ, reason="not on an emulated board profile (PI unset)")
 def test_emulated_profile_is_the_board_it_claims():
     profile = os.environ["PI"]
@@ -53,6 +64,9 @@ def test_emulated_profile_is_the_board_it_claims():
     assert here.emulated
     assert (here.key, here.family, here.cores) == (profile, "raspberry-pi", (PROFILE_CORE[profile],)), here.summary()
     assert native_isa.active_isa() == PROFILE_ISA[profile]
+    # the plain NEON GEMM's schedule follows the core: pairs on the in-order A53
+    features = native_isa.cpu_features()
+    assert (features["arm_core"], features["arm_out_of_order"]) == (PROFILE_CORE[profile].lower(), profile != "pi3")
 
 
 def test_dot_product_path_is_refused_where_the_cpu_lacks_it():

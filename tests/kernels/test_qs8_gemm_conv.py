@@ -118,6 +118,31 @@ def test_batch1_fully_connected_matches_tflite_reference(k, n, weights):
     assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
 
 
+# Long K: NEON runs 16 K values of each row against 16 of each column from some K on
+# (neon.cc, kLongK) and K pairs below: K on both sides, odd and off the multiples of 16,
+# row counts ending inside a tile, weights with -128 (one product per int16 lane) and the
+# largest products that two per lane must hold.
+@pytest.mark.parametrize("k", [31, 47, 48, 63, 64, 65, 95, 96, 100, 129, 176])
+@pytest.mark.parametrize("weights", ["symmetric", "with -128", "extremes"])
+def test_fully_connected_long_k_matches_tflite_reference(k, weights):
+    rng = np.random.default_rng(9000 + 10 * k + len(weights))
+    m = int(rng.choice([1, 2, 3, 7]))
+    n = int(rng.choice([5, 8, 19]))
+    in_q = (random_scale(rng), random_zero_point(rng))
+    ws = _weight_scales(rng, n)
+    out_q = (_output_scale(rng, in_q[0], ws, k), random_zero_point(rng))
+    if weights == "extremes":
+        w = rng.choice(np.array([-127, 127], np.int8), (n, k))
+        x = np.where(rng.random((m, k)) < 0.8, -128, 127).astype(np.int8)
+    else:
+        w = random_int8(rng, (n, k)) if weights == "with -128" else rng.integers(-127, 128, (n, k), dtype=np.int8)
+        if weights == "with -128":
+            w[rng.integers(n), :] = -128
+        x = random_int8(rng, (m, k))
+    bias = rng.integers(-(2**14), 2**14, n).astype(np.int32)
+    assert_fc_matches_reference(x, w, bias, in_q, out_q, ws, note=f"{weights} weights")
+
+
 def _before_guard_page(x: np.ndarray) -> np.ndarray:
     """A copy of x whose last byte is the last before an inaccessible page: a kernel that
     reads past the end of its input faults instead of reading its neighbour's bytes."""
@@ -136,8 +161,9 @@ def _before_guard_page(x: np.ndarray) -> np.ndarray:
 
 # K not a multiple of 16: the SDOT tiles read their rows in place to K exactly (the last
 # 4, 8 or 12 values by loads of those bytes), the last row ending the caller's buffer;
-# row counts ending inside and at a tile of 8, columns ending inside a panel of 8.
-@pytest.mark.parametrize("k", [4, 8, 12, 20, 24, 36])
+# row counts ending inside and at a tile of 8, columns ending inside a panel of 8. On
+# plain NEON, K of 64 and 80 are read in place by 16 values, 72 after a copy.
+@pytest.mark.parametrize("k", [4, 8, 12, 20, 24, 36, 64, 72, 80])
 @pytest.mark.parametrize("m, n", [(1, 20), (8, 12), (13, 28), (16, 6), (23, 1)])
 def test_fully_connected_rows_read_to_their_end(k, m, n):
     rng = np.random.default_rng(7000 + 100 * k + m)

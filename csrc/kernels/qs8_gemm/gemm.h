@@ -41,6 +41,7 @@ inline constexpr PackLayout kAvx2WideLayout{16, 2, 2, 6, true};  // pairs of K a
 inline constexpr PackLayout kAvx2GemvLayout{16, 4, 4, 1};        // quads of K for VPMADDUBSW (one row)
 inline constexpr PackLayout kDotLayout{16, 4, 4, 0};             // quads of K for VPDPBUSD (dot_gemm.h)
 inline constexpr PackLayout kNeonLayout{8, 2, 2, 6};             // pairs of K for VMULL + VPADAL
+inline constexpr PackLayout kNeonK16Layout{8, 16, 16, 3};        // runs of 16 K for VMULL of whole rows (long K)
 inline constexpr PackLayout kNeonDotLayout{8, 4, 4, 8};          // quads of K for SDOT, A rows read to K exactly
 // The SDOT batch-1 GEMV's: quads of K, 32 columns a panel, the last one narrowed.
 inline constexpr PackLayout kNeonDotRowLayout{32, 4, 16, 1, false, true};

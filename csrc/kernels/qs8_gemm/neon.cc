@@ -1,4 +1,6 @@
-// NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles.
+// NEON GEMM without the dot-product extension (Cortex-A53/A72): 6x8 tiles of broadcast K
+// pairs (PairKernel); on out-of-order cores, 3x8 tiles of 16 K values a row (K16Kernel)
+// from K = kLongK.
 //
 // Raw int8 activations times int8 weights: VMULL gives exact int16 products (at most
 // 128 * 128), VPADAL adds the pair of K values of each column into int32. The zero
@@ -10,6 +12,7 @@
 
 #include <cstring>
 
+#include "../../dispatch.h"
 #include "gemm.h"
 #include "neon_gemm_inl.h"
 
@@ -17,6 +20,7 @@ namespace edgeinf::qs8 {
 namespace {
 
 using neon::kGemvBlocks;
+using neon::kNr;
 
 // A K pair of a row (two int8 values) broadcast to every int16 lane.
 inline int8x16_t pair_at(const int8_t* p) {
@@ -102,10 +106,92 @@ struct PairKernel {
   }
 };
 
+// 16 K values of each row against 16 of each column (kNeonK16Layout): VMULL and VMLAL2 of
+// whole registers, VPADAL into one accumulator per row and column, whose 4 lanes are added
+// once at the end. No broadcast of A, whose DUP the A72 issues on the NEON pipes beside the
+// multiplies; the end costs 6 VPADDs a row, paid back where K is long (kLongK).
+struct K16Kernel {
+  static constexpr PackLayout kLayout = kNeonK16Layout;
+
+  template <int R>
+  static void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool negatable,
+                   int32x4_t (&acc)[R][2]) {
+    if (negatable) {
+      run<R, true>(kp, a, a_stride, b, acc);
+    } else {
+      run<R, false>(kp, a, a_stride, b, acc);
+    }
+  }
+
+  // A single row runs as tiles of one row.
+  static size_t gemv_row(const GemmWeights&, const FloatRequantization*, size_t, const int8_t*, const int8_t*,
+                         int8_t*) {
+    return 0;
+  }
+
+ private:
+  // kPaired: two products per int16 lane (VMULL then VMLAL2), as PairKernel's. In source
+  // order: GCC's scheduling before register allocation would start all 16 products of a
+  // step before adding any, which spills the accumulators.
+  template <int R, bool kPaired>
+  __attribute__((optimize("no-schedule-insns"))) static void run(size_t kp, const int8_t* a, size_t a_stride,
+                                                                 const int8_t* b, int32x4_t (&acc)[R][2]) {
+    int32x4_t s[R][kNr];
+    step<R, kPaired, true>(a, a_stride, b, s);
+    size_t k = 16;
+    do {  // kp >= 32 (kLongK): no path around the loop, which would keep s in memory
+      step<R, kPaired, false>(a + k, a_stride, b + k * kNr, s);
+      k += 16;
+    } while (k < kp);
+    for (int r = 0; r < R; ++r) {
+      const int32x4_t s01 = vpaddq_s32(s[r][0], s[r][1]), s23 = vpaddq_s32(s[r][2], s[r][3]);
+      const int32x4_t s45 = vpaddq_s32(s[r][4], s[r][5]), s67 = vpaddq_s32(s[r][6], s[r][7]);
+      acc[r][0] = vaddq_s32(acc[r][0], vpaddq_s32(s01, s23));
+      acc[r][1] = vaddq_s32(acc[r][1], vpaddq_s32(s45, s67));
+    }
+  }
+
+  // 16 K values of R rows by the 8 columns of b; kFirst: the first, which starts s.
+  template <int R, bool kPaired, bool kFirst>
+  __attribute__((always_inline, optimize("no-schedule-insns"))) static inline void step(const int8_t* a,
+                                                                                        size_t a_stride,
+                                                                                        const int8_t* b,
+                                                                                        int32x4_t (&s)[R][kNr]) {
+    int8x16_t av[R];
+    for (int r = 0; r < R; ++r) av[r] = vld1q_s8(a + r * a_stride);
+#pragma GCC unroll 8
+    for (size_t c = 0; c < kNr; ++c) {
+      const int8x16_t bv = vld1q_s8(b + 16 * c);
+      int16x8_t lo[R], hi[R];
+      for (int r = 0; r < R; ++r) lo[r] = vmull_s8(vget_low_s8(av[r]), vget_low_s8(bv));
+      if constexpr (kPaired) {
+        for (int r = 0; r < R; ++r) lo[r] = vmlal_high_s8(lo[r], av[r], bv);
+      } else {
+        for (int r = 0; r < R; ++r) hi[r] = vmull_high_s8(av[r], bv);
+      }
+      for (int r = 0; r < R; ++r) {
+        s[r][c] = kFirst ? vpaddlq_s16(lo[r]) : vpadalq_s16(s[r][c], lo[r]);
+        if constexpr (!kPaired) s[r][c] = vpadalq_s16(s[r][c], hi[r]);
+      }
+    }
+  }
+};
+
+// The K from which K16Kernel runs in place of PairKernel, on out-of-order cores only: the
+// A72 issues PairKernel's broadcasts on the NEON pipes beside its multiplies, while the
+// in-order A53 stalls on K16Kernel's chains of multiply-accumulates (by llvm-mca's
+// models: A72 FC 0.75x -> 1.03x XNNPACK, A53 1.66x -> 0.81x).
+constexpr size_t kLongK = 32;
+static_assert(kLongK > 16, "K16Kernel::run takes two steps of K at least");
+
 }  // namespace
 
 void qs8_gemm__neon(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
-  neon::gemm<PairKernel>(w, a, out, out_stride);
+  if (a.k() >= kLongK && cpu_info().arm_out_of_order) {
+    neon::gemm<K16Kernel>(w, a, out, out_stride);
+  } else {
+    neon::gemm<PairKernel>(w, a, out, out_stride);
+  }
 }
 
 }  // namespace edgeinf::qs8
