@@ -31,8 +31,8 @@ mkdir -p "$WORK/tree"
 # Every compile and link gets the sanitizer flags last, so that -O1 wins over setup.py's -O3.
 # UNOPTIMIZED: sources whose instrumented -O1 build takes GCC 12 more than half an hour (fully
 # unrolled AVX2 templates), and the pybind11 bindings, whose instrumented templates took two
-# thirds of the -O1 build's compile time. At -O0 the first build in seconds and the bindings
-# in about half the time, both sanitizers on, so every access of the extension is still checked.
+# thirds of the -O1 build's compile time. At -O0 the AVX2 templates build in seconds and the
+# bindings in about half the time, both sanitizers on, so every access is still checked.
 SAN_FLAGS="-O1 -g0 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 UNOPTIMIZED_FLAGS="-O0 -g0 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all"
 UNOPTIMIZED='csrc/kernels/qs8_dwconv2d/avx2.cc|csrc/kernels/qs8_dwconv2d/avx512vnni.cc|csrc/bindings/*.cc'

@@ -179,8 +179,8 @@ struct K16Kernel {
 
 // The K from which K16Kernel runs in place of PairKernel, on out-of-order cores only: the
 // A72 issues PairKernel's broadcasts on the NEON pipes beside its multiplies, while the
-// in-order A53 stalls on K16Kernel's chains of multiply-accumulates (by llvm-mca's
-// models: A72 FC 0.75x -> 1.03x XNNPACK, A53 1.66x -> 0.81x).
+// in-order A53 stalls on K16Kernel's chains of multiply-accumulates (docs/arm64.md,
+// "The A72 under llvm-mca").
 constexpr size_t kLongK = 32;
 static_assert(kLongK > 16, "K16Kernel::run takes two steps of K at least");
 
