@@ -53,6 +53,45 @@ def test_a_depthwise_sdot_pads_the_filter_rows_to_four_and_interleaves_each_inpu
     assert f["multiply_cycles"] == pytest.approx(12 / 2)
 
 
+def test_an_llvm_mca_floor_block_has_no_instruction_waiting_for_another():
+    parts = [(64.0, "sdot v0.4s, v1.16b, v2.4b[0]"), (8.0, "scvtf v0.4s, v0.4s"), (2.0, "smax v0.16b, v0.16b, v1.16b")]
+    block, scale = bounds._floor_block(parts, units=4)
+    assert scale == 2  # half an SMAX a unit: two units a block
+    assert [line.split()[0] for line in block].count("sdot") == 32 and len(block) == 32 + 4 + 1
+    written = [line.split()[1].rstrip(",").split(".")[0] for line in block]
+    read = {reg.split(".")[0] for line in block for reg in line.split(None, 1)[1].split(", ")[1:]}
+    assert not read & set(written)  # operands are never results: only accumulators chain
+    assert all(written[n] != written[n + 1] for n in range(len(written) - 1))
+    assert block[0].startswith("sdot") and block[-1].startswith("sdot")  # the kinds spread through the block
+
+
+def llvm_mca_or_skip() -> str:
+    import estimate  # noqa: PLC0415
+
+    tool = estimate.find_llvm_tool("llvm-mca")
+    if not tool:
+        pytest.skip("llvm-mca not installed (apt-get install llvm)")
+    return tool
+
+
+def test_llvm_mca_floors_keep_the_a72s_one_multiply_pipe_and_the_a76s_two_dot_product_pipes():
+    tool = llvm_mca_or_skip()
+    # 8 products a cycle on the A72's one multiply pipe, as by the issue limits
+    assert bounds.mca_route_floor(GEMM, "cortex-a72", dot=False, llvm_mca=tool) == pytest.approx(
+        GEMM.macs / 8, rel=0.01
+    )
+    # 32 a cycle by SDOT on the A76, and the requantization on the same two vector pipes on top
+    a76 = bounds.mca_route_floor(GEMM, "cortex-a76", dot=True, llvm_mca=tool)
+    assert GEMM.macs / 32 < a76 < GEMM.macs / 32 * 1.2
+    rows = [
+        row("XNNPACK", "cortex-a72", "gemm256", GEMM.macs / 8, mca=GEMM.macs / 4),
+        row("edgeinf", "cortex-a72", "gemm256", GEMM.macs / 8, isa="neon", mca=GEMM.macs / 4),
+    ]
+    (found,) = bounds.kernel_bounds(rows, tool)
+    assert found["ceiling_route"] == 1.0 and found["ceiling_route_llvm_mca"] == pytest.approx(2.0, abs=0.02)
+    assert "ceiling_route_llvm_mca" not in bounds.kernel_bounds(rows)[0]  # no llvm-mca given: no figure
+
+
 def row(contender, cpu, case, cycles, isa=None, mca=None, **extra):
     return {"contender": contender, "cpu": cpu, "case": case, "title": case, "isa": isa,
             "throughput_cycles": cycles, "mca_cycles": mca, **extra}  # fmt: skip

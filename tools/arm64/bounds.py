@@ -16,10 +16,17 @@ and costed by estimate.throughput_cycles (the same issue limits per core as the 
 The ceiling of a case is XNNPACK's estimated cycles over the floor: the speedup edgeinf would
 reach if it issued nothing but the floor's instructions. A ceiling under the goal shows that
 the goal is out of reach under the model by any kernel of that route family.
+
+The estimate's second method gets its own ceiling: the route's instructions, one block per 16
+outputs with no instruction waiting for another, through llvm-mca's model of the core
+(mca_route_floor), against XNNPACK's llvm-mca cycles. The two methods cost the same
+instructions differently (llvm-mca's A53 model issues a 128-bit operation in one pass, its A76
+model prices the requantization's conversions higher), so each is held to its own floor.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import estimate
@@ -172,6 +179,55 @@ def floors(work: Work, cpu: str, dot: bool) -> dict:
             "route": best_route[2]}  # fmt: skip
 
 
+# ------------------------------------------------------------------ the floors under llvm-mca
+
+# Registers of a floor block: the operands every instruction reads (by-element forms take
+# their indexed operand from v0-v15), and the destinations, taken in turn so that no
+# instruction waits for another: what the scheduling model gives for the mix alone.
+_SOURCES = ("v13", "v14", "v15")
+_DESTINATIONS = [f"v{n}" for n in range(32) if f"v{n}" not in _SOURCES]
+_REGISTER = re.compile(r"\bv\d+")
+
+
+def _floor_block(parts: list[tuple[float, str]], units: float) -> tuple[list[str], int]:
+    """One unit of a floor's instructions (parts counted over ``units``) as a loop body: each
+    kind's copies spread evenly through the block, every destination its own register."""
+    per_unit = [(count / units, text) for count, text in parts if count]
+    scale = next((m for m in (1, 2, 4, 8) if all(abs(n * m - round(n * m)) < 1e-6 for n, _ in per_unit)), 8)
+    placed = []
+    for count, text in per_unit:
+        copies = max(1, round(count * scale))
+        placed += [((j + 0.5) / copies, text) for j in range(copies)]
+    block = []
+    for n, (_, text) in enumerate(sorted(placed, key=lambda p: p[0])):
+        registers = iter([_DESTINATIONS[n % len(_DESTINATIONS)], *_SOURCES])  # the first is written
+        block.append(_REGISTER.sub(lambda _m, used=registers: next(used), text))
+    return block, scale
+
+
+def mca_floor_cycles(parts: list[tuple[float, str]], units: float, cpu: str, llvm_mca: str) -> float | None:
+    """llvm-mca's cycles for a floor's instructions (``parts``, counted over ``units`` units
+    of work): one unit's worth as a block with no dependence between its instructions, run
+    back to back through the core's scheduling model. None where llvm-mca gives no figure."""
+    block, scale = _floor_block(parts, units)
+    (per_iteration,) = estimate.mca_cycles_per_iteration([block], cpu, llvm_mca)
+    return per_iteration * units / scale if per_iteration is not None else None
+
+
+def mca_route_floor(work: Work, cpu: str, dot: bool, llvm_mca: str) -> float | None:
+    """The least llvm-mca's model of ``cpu`` gives any exact route of ``work`` (floors'
+    routes, with edgeinf's requantization), in cycles; per 16 outputs a block."""
+    units = work.outputs / 16
+    requantize = [(units * n, text) for n, text in REQUANTIZE_16]
+    found = [
+        mca_floor_cycles(route(work) + requantize, units, cpu, llvm_mca)
+        for route, needs_dot in ROUTES_OF[work.kind].values()
+        if dot or not needs_dot
+    ]
+    known = [f for f in found if f]
+    return min(known) if known else None
+
+
 def _not_dispatched(row: dict) -> bool:
     """A path the board does not run: a Pi 5 runs the dot-product one."""
     return row["cpu"] == "cortex-a76" and row["isa"] != "neondot"
@@ -183,8 +239,10 @@ def _xnnpack_row(rows: list[dict], mine: dict) -> dict | None:
     return next((r for r in rows if r["contender"] == "XNNPACK" and (r["cpu"], r["case"]) == key), None)
 
 
-def kernel_bounds(rows: list[dict]) -> list[dict]:
-    """Per kernel case, CPU and edgeinf path: the speedup now and its ceilings (issue limits)."""
+def kernel_bounds(rows: list[dict], llvm_mca: str | None = None) -> list[dict]:
+    """Per kernel case, CPU and edgeinf path: the speedup now and its ceilings by the issue
+    limits and, given llvm-mca's path, by llvm-mca (XNNPACK's llvm-mca cycles over
+    mca_route_floor)."""
     out = []
     for mine in rows:
         work = KERNEL_WORK.get(mine["case"])
@@ -206,6 +264,10 @@ def kernel_bounds(rows: list[dict]) -> list[dict]:
             "ceiling_route": round(xnn / f["route_cycles"], 2),
             "route": f"{f['route']} ({f['route_bound']}-bound)",
         })  # fmt: skip
+        if llvm_mca:
+            floor = mca_route_floor(work, mine["cpu"], mine["isa"] == "neondot", llvm_mca)
+            known = floor and theirs["mca_cycles"]
+            out[-1]["ceiling_route_llvm_mca"] = round(theirs["mca_cycles"] / floor, 2) if known else None
     return out
 
 
@@ -430,8 +492,10 @@ def model_floors(rows: list[dict], layers: dict[str, list[dict]]) -> list[dict]:
 
 
 KERNEL_TITLE = (
-    "Ceilings of the kernel cases (issue limits): XNNPACK's cycles over the least an exact kernel must issue "
-    "(tools/arm64/bounds.py); a ceiling under the goal is out of reach for that route family"
+    "Ceilings of the kernel cases: XNNPACK's cycles over the least an exact kernel must issue "
+    "(tools/arm64/bounds.py), by the issue limits and by llvm-mca (the floor's instructions, with no dependence "
+    "between them, through the core's scheduling model); a ceiling under the goal is out of reach for that route "
+    "family under that method"
 )
 MODEL_TITLE = (
     "Where the whole models' cycles go: edgeinf's issue-limit cycles by kind of work, as a share of XNNPACK's "
@@ -455,7 +519,7 @@ def tables(rows: list[dict], layers: dict[str, list[dict]] | None = None) -> lis
     """The bound tables of an estimate, as benchmarks/README.md renders them; layers: the
     models' model_layers by case name, for the layer-by-layer floors."""
     out = [
-        {"title": KERNEL_TITLE, "rows": kernel_bounds(rows)},
+        {"title": KERNEL_TITLE, "rows": kernel_bounds(rows, estimate.find_llvm_tool("llvm-mca"))},
         {"title": MODEL_TITLE, "rows": model_gaps(rows)},
     ]
     if layers:
