@@ -113,13 +113,16 @@ struct PairKernel {
 struct K16Kernel {
   static constexpr PackLayout kLayout = kNeonK16Layout;
 
-  template <int R>
-  static void tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, bool negatable,
-                   int32x4_t (&acc)[R][2]) {
+  // neon::gemm's panel: every tile of `rows` rows against one panel, requantized and stored
+  // here. One call a panel, and one function from the start values to the stores, so the
+  // accumulators stay in registers (the scheduling attribute keeps GCC from inlining a
+  // function into a caller without it).
+  static void run_panel(size_t kp, const int8_t* a, size_t a_stride, size_t rows, const int8_t* b, bool negatable,
+                        const int32_t* start, const neon::Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
     if (negatable) {
-      run<R, true>(kp, a, a_stride, b, acc);
+      panel<true>(kp, a, a_stride, rows, b, start, e, ncols, out, out_stride);
     } else {
-      run<R, false>(kp, a, a_stride, b, acc);
+      panel<false>(kp, a, a_stride, rows, b, start, e, ncols, out, out_stride);
     }
   }
 
@@ -130,12 +133,32 @@ struct K16Kernel {
   }
 
  private:
-  // kPaired: two products per int16 lane (VMULL then VMLAL2), as PairKernel's. In source
-  // order: GCC's scheduling before register allocation would start all 16 products of a
-  // step before adding any, which spills the accumulators.
+  static constexpr int kMr = kLayout.mr;
+
+  template <bool kPaired>
+  __attribute__((optimize("no-schedule-insns"))) static void panel(size_t kp, const int8_t* a, size_t a_stride,
+                                                                   size_t rows, const int8_t* b, const int32_t* start,
+                                                                   const neon::Epilogue& e, size_t ncols, int8_t* out,
+                                                                   size_t out_stride) {
+    size_t r0 = 0;
+    for (; r0 + kMr <= rows; r0 += kMr) {
+      tile<kMr, kPaired>(kp, a + r0 * a_stride, a_stride, b, start, e, ncols, out + r0 * out_stride, out_stride);
+    }
+    static_assert(kMr == 3, "the rows left over are 1 or 2");
+    if (rows - r0 == 2)
+      tile<2, kPaired>(kp, a + r0 * a_stride, a_stride, b, start, e, ncols, out + r0 * out_stride, out_stride);
+    if (rows - r0 == 1)
+      tile<1, kPaired>(kp, a + r0 * a_stride, a_stride, b, start, e, ncols, out + r0 * out_stride, out_stride);
+  }
+
+  // R rows against the panel, from the start values to the stores. kPaired: two products
+  // per int16 lane (VMULL then VMLAL2), as PairKernel's. In source order: GCC's scheduling
+  // before register allocation would start all 16 products of a step before adding any,
+  // which spills the accumulators.
   template <int R, bool kPaired>
-  __attribute__((optimize("no-schedule-insns"))) static void run(size_t kp, const int8_t* a, size_t a_stride,
-                                                                 const int8_t* b, int32x4_t (&acc)[R][2]) {
+  __attribute__((always_inline, optimize("no-schedule-insns"))) static inline void tile(
+      size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const int32_t* start, const neon::Epilogue& e,
+      size_t ncols, int8_t* out, size_t out_stride) {
     int32x4_t s[R][kNr];
     step<R, kPaired, true>(a, a_stride, b, s);
     size_t k = 16;
@@ -143,12 +166,15 @@ struct K16Kernel {
       step<R, kPaired, false>(a + k, a_stride, b + k * kNr, s);
       k += 16;
     } while (k < kp);
+    const int32x4_t start0 = vld1q_s32(start), start1 = vld1q_s32(start + 4);
+    int32x4_t acc[R][2];
     for (int r = 0; r < R; ++r) {
       const int32x4_t s01 = vpaddq_s32(s[r][0], s[r][1]), s23 = vpaddq_s32(s[r][2], s[r][3]);
       const int32x4_t s45 = vpaddq_s32(s[r][4], s[r][5]), s67 = vpaddq_s32(s[r][6], s[r][7]);
-      acc[r][0] = vaddq_s32(acc[r][0], vpaddq_s32(s01, s23));
-      acc[r][1] = vaddq_s32(acc[r][1], vpaddq_s32(s45, s67));
+      acc[r][0] = vaddq_s32(start0, vpaddq_s32(s01, s23));
+      acc[r][1] = vaddq_s32(start1, vpaddq_s32(s45, s67));
     }
+    neon::store_rows<R>(acc, e, ncols, out, out_stride);
   }
 
   // 16 K values of R rows by the 8 columns of b; kFirst: the first, which starts s.

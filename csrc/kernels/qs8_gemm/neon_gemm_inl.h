@@ -184,8 +184,10 @@ inline void store_rows_as(const int32x4_t (&acc)[R][2], const Epilogue& e, size_
   }
 }
 
+// Inlined into every caller: passed by reference, the accumulators would go through memory.
 template <int R>
-inline void store_rows(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+__attribute__((always_inline)) inline void store_rows(const int32x4_t (&acc)[R][2], const Epilogue& e, size_t ncols,
+                                                      int8_t* out, size_t out_stride) {
   switch (e.mode()) {
     case Epilogue::kFloat:
       return store_rows_as<Epilogue::kFloat>(acc, e, ncols, out, out_stride);
@@ -222,6 +224,15 @@ template <class K, int R>
 struct TileOf<K, R, std::void_t<decltype(&K::template run_tile<R>)>> {
   static constexpr TileFn fn = &K::template run_tile<R>;
 };
+
+// Whether K runs whole panels (every row tile of one panel in one call):
+//   static void run_panel(size_t kp, const int8_t* a, size_t a_stride, size_t rows,
+//       const int8_t* b, bool negatable, const int32_t* start, const Epilogue& e,
+//       size_t ncols, int8_t* out, size_t out_stride);
+template <class K, class = void>
+constexpr bool kRunsPanels = false;
+template <class K>
+constexpr bool kRunsPanels<K, std::void_t<decltype(&K::run_panel)>> = true;
 
 // tiles[h]: the tile of h rows, h = 1 .. sizeof...(R).
 template <class K, size_t... R>
@@ -276,7 +287,6 @@ template <class K>
 void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_stride) {
   static_assert(K::kLayout.nr == kNr, "the epilogue and the GEMV take 8-column panels");
   constexpr size_t kMr = K::kLayout.mr;
-  static constexpr std::array<TileFn, kMr + 1> kTiles = tile_table<K>(std::make_index_sequence<kMr>());
   const size_t n = w.n(), kp = round_up(a.k(), K::kLayout.kpad);
   const int8_t* packed = w.packed(K::kLayout);
   const FloatRequantization* fl = neon_rq::usable(w.float_requantization());
@@ -301,10 +311,16 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
       const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);
       const Epilogue e(w, fl, col0);
       const int32_t* start = w.bias_minus_zero_point_terms() + col0;
-      for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-        const size_t height = std::min(kMr, rows - r0);
-        kTiles[height](kp, ablock + r0 * a_stride, a_stride, panel, negatable, start, e, ncols,
-                       out + (m0 + r0) * out_stride + col0, out_stride);
+      if constexpr (kRunsPanels<K>) {
+        K::run_panel(kp, ablock, a_stride, rows, panel, negatable, start, e, ncols, out + m0 * out_stride + col0,
+                     out_stride);
+      } else {
+        static constexpr std::array<TileFn, kMr + 1> kTiles = tile_table<K>(std::make_index_sequence<kMr>());
+        for (size_t r0 = 0; r0 < rows; r0 += kMr) {
+          const size_t height = std::min(kMr, rows - r0);
+          kTiles[height](kp, ablock + r0 * a_stride, a_stride, panel, negatable, start, e, ncols,
+                         out + (m0 + r0) * out_stride + col0, out_stride);
+        }
       }
     }
   }

@@ -70,21 +70,32 @@ inline void row_panel(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&a
 }
 
 // One row against the narrower last panel of kNeonDotRowLayout: G groups of 8 columns
-// (G < 4), acc[2g], acc[2g + 1] the columns of group g.
+// (G < 4), acc[2g], acc[2g + 1] the columns of group g. The four lanes of av go into
+// separate sums (two where G = 3, for the registers), added at the end: one chain of
+// SDOTs into each accumulator would wait for each SDOT's result.
 template <int G>
 void row_tail(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) {
+  constexpr int kSums = G == 3 ? 2 : 4;
+  int32x4_t sum[kSums][2 * G];
+  for (int l = 0; l < kSums; ++l) {
+    for (int j = 0; j < 2 * G; ++j) sum[l][j] = l == 0 ? acc[j] : vdupq_n_s32(0);
+  }
   for (size_t k0 = 0; k0 < kp; k0 += 16) {
     const int8x16_t av = vld1q_s8(a + k0);
-#define EDGEINF_TAIL_QUAD(lane)                                                   \
-  for (int g = 0; g < G; ++g, b += 32) {                                          \
-    acc[2 * g] = vdotq_laneq_s32(acc[2 * g], vld1q_s8(b), av, lane);              \
-    acc[2 * g + 1] = vdotq_laneq_s32(acc[2 * g + 1], vld1q_s8(b + 16), av, lane); \
+#define EDGEINF_TAIL_QUAD(lane)                                                                               \
+  for (int g = 0; g < G; ++g, b += 32) {                                                                      \
+    sum[lane % kSums][2 * g] = vdotq_laneq_s32(sum[lane % kSums][2 * g], vld1q_s8(b), av, lane);              \
+    sum[lane % kSums][2 * g + 1] = vdotq_laneq_s32(sum[lane % kSums][2 * g + 1], vld1q_s8(b + 16), av, lane); \
   }
     EDGEINF_TAIL_QUAD(0)
     EDGEINF_TAIL_QUAD(1)
     EDGEINF_TAIL_QUAD(2)
     EDGEINF_TAIL_QUAD(3)
 #undef EDGEINF_TAIL_QUAD
+  }
+  for (int j = 0; j < 2 * G; ++j) {
+    acc[j] = sum[0][j];
+    for (int l = 1; l < kSums; ++l) acc[j] = vaddq_s32(acc[j], sum[l][j]);
   }
 }
 
