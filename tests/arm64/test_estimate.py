@@ -27,6 +27,7 @@ estimate = pytest.importorskip("estimate")
         ("smull v0.8h, v1.8b, v2.8b", "mul", 8),
         ("smlal v0.4s, v1.4h, v2.h[1]", "mul", 4),
         ("sadalp v0.4s, v1.8h", "acc", 0),
+        ("saddlp v0.4s, v1.8h", "acc", 0),
         ("ld1 { v0.16b }, [x0], #16", "mem", 0),
         ("prfm pldl1keep, [x1, #256]", "mem", 0),
         ("mul x0, x1, x2", "scalar", 0),
@@ -53,8 +54,19 @@ def test_counts_parse_into_phases_and_hot_blocks():
     phases = estimate.parse_counts(COUNTS)
     assert sorted(phases) == [3, 4]
     assert estimate.class_counts(phases[3]) == {"dot": 5, "mul": 0, "acc": 0, "mem": 0, "neon": 0, "scalar": 11}
-    blocks = estimate.hot_blocks(phases[3])
+    blocks = estimate.hot_blocks(phases[3], share=0.9)  # the loop holds 15 of the 16
     assert [(b.start, len(b.insns), b.count) for b in blocks] == [(0x1000, 3, 5)]
+    blocks = estimate.hot_blocks(phases[3])  # 98% by default: the ret too
+    assert [(b.start, len(b.insns), b.count) for b in blocks] == [(0x1000, 3, 5), (0x100C, 1, 1)]
+
+
+def test_the_empty_call_is_taken_off_a_phase_address_by_address():
+    phases = estimate.parse_counts(COUNTS)
+    harness = [estimate.Insn(0x1000, 2, 0, "add x0, x0, #1"), estimate.Insn(0x100C, 3, 0, "ret")]
+    left = estimate.without(phases[3], harness)
+    # 5 - 2 at 0x1000; the ret ran once, less than the harness's 3: gone, never negative
+    assert [(i.vaddr, i.count) for i in left] == [(0x1000, 3), (0x1004, 5), (0x1008, 5)]
+    assert estimate.without(phases[4], []) == phases[4]
 
 
 def test_the_throughput_model_is_bound_by_the_dot_product_pipes_on_the_a76():
@@ -120,6 +132,8 @@ def test_an_emulated_gemm_counts_3x_fewer_mac_instructions_with_sdot():
     # SMULL + SMLAL + SADALP per 32 MACs (6 per 8 columns and 4 K) against one SDOT per 16
     assert 2.8 <= result["sanity"]["gemm64"]["edgeinf_mac_instructions"] <= 3.2
     assert 1.8 <= result["sanity"]["gemm64"]["edgeinf_multiplies"] <= 2.2
+    # the marks and an empty call: a few thousand instructions, taken off every phase
+    assert 100 < result["harness_instructions"]["cortex-a76"] < 20_000
     for row in result["contenders"]:
         assert row["throughput_cycles"] > 0
         assert row["by_library"] and next(iter(row["by_library"])).startswith("_C.")  # the kernel, not Python

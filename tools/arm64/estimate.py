@@ -65,7 +65,7 @@ HARNESS = "harness"  # estimate_guest's contender of an empty call
 
 _DOT = {"sdot", "udot", "usdot", "sudot"}
 _MUL = re.compile(r"^(s|u)(mull|mlal|mlsl)2?$|^(mul|mla|mls|pmul|sqdmulh|sqrdmulh|sqdmull2?|sqdmlal2?|smmla|ummla)$")
-_ACC = {"sadalp", "uadalp"}
+_ACC = {"sadalp", "uadalp", "saddlp", "uaddlp"}  # pairwise adds into int32 (SADDLP starts a sum)
 _SIMD_OPERAND = re.compile(r"\b(v\d+\.|[qdshb]\d+\b)")
 _Q_FORM = re.compile(r"\.(16b|8h|4s|2d)\b|\bq\d+\b")
 

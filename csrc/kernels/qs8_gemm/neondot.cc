@@ -99,56 +99,71 @@ void row_tail(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) 
   }
 }
 
-// The batch-1 GEMV: every column, 32 at a time (the last panel's width rounded up to 8).
-// The panels follow each other in memory,
-// so the weights are one sequential stream (for the hardware prefetcher; software
-// prefetches would take a fifth of the loop's issue slots). The float form requantizes
-// 16 columns at a time with its parameters in registers (Requantize16Of); without it,
-// the epilogue's 8.
+// A panel's accumulators (acc[j]: columns c0 + 4j .. c0 + 4j + 3) requantized and stored,
+// the columns from n on left out. The float form requantizes 16 columns at a time with its
+// parameters in registers (Requantize16Of); without it, the epilogue's 8.
+template <neon_rq::Form F>
+__attribute__((always_inline)) inline void store_panel(const GemmWeights& w, const neon_rq::Output& q,
+                                                       const int32x4_t (&acc)[8], size_t c0, int8_t* out_row) {
+  const size_t n = w.n();
+  for (size_t h = 0; h < kRowCols && c0 + h < n; h += 16) {
+    const int32x4_t part[4] = {acc[h / 4], acc[h / 4 + 1], acc[h / 4 + 2], acc[h / 4 + 3]};
+    if constexpr (F == neon_rq::Form::kFixedPoint) {  // no float form: the epilogue, 8 columns at a time
+      for (size_t e = 0; e < 16 && c0 + h + e < n; e += 8) {
+        const int32x4_t row[1][2] = {{part[e / 4], part[e / 4 + 1]}};
+        neon::store_rows<1>(row, neon::Epilogue(w, nullptr, c0 + h + e), std::min<size_t>(8, n - c0 - h - e),
+                            out_row + c0 + h + e, 0);
+      }
+    } else {
+      neon::store_prefix(out_row + c0 + h, neon_rq::Requantize16Of<F>(q, c0 + h)(part),
+                         std::min<size_t>(16, n - c0 - h));
+    }
+  }
+}
+
+// The batch-1 GEMV: every column, 32 at a time, then the last panel's columns rounded up
+// to 8 (apart, so that the full panels' accumulators stay in registers). The panels follow
+// each other in memory, so the weights are one sequential stream (for the hardware
+// prefetcher; software prefetches would take a fifth of the loop's issue slots).
 template <neon_rq::Form F>
 void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, const int8_t* a, int8_t* out_row) {
   const size_t n = w.n(), padded = round_up(n, 16);
   const int8_t* panel = w.packed(kNeonDotRowLayout);
   const int32_t* start = w.bias_minus_zero_point_terms();
   const neon_rq::Output q(w.requantization(), fl);
-  for (size_t c0 = 0; c0 < n; c0 += kRowCols) {
-    const size_t width = kNeonDotRowLayout.panel_width(c0 / kRowCols, n);
+  size_t c0 = 0;
+  // a full panel's start values lie within the bias, padded to 16 columns
+  for (; c0 < n && kNeonDotRowLayout.panel_width(c0 / kRowCols, n) == kRowCols; c0 += kRowCols) {
     int32x4_t acc[8];
-    if (c0 + kRowCols <= padded) {
-      for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(start + c0 + 4 * j);
-    } else {  // the last panel: columns past the padded bias start at zero and are not stored
-      int32_t s[kRowCols] = {};
-      std::memcpy(s, start + c0, (padded - c0) * sizeof(int32_t));
-      for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(s + 4 * j);
-    }
-    switch (width / 8) {
-      case 1:
-        row_tail<1>(kp, a, panel, acc);
-        break;
-      case 2:
-        row_tail<2>(kp, a, panel, acc);
-        break;
-      case 3:
-        row_tail<3>(kp, a, panel, acc);
-        break;
-      default:
-        row_panel(kp, a, panel, acc);
-    }
-    panel += kp * width;
-    for (size_t h = 0; h < kRowCols && c0 + h < n; h += 16) {
-      const int32x4_t part[4] = {acc[h / 4], acc[h / 4 + 1], acc[h / 4 + 2], acc[h / 4 + 3]};
-      if constexpr (F == neon_rq::Form::kFixedPoint) {  // no float form: the epilogue, 8 columns at a time
-        for (size_t e = 0; e < 16 && c0 + h + e < n; e += 8) {
-          const int32x4_t row[1][2] = {{part[e / 4], part[e / 4 + 1]}};
-          neon::store_rows<1>(row, neon::Epilogue(w, nullptr, c0 + h + e), std::min<size_t>(8, n - c0 - h - e),
-                              out_row + c0 + h + e, 0);
-        }
-      } else {
-        neon::store_prefix(out_row + c0 + h, neon_rq::Requantize16Of<F>(q, c0 + h)(part),
-                           std::min<size_t>(16, n - c0 - h));
-      }
+    for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(start + c0 + 4 * j);
+    row_panel(kp, a, panel, acc);
+    panel += kp * kRowCols;
+    if (F != neon_rq::Form::kFixedPoint && c0 + kRowCols <= n) {  // every column stored: no checks
+      const int8x16_t lo = neon_rq::Requantize16Of<F>(q, c0)({acc[0], acc[1], acc[2], acc[3]});
+      const int8x16_t hi = neon_rq::Requantize16Of<F>(q, c0 + 16)({acc[4], acc[5], acc[6], acc[7]});
+      vst1q_s8(out_row + c0, lo);
+      vst1q_s8(out_row + c0 + 16, hi);
+    } else {
+      store_panel<F>(w, q, acc, c0, out_row);
     }
   }
+  if (c0 == n) return;
+  // the last panel: columns past the padded bias start at zero and are not stored
+  int32_t s[kRowCols] = {};
+  std::memcpy(s, start + c0, (padded - c0) * sizeof(int32_t));
+  int32x4_t acc[8];
+  for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(s + 4 * j);
+  switch (kNeonDotRowLayout.panel_width(c0 / kRowCols, n) / 8) {
+    case 1:
+      row_tail<1>(kp, a, panel, acc);
+      break;
+    case 2:
+      row_tail<2>(kp, a, panel, acc);
+      break;
+    default:
+      row_tail<3>(kp, a, panel, acc);
+  }
+  store_panel<F>(w, q, acc, c0, out_row);
 }
 
 // 4 values of K into the low lane of a register by one scalar-FP load (LDR S): the last
