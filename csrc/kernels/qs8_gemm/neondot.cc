@@ -306,8 +306,9 @@ inline void store(const int32x4_t (&acc)[R][1], const Epilogue& e, size_t ncols,
 
 // One tile of R rows by C groups of 4 columns.
 template <int R, int C>
-void dot_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b, const int32_t* start, const Epilogue& e,
-              size_t ncols, int8_t* out, size_t out_stride) {
+__attribute__((always_inline)) inline void dot_tile(size_t kp, const int8_t* a, size_t a_stride, const int8_t* b,
+                                                    const int32_t* start, const Epilogue& e, size_t ncols, int8_t* out,
+                                                    size_t out_stride) {
   int32x4_t acc[R][C];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -343,6 +344,24 @@ struct DotKernel {
       dot_tile<R, 1>(kp, a, a_stride, b, start, e, ncols, out, out_stride);
     } else {
       dot_tile<R, 2>(kp, a, a_stride, b, start, e, ncols, out, out_stride);
+    }
+  }
+
+  // neon::gemm's panel: its full tiles of kMr rows in one loop (no call a tile), then the
+  // rows left over.
+  static void run_panel(size_t kp, const int8_t* a, size_t a_stride, size_t rows, const int8_t* b, bool negatable,
+                        const int32_t* start, const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+    constexpr size_t kMr = kLayout.mr;
+    size_t r0 = 0;
+    if (ncols > 4) {
+      for (; r0 + kMr <= rows; r0 += kMr) {
+        dot_tile<kMr, 2>(kp, a + r0 * a_stride, a_stride, b, start, e, ncols, out + r0 * out_stride, out_stride);
+      }
+    }
+    for (; r0 < rows; r0 += kMr) {
+      static constexpr auto kTiles = neon::tile_table<DotKernel>(std::make_index_sequence<kMr>());
+      kTiles[std::min(kMr, rows - r0)](kp, a + r0 * a_stride, a_stride, b, negatable, start, e, ncols,
+                                       out + r0 * out_stride, out_stride);
     }
   }
 
