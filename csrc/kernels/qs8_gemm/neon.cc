@@ -112,6 +112,8 @@ struct PairKernel {
 // multiplies; the end costs 6 VPADDs a row, paid back where K is long (kLongK).
 struct K16Kernel {
   static constexpr PackLayout kLayout = kNeonK16Layout;
+  // two multiplies a K value of a row and column, all on the A72's one multiply pipe
+  static constexpr bool kMultiplyBound = true;
 
   // neon::gemm's panel: every tile of `rows` rows against one panel, requantized and stored
   // here. One call a panel, and one function from the start values to the stores, so the

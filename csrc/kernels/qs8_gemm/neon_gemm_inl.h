@@ -59,17 +59,19 @@ inline int8x16_t narrow_clamp16(int32x4_t v0, int32x4_t v1, int32x4_t v2, int32x
 // the float form where it was fitted (rq_params.h; FCVTNS saturates as SQXTN does) unless
 // it needs the split offsets and every column shifts right, else the double
 // requantization of FULLY_CONNECTED, else TFLite's fixed-point steps (kFixedRight's where
-// every column shifts right: fewer operations than the split float form).
+// every column shifts right: fewer operations than the split float form, but its SQRDMULH
+// takes the integer multiply pipe, so a kernel bound by that pipe passes multiply_bound
+// and keeps the split float form).
 class Epilogue {
  public:
-  Epilogue(const GemmWeights& w, const FloatRequantization* fl, size_t col0) {
+  Epilogue(const GemmWeights& w, const FloatRequantization* fl, size_t col0, bool multiply_bound = false) {
     const Requantization& rq = w.requantization();
     lo_ = vdup_n_s8(static_cast<int8_t>(std::max<int32_t>(rq.act_min, -128)));
     hi_ = vdup_n_s8(static_cast<int8_t>(std::min<int32_t>(rq.act_max, 127)));
     lo16_ = vcombine_s8(lo_, lo_), hi16_ = vcombine_s8(hi_, hi_);
     zp_ = vdupq_n_s32(rq.output_zero_point);
     zp16_ = vdupq_n_s16(static_cast<int16_t>(rq.output_zero_point));
-    if (fl && fl->split && w.shifts_right_only()) fl = nullptr;
+    if (fl && fl->split && w.shifts_right_only() && !multiply_bound) fl = nullptr;
     if (fl) {
       mode_ = fl->split ? kFloatSplit : kFloat;
       for (int h = 0; h < 2; ++h) {
@@ -234,6 +236,13 @@ constexpr bool kRunsPanels = false;
 template <class K>
 constexpr bool kRunsPanels<K, std::void_t<decltype(&K::run_panel)>> = true;
 
+// Whether K's loop keeps the integer multiply pipe busy (static constexpr bool
+// kMultiplyBound = true): its epilogue then multiplies nothing there (Epilogue).
+template <class K, class = void>
+constexpr bool kMultiplyBound = false;
+template <class K>
+constexpr bool kMultiplyBound<K, std::void_t<decltype(K::kMultiplyBound)>> = K::kMultiplyBound;
+
 // tiles[h]: the tile of h rows, h = 1 .. sizeof...(R).
 template <class K, size_t... R>
 constexpr std::array<TileFn, sizeof...(R) + 1> tile_table(std::index_sequence<R...>) {
@@ -309,7 +318,7 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
     for (size_t j = j0; j < blocks; ++j) {
       const int8_t* panel = packed + j * kp * kNr;
       const size_t col0 = j * kNr, ncols = std::min(kNr, n - col0);
-      const Epilogue e(w, fl, col0);
+      const Epilogue e(w, fl, col0, kMultiplyBound<K>);
       const int32_t* start = w.bias_minus_zero_point_terms() + col0;
       if constexpr (kRunsPanels<K>) {
         K::run_panel(kp, ablock, a_stride, rows, panel, negatable, start, e, ncols, out + m0 * out_stride + col0,
