@@ -138,6 +138,9 @@ def test_model_cycles_are_grouped_by_kind_of_work_as_shares_of_xnnpacks_model():
     # the dot-product GEMM's tiles, which requantize their own outputs
     dot_tile = "void edgeinf::qs8::(anonymous namespace)::dot_tile<8, 2>(unsigned long, signed char const*"
     assert bounds.group_of(dot_tile, {"libc.so.6"}) == "conv/FC GEMM"
+    # the out-of-order cores' NEON GEMM, a panel a call
+    k16 = "void edgeinf::qs8::(anonymous namespace)::K16Kernel::panel<true>(unsigned long, signed char const*"
+    assert bounds.group_of(k16, {"libc.so.6"}) == "conv/FC GEMM"
 
 
 def test_a_model_ceiling_shrinks_each_kind_of_kernel_work_by_the_room_its_kernel_cases_show():
@@ -203,3 +206,8 @@ def test_a_model_floor_sums_its_layers_floors_and_keeps_the_other_steps_as_they_
     assert found["depthwise floor share"] == 0.0 and found["other steps share (as now)"] == 0.075
     assert found["ceiling (every layer at its floor)"] == round(80 / (13 + 20 + 6 + 4), 2)
     assert bounds.model_floors(rows, {}) == []  # no layers for the model: no floor
+    # the parts, each bound on its own, add up to twice the whole: floors and shares alike halve
+    rows[1]["throughput_cycles"] = 50
+    (found,) = bounds.model_floors(rows, {"m int8": layers})
+    assert found["ADD floor share"] == 0.125 and found["other steps share (as now)"] == round(3 / 80, 3)
+    assert found["ceiling (every layer at its floor)"] == round(80 / ((13 + 20 + 6 + 4) / 2), 2)

@@ -276,7 +276,7 @@ def kernel_bounds(rows: list[dict], llvm_mca: str | None = None) -> list[dict]:
 # The engine's work by kind, from the function that holds each instruction (first match).
 GROUPS = [
     ("depthwise", ("DwWeights", "dwconv", "Depthwise")),
-    ("conv/FC GEMM", ("PairKernel", "DotKernel", "dot_tile", "gemm", "gather_rows", "FullyConnected")),
+    ("conv/FC GEMM", ("PairKernel", "K16Kernel", "DotKernel", "dot_tile", "gemm", "gather_rows", "FullyConnected")),
     ("direct conv", ("conv2d_direct", "conv_window_rows")),
     ("ADD", ("qs8_add", "AddStep")),
 ]
@@ -475,7 +475,9 @@ def model_floors(rows: list[dict], layers: dict[str, list[dict]]) -> list[dict]:
         scale = mine["throughput_cycles"] / (sum(groups.values()) or 1)  # as in model_gaps
         floor: dict[str, float] = {}
         for layer in found:
-            cost = layer_floor(layer, mine["cpu"], dot=mine["isa"] == "neondot")
+            # in the currency of the scaled shares: parts bound on their own add up to more
+            # than the whole, whose resources the model lets the layers share
+            cost = layer_floor(layer, mine["cpu"], dot=mine["isa"] == "neondot") * scale
             floor[layer["group"]] = floor.get(layer["group"], 0.0) + cost
         as_now = {name: groups.get(name, 0.0) * scale for name in (OTHER_STEPS, OUTSIDE)}
         row = {
@@ -510,7 +512,8 @@ FLOOR_TITLE = (
     "of the model at the least its cheapest exact route must issue (its multiplies, a depthwise SDOT's interleaving, "
     "its cheapest exact requantization (the float form with the split offsets the reference's rounding needs, or the fixed-point steps where every channel shifts right); ADD by its linear form with int16 "
     "coefficients; no loads, stores or loops), as shares of XNNPACK's whole model, the other steps and the way in "
-    "and out as edgeinf runs them now. Ceiling: XNNPACK's cycles over that sum, the most edgeinf can reach under "
+    "and out as edgeinf runs them now, all scaled as in the table above (parts bound on their own add up to more than "
+    "the whole). Ceiling: XNNPACK's cycles over that sum, the most edgeinf can reach under "
     "the model while the other steps stay as they are"
 )
 
