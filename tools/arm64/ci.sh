@@ -3,7 +3,7 @@
 #     tools/arm64/ci.sh /path/to/venv/bin/python
 # Installs the host packages it needs, builds the emulated aarch64 Python (tools/arm64/setup.sh,
 # cached in ~/.cache/edgeinf-arm64), makes sure the x86 extension is built (the reference for the
-# bit-exactness check), runs the host-side checks of tests/arm64/test_emulated.py, then
+# bit-exactness check), runs the host-side checks of tests/arm64/test_emulated.py and the estimate tools' tests, then
 # cross-builds and runs the CI subset on the Pi 3, 4 and 5 profiles (docs/arm64.md).
 # The pytest runs go one per core (--jobs). Extra arguments go to run_tests.py (e.g.
 # --subset full).
@@ -26,5 +26,6 @@ if [ -z "$SUDO" ]; then HOSTPY="$PY" tools/arm64/setup.sh; else sudo HOSTPY="$PY
 "$PY" setup.py -q build_ext --inplace
 # host-side checks: objects free of Armv8.2+ instructions outside neondot files, SIGILL on the
 # pi3/pi4 profiles, dispatch per profile (the guest suite itself runs below)
-"$PY" -m pytest -q -p no:cacheprovider tests/arm64/test_emulated.py -m "not slow" -k "not test_arm_checks_pass_on_each_profile"
+"$PY" -m pytest -q -p no:cacheprovider tests/arm64/test_emulated.py tests/arm64/test_bounds.py tests/arm64/test_estimate.py \
+  -m "not slow" -k "not test_arm_checks_pass_on_each_profile"
 exec "$PY" tools/arm64/run_tests.py --subset ci --jobs "$(nproc)" "$@"
