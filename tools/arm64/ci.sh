@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-NEED=(qemu-user gcc g++-aarch64-linux-gnu binutils-aarch64-linux-gnu unzip)
+NEED=(qemu-user gcc g++-aarch64-linux-gnu binutils-aarch64-linux-gnu unzip llvm)  # llvm: llvm-mc, llvm-mca
 MISSING=()
 for pkg in "${NEED[@]}"; do dpkg -s "$pkg" > /dev/null 2>&1 || MISSING+=("$pkg"); done
 if [ ${#MISSING[@]} -gt 0 ]; then

@@ -157,8 +157,7 @@ static void end_phase(uint32_t next) {
 
 static void on_syscall(qemu_plugin_id_t id, unsigned int vcpu, int64_t num, uint64_t a1, uint64_t a2, uint64_t a3,
                        uint64_t a4, uint64_t a5, uint64_t a6, uint64_t a7, uint64_t a8) {
-    (void)id, (void)vcpu, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
-    (void)a1;
+    (void)id, (void)vcpu, (void)a1, (void)a3, (void)a4, (void)a5, (void)a6, (void)a7, (void)a8;
     if (num != AARCH64_LSEEK || (a2 & 0xFFFFFFFF00000000ull) != MARK) return;
     pthread_mutex_lock(&lock);
     end_phase((uint32_t)a2);

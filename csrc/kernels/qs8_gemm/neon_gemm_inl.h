@@ -249,6 +249,18 @@ constexpr std::array<TileFn, sizeof...(R) + 1> tile_table(std::index_sequence<R.
   return {nullptr, TileOf<K, static_cast<int>(R) + 1>::fn...};
 }
 
+// Rows r0 .. rows of a block against one panel, kMr at a time, by the tile of each height.
+template <class K>
+void run_tiles(size_t kp, const int8_t* a, size_t a_stride, size_t r0, size_t rows, const int8_t* b, bool negatable,
+               const int32_t* start, const Epilogue& e, size_t ncols, int8_t* out, size_t out_stride) {
+  constexpr size_t kMr = K::kLayout.mr;
+  static constexpr std::array<TileFn, kMr + 1> kTiles = tile_table<K>(std::make_index_sequence<kMr>());
+  for (; r0 < rows; r0 += kMr) {
+    kTiles[std::min(kMr, rows - r0)](kp, a + r0 * a_stride, a_stride, b, negatable, start, e, ncols,
+                                     out + r0 * out_stride, out_stride);
+  }
+}
+
 // One row (batch-1 fully connected), kGemvBlocks panels at a time, prefetching the next
 // group: the weights are read once, usually from memory, and several streams in flight
 // move more bytes per second than one (as on AVX2). K supplies
@@ -324,12 +336,8 @@ void gemm(const GemmWeights& w, const GemmRows& a, int8_t* out, size_t out_strid
         K::run_panel(kp, ablock, a_stride, rows, panel, negatable, start, e, ncols, out + m0 * out_stride + col0,
                      out_stride);
       } else {
-        static constexpr std::array<TileFn, kMr + 1> kTiles = tile_table<K>(std::make_index_sequence<kMr>());
-        for (size_t r0 = 0; r0 < rows; r0 += kMr) {
-          const size_t height = std::min(kMr, rows - r0);
-          kTiles[height](kp, ablock + r0 * a_stride, a_stride, panel, negatable, start, e, ncols,
-                         out + (m0 + r0) * out_stride + col0, out_stride);
-        }
+        run_tiles<K>(kp, ablock, a_stride, 0, rows, panel, negatable, start, e, ncols, out + m0 * out_stride + col0,
+                     out_stride);
       }
     }
   }

@@ -100,12 +100,18 @@ void row_tail(size_t kp, const int8_t* a, const int8_t* b, int32x4_t (&acc)[8]) 
 }
 
 // A panel's accumulators (acc[j]: columns c0 + 4j .. c0 + 4j + 3) requantized and stored,
-// the columns from n on left out. The float form requantizes 16 columns at a time with its
-// parameters in registers (Requantize16Of); without it, the epilogue's 8.
+// the columns from n on left out (a panel within n: no checks). The float form requantizes
+// 16 columns at a time with its parameters in registers (Requantize16Of); without it, the
+// epilogue's 8.
 template <neon_rq::Form F>
 __attribute__((always_inline)) inline void store_panel(const GemmWeights& w, const neon_rq::Output& q,
                                                        const int32x4_t (&acc)[8], size_t c0, int8_t* out_row) {
   const size_t n = w.n();
+  if (F != neon_rq::Form::kFixedPoint && c0 + kRowCols <= n) {  // every column stored: no checks
+    vst1q_s8(out_row + c0, neon_rq::Requantize16Of<F>(q, c0)({acc[0], acc[1], acc[2], acc[3]}));
+    vst1q_s8(out_row + c0 + 16, neon_rq::Requantize16Of<F>(q, c0 + 16)({acc[4], acc[5], acc[6], acc[7]}));
+    return;
+  }
   for (size_t h = 0; h < kRowCols && c0 + h < n; h += 16) {
     const int32x4_t part[4] = {acc[h / 4], acc[h / 4 + 1], acc[h / 4 + 2], acc[h / 4 + 3]};
     if constexpr (F == neon_rq::Form::kFixedPoint) {  // no float form: the epilogue, 8 columns at a time
@@ -138,14 +144,7 @@ void gemv_all(const GemmWeights& w, const FloatRequantization* fl, size_t kp, co
     for (int j = 0; j < 8; ++j) acc[j] = vld1q_s32(start + c0 + 4 * j);
     row_panel(kp, a, panel, acc);
     panel += kp * kRowCols;
-    if (F != neon_rq::Form::kFixedPoint && c0 + kRowCols <= n) {  // every column stored: no checks
-      const int8x16_t lo = neon_rq::Requantize16Of<F>(q, c0)({acc[0], acc[1], acc[2], acc[3]});
-      const int8x16_t hi = neon_rq::Requantize16Of<F>(q, c0 + 16)({acc[4], acc[5], acc[6], acc[7]});
-      vst1q_s8(out_row + c0, lo);
-      vst1q_s8(out_row + c0 + 16, hi);
-    } else {
-      store_panel<F>(w, q, acc, c0, out_row);
-    }
+    store_panel<F>(w, q, acc, c0, out_row);
   }
   if (c0 == n) return;
   // the last panel: columns past the padded bias start at zero and are not stored
@@ -358,11 +357,7 @@ struct DotKernel {
         dot_tile<kMr, 2>(kp, a + r0 * a_stride, a_stride, b, start, e, ncols, out + r0 * out_stride, out_stride);
       }
     }
-    for (; r0 < rows; r0 += kMr) {
-      static constexpr auto kTiles = neon::tile_table<DotKernel>(std::make_index_sequence<kMr>());
-      kTiles[std::min(kMr, rows - r0)](kp, a + r0 * a_stride, a_stride, b, negatable, start, e, ncols,
-                                       out + r0 * out_stride, out_stride);
-    }
+    neon::run_tiles<DotKernel>(kp, a, a_stride, r0, rows, b, negatable, start, e, ncols, out, out_stride);
   }
 
   // The whole row (kNeonDotRowLayout's panels, not `packed`); every panel done. Its K is
