@@ -297,8 +297,30 @@ def render(models: Iterable | None = None) -> str:
     families = model_families(chosen)
     for collector in extra:
         families.extend(collector.prometheus_families())
-    lines = [line for family in families for line in family.lines()]
+    lines = [line for family in merge_families(families) for line in family.lines()]
     return "\n".join(lines) + "\n"
+
+
+def merge_families(families: Iterable[Family]) -> list[Family]:
+    """One family per name, its samples in order of appearance.
+
+    The format allows one HELP and TYPE per metric and all its samples together; two
+    collectors of one kind (two A/B tests, two pipelines) each yield the same families,
+    which must go out as one.
+
+    Raises:
+        ValueError: two families share a name but not a type.
+    """
+    by_name: dict[str, Family] = {}
+    for family in families:
+        first = by_name.get(family.name)
+        if first is None:
+            by_name[family.name] = Family(family.name, family.type, family.help, list(family.samples))
+        elif first.type != family.type:
+            raise ValueError(f"metric {family.name!r} is both a {first.type} and a {family.type}")
+        else:
+            first.samples.extend(family.samples)
+    return list(by_name.values())
 
 
 # -- the optional exporter (edgeinf.exporter, imported only when serving) -----------------

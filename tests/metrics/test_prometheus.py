@@ -167,3 +167,32 @@ def test_metrics_and_abtest_are_reachable_from_a_bare_import():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ABTest"
+
+
+class Collector:
+    """A registered collector yielding one gauge family labelled with its own name."""
+
+    def __init__(self, name: str, value: float, kind: str = "gauge"):
+        self.name, self.value, self.kind = name, value, kind
+
+    def prometheus_families(self):
+        family = metrics.Family("edgeinf_test_collector_value", self.kind, "A test figure.", [])
+        family.samples.append(("", {"collector": self.name}, self.value))
+        return [family]
+
+
+def test_collectors_of_one_kind_render_as_one_family():
+    first, second = Collector("first", 1.0), Collector("second", 2.0)
+    metrics.register_collector(first)
+    metrics.register_collector(second)
+    families = parse_strict(metrics.render())  # fails on a family declared twice
+    samples = {s[1]["collector"]: s[2] for s in families["edgeinf_test_collector_value"]["samples"]}
+    assert samples == {"first": 1.0, "second": 2.0}
+    parsed = [f for f in text_string_to_metric_families(metrics.render()) if f.name == "edgeinf_test_collector_value"]
+    assert len(parsed) == 1 and len(parsed[0].samples) == 2
+
+
+def test_collectors_that_disagree_on_a_type_are_refused():
+    same_name = [Collector("a", 1.0).prometheus_families()[0], Collector("b", 1.0, "counter").prometheus_families()[0]]
+    with pytest.raises(ValueError, match="both a gauge and a counter"):
+        metrics.merge_families(same_name)
