@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="
 
 OVERHEAD_BYTES = 12 << 20  # edgeinf's modules, the verified reading of the file and the compatibility check
 RATIO = 1.1
+COUNTER_LAG_BYTES = 1 << 20
 
 _PROBE = r"""
 import json, sys
@@ -97,4 +98,6 @@ def test_load_peak_rss_stays_near_the_raw_runtime(name, model_path, big_model):
         f"{raw / 2**20:.1f} MB; the bound is {bound / 2**20:.1f} MB"
     )
     # What Model.details reports is the peak of the load itself, within the process's own peak.
-    assert raw * 0.5 < ours["reported"] <= ours["peak"]
+    # Linux sums RSS from per-CPU (or per-thread) counters that lag by up to a few dozen pages,
+    # so two readings of one peak can differ by that much (seen: 76 KB under qemu).
+    assert raw * 0.5 < ours["reported"] <= ours["peak"] + COUNTER_LAG_BYTES
