@@ -3,8 +3,9 @@
 #     tools/arm64/ci.sh /path/to/venv/bin/python
 # Installs the host packages it needs, builds the emulated aarch64 Python (tools/arm64/setup.sh,
 # cached in ~/.cache/edgeinf-arm64), makes sure the x86 extension is built (the reference for the
-# bit-exactness check), runs the host-side checks of tests/arm64/test_emulated.py and the estimate tools' tests, then
-# cross-builds and runs the CI subset on the Pi 3, 4 and 5 profiles (docs/arm64.md).
+# bit-exactness check), runs the host-side checks of tests/arm64/test_emulated.py and the
+# estimate tools' tests, then cross-builds and runs the CI subset on the Pi 3, 4 and 5
+# profiles (docs/arm64.md).
 # The pytest runs go one per core (--jobs). Extra arguments go to run_tests.py (e.g.
 # --subset full).
 set -euo pipefail

@@ -7,9 +7,10 @@
  * Every translated instruction gets an inline counter (one add per execution, no call).
  * The guest marks phases with a system call nothing else makes: lseek(fd, MARK | id, 0),
  * on /dev/null (which ignores the offset and returns 0: the mark raises nothing in the
- * guest, so it adds few instructions to the phases). A mark ends the current phase: the plugin writes, for every
- * instruction executed since the previous mark, "vaddr count opcode mnemonic operands",
- * under a "phase ID" line, to OUT.PID. Phase 0 is "not measured": nothing is written for it.
+ * guest, so it adds few instructions to the phases). A mark ends the current phase: the
+ * plugin writes, for every instruction executed since the previous mark, "vaddr count
+ * opcode mnemonic operands", under a "phase ID" line, to OUT.PID. Phase 0 is "not
+ * measured": nothing is written for it.
  *
  * Declarations of the qemu plugin API used here (QEMU_PLUGIN_VERSION 1, qemu 7.x; the
  * installed qemu ships no header). Only plain C: the tool builds this at run time.

@@ -210,7 +210,7 @@ struct K16Kernel {
 // in-order A53 stalls on K16Kernel's chains of multiply-accumulates (docs/arm64.md,
 // "The A72 under llvm-mca").
 constexpr size_t kLongK = 32;
-static_assert(kLongK > 16, "K16Kernel::run takes two steps of K at least");
+static_assert(kLongK > 16, "K16Kernel::tile takes two steps of K at least");
 
 }  // namespace
 
